@@ -1,0 +1,1 @@
+"""SynthOrg: a self-hosted control plane for autonomous coding agents."""
