@@ -1,0 +1,236 @@
+"""Conversation events: every step of a run, as stored in the durable log.
+
+Events are a tagged union on ``kind``. Validators keep them consistent: a tool name exists only
+on an action, token/cost figures only on a turn (message or action), a confirmation decision
+names the actions it decides.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from synthorg.domain.ids import ActionId, ConversationId
+from synthorg.domain.risk import RiskLevel
+from synthorg.domain.status import ConversationStatus
+from synthorg.domain.usage import TokenUsage
+
+_TURN_KINDS = frozenset({"message", "action"})
+_TURN_ONLY_FIELDS = ("usage",)
+_ACTION_ONLY_FIELDS = ("tool_name",)
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _explain_misplaced_fields(cls, data: Any) -> Any:
+        # extra="forbid" would reject these too, but with a message that doesn't say why.
+        if not isinstance(data, dict):
+            return data
+        kind = data.get("kind")
+        if kind != "action":
+            for name in _ACTION_ONLY_FIELDS:
+                if data.get(name) is not None:
+                    raise ValueError(f"{name} is only allowed on an action event, not on {kind!r}")
+        if kind not in _TURN_KINDS:
+            for name in _TURN_ONLY_FIELDS:
+                if data.get(name) is not None:
+                    raise ValueError(
+                        f"{name} (token/cost figures) is only allowed on a turn "
+                        f"(message or action), not on {kind!r}"
+                    )
+        return data
+
+
+class MessageEvent(_Event):
+    """A message from the user, the assistant or the system."""
+
+    kind: Literal["message"] = "message"
+    role: Literal["user", "assistant", "system"] = Field(description="Who speaks.")
+    text: str = Field(description="The message text.")
+    usage: TokenUsage | None = Field(default=None, description="Model usage of this turn.")
+
+
+class ActionEvent(_Event):
+    """The agent decided to call a tool."""
+
+    kind: Literal["action"] = "action"
+    action_id: ActionId = Field(description="Unique id, referenced by observation and decisions.")
+    tool_name: str = Field(min_length=1, description="The tool called.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The tool arguments.")
+    summary: str = Field(default="", description="One-line human summary of the action.")
+    thought: str = Field(default="", description="The model's reasoning text before the call.")
+    risk: RiskLevel = Field(default=RiskLevel.UNKNOWN, description="Declared risk.")
+    usage: TokenUsage | None = Field(default=None, description="Model usage of this turn.")
+
+
+class ObservationEvent(_Event):
+    """The result of an action."""
+
+    kind: Literal["observation"] = "observation"
+    action_id: ActionId = Field(description="The action this observes.")
+    content: str = Field(description="Tool output shown to the model.")
+    is_error: bool = Field(default=False, description="Whether the tool failed.")
+    exit_code: int | None = Field(default=None, description="Exit code of a terminal command.")
+    non_retryable: bool = Field(
+        default=False, description="The effect is unknown; the action must not be blindly retried."
+    )
+
+
+class FinishedEvent(_Event):
+    """The agent declared the task done."""
+
+    kind: Literal["finished"] = "finished"
+    message: str = Field(default="", description="The agent's closing summary.")
+
+
+class ErrorEvent(_Event):
+    """Something failed; the run may or may not continue."""
+
+    kind: Literal["error"] = "error"
+    message: str = Field(description="What went wrong, for people.")
+    code: str = Field(default="error", description="Machine-readable error class.")
+    action_id: ActionId | None = Field(default=None, description="The action involved, if any.")
+    non_retryable: bool = Field(default=False, description="Retrying cannot help.")
+
+
+class StatusChangeEvent(_Event):
+    """The conversation moved from one status to another."""
+
+    kind: Literal["status_change"] = "status_change"
+    old: ConversationStatus | None = Field(description="Status before (None at creation).")
+    new: ConversationStatus = Field(description="Status after.")
+    reason: str = Field(default="", description="Why, for people.")
+    termination_reason: str | None = Field(
+        default=None, description="TerminationReason value when the run ended."
+    )
+
+
+class PauseEvent(_Event):
+    """A pause was requested; it takes effect after the in-flight model call."""
+
+    kind: Literal["pause"] = "pause"
+    requested_by: str = Field(default="", description="Principal who asked.")
+
+
+class InterruptEvent(_Event):
+    """The run was interrupted immediately; the conversation stays resumable."""
+
+    kind: Literal["interrupt"] = "interrupt"
+    requested_by: str = Field(default="", description="Principal who asked.")
+
+
+class PendingAction(BaseModel):
+    """An action waiting for a human decision."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    action_id: ActionId = Field(description="The action's id.")
+    tool_name: str = Field(description="The tool it calls.")
+    summary: str = Field(default="", description="Arguments summary for the approver.")
+    risk: RiskLevel = Field(default=RiskLevel.UNKNOWN, description="Declared risk.")
+
+
+class ConfirmationRequestEvent(_Event):
+    """The run waits for decisions on these actions."""
+
+    kind: Literal["confirmation_request"] = "confirmation_request"
+    pending: tuple[PendingAction, ...] = Field(min_length=1, description="Actions awaiting.")
+
+
+class ConfirmationDecisionEvent(_Event):
+    """An authenticated person accepted and/or rejected named pending actions."""
+
+    kind: Literal["confirmation_decision"] = "confirmation_decision"
+    accepted: tuple[ActionId, ...] = Field(default=(), description="Action ids approved.")
+    rejected: tuple[ActionId, ...] = Field(default=(), description="Action ids refused.")
+    reason: str = Field(default="", description="Why (shown to the agent on rejection).")
+    approver: str = Field(min_length=1, description="The authenticated principal who decided.")
+
+    @model_validator(mode="after")
+    def _names_actions(self) -> ConfirmationDecisionEvent:
+        if not self.accepted and not self.rejected:
+            raise ValueError("a confirmation decision must name at least one action id")
+        both = set(self.accepted) & set(self.rejected)
+        if both:
+            raise ValueError(f"action ids both accepted and rejected: {sorted(both)}")
+        return self
+
+
+class ToolAuditEvent(_Event):
+    """A credentialed tool call made through the MCP server, audited (no secrets)."""
+
+    kind: Literal["tool_audit"] = "tool_audit"
+    tool: str = Field(description="The MCP tool called.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Arguments, redacted.")
+    outcome: Literal["ok", "refused", "error"] = Field(description="How the call ended.")
+    detail: str = Field(default="", description="Result or refusal message, redacted.")
+    duration_ms: float = Field(ge=0, description="Wall time of the call.")
+
+
+class CheckpointEvent(_Event):
+    """The workspace was snapshotted before a mutating action."""
+
+    kind: Literal["checkpoint"] = "checkpoint"
+    index: int = Field(ge=0, description="Checkpoint number n.")
+    ref: str = Field(description="The hidden git ref holding the snapshot.")
+    action_id: ActionId | None = Field(default=None, description="The action it precedes.")
+
+
+ConversationEvent = Annotated[
+    MessageEvent
+    | ActionEvent
+    | ObservationEvent
+    | FinishedEvent
+    | ErrorEvent
+    | StatusChangeEvent
+    | PauseEvent
+    | InterruptEvent
+    | ConfirmationRequestEvent
+    | ConfirmationDecisionEvent
+    | ToolAuditEvent
+    | CheckpointEvent,
+    Field(discriminator="kind"),
+]
+"""Any event of a conversation."""
+
+EVENT_ADAPTER: TypeAdapter[ConversationEvent] = TypeAdapter(ConversationEvent)
+
+EVENT_KINDS: frozenset[str] = frozenset(
+    {
+        "message",
+        "action",
+        "observation",
+        "finished",
+        "error",
+        "status_change",
+        "pause",
+        "interrupt",
+        "confirmation_request",
+        "confirmation_decision",
+        "tool_audit",
+        "checkpoint",
+    }
+)
+
+
+class StoredEvent(BaseModel):
+    """An event as the log holds it: durable, numbered, timestamped."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    conversation_id: ConversationId = Field(description="The conversation it belongs to.")
+    seq: int = Field(ge=1, description="Monotonic per-conversation sequence number, from 1.")
+    timestamp: datetime = Field(description="When it was appended (UTC).")
+    event: ConversationEvent = Field(description="The event itself.")
+
+
+def parse_event(data: dict[str, Any] | str | bytes) -> ConversationEvent:
+    """Validate an event from a dict or JSON text."""
+    if isinstance(data, dict):
+        return EVENT_ADAPTER.validate_python(data)
+    return EVENT_ADAPTER.validate_json(data)

@@ -1,0 +1,67 @@
+"""Conversation status and run termination reasons."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ConversationStatus(StrEnum):
+    """Lifecycle of a conversation. Transitions are explicit and evented."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    PAUSED = "paused"
+    WAITING_CONFIRMATION = "waiting_confirmation"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+
+    @property
+    def is_active(self) -> bool:
+        """A run is in progress (a process is working or waiting on a person)."""
+        return self in {ConversationStatus.RUNNING, ConversationStatus.WAITING_CONFIRMATION}
+
+    @property
+    def is_resumable(self) -> bool:
+        """A new run may continue this conversation."""
+        return self in {
+            ConversationStatus.CREATED,
+            ConversationStatus.PAUSED,
+            ConversationStatus.ERROR,
+            ConversationStatus.CANCELLED,
+        }
+
+
+class TerminationReason(StrEnum):
+    """Why a run of an execution loop ended."""
+
+    COMPLETED = "completed"
+    MAX_TURNS = "max_turns"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    SHUTDOWN = "shutdown"
+    CANCELLED = "cancelled"
+    PAUSED = "paused"
+    ERROR = "error"
+    NO_OP = "no_op"
+
+    def conversation_status(self) -> ConversationStatus:
+        """The conversation status a run ending this way leaves behind.
+
+        NO_OP is routed to FAILED: a task that was expected to change something and did
+        nothing is never a silent success. SHUTDOWN and PAUSED leave the conversation
+        resumable.
+        """
+        return _STATUS_AFTER[self]
+
+
+_STATUS_AFTER = {
+    TerminationReason.COMPLETED: ConversationStatus.FINISHED,
+    TerminationReason.MAX_TURNS: ConversationStatus.FAILED,
+    TerminationReason.BUDGET_EXHAUSTED: ConversationStatus.FAILED,
+    TerminationReason.SHUTDOWN: ConversationStatus.PAUSED,
+    TerminationReason.CANCELLED: ConversationStatus.CANCELLED,
+    TerminationReason.PAUSED: ConversationStatus.PAUSED,
+    TerminationReason.ERROR: ConversationStatus.ERROR,
+    TerminationReason.NO_OP: ConversationStatus.FAILED,
+}
