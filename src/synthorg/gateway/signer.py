@@ -1,0 +1,144 @@
+"""The gateway signer: mints and verifies per-run bearers bound to one execution.
+
+A bearer binds (execution, agent, task, project, conversation, provider, model, cost ceiling)
+and an expiry. Explicit Provider Binding is enforced at mint: a (provider, model) pair that no
+configured provider serves fails loud; nothing picks a provider on the caller's behalf.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import jwt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from synthorg.errors import ConfigError, SynthOrgError
+
+_ALGORITHM = "HS256"
+_AUDIENCE = "synthorg-run"
+_ISSUER = "synthorg-gateway"
+_MIN_KEY_BYTES = 32
+
+
+class BearerError(SynthOrgError):
+    """A bearer was refused: bad signature, expired, tampered or malformed."""
+
+
+class UnboundModelError(ConfigError):
+    """No configured provider serves the requested (provider, model) pair."""
+
+
+class RunBinding(BaseModel):
+    """What a per-run bearer binds: who runs what, on which model, up to which cost."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    execution_id: str = Field(min_length=1, description="The run's execution id.")
+    agent_id: str = Field(min_length=1, description="The agent running.")
+    task_id: str = Field(min_length=1, description="The task worked on.")
+    project_id: str = Field(min_length=1, description="The project; scopes MCP tools.")
+    conversation_id: str = Field(min_length=1, description="The conversation; scopes the branch.")
+    provider: str = Field(min_length=1, description="The provider explicitly bound.")
+    model_id: str = Field(min_length=1, description="The model explicitly bound.")
+    cost_ceiling: Decimal | None = Field(default=None, ge=0, description="Hard cost ceiling USD.")
+
+
+class BearerClaims(RunBinding):
+    """A verified bearer's claims."""
+
+    issued_at: int = Field(description="Unix time the bearer was minted.")
+    expires_at: int = Field(description="Unix time after which it is refused.")
+    token_id: str = Field(description="Unique id of this bearer.")
+
+
+ModelServed = Callable[[str, str], bool]
+"""(provider, model) -> whether a configured provider serves that model."""
+
+
+class GatewaySigner:
+    """Mints and verifies per-run bearers with one symmetric key."""
+
+    def __init__(
+        self, key: bytes, *, served: ModelServed, clock: Callable[[], float] = time.time
+    ) -> None:
+        if len(key) < _MIN_KEY_BYTES:
+            raise ConfigError(
+                f"gateway signing key must be at least {_MIN_KEY_BYTES} bytes; "
+                "remove it to have one generated into the data dir"
+            )
+        self._key = key
+        self._served = served
+        self._clock = clock
+
+    def mint(self, binding: RunBinding, *, ttl_s: int) -> str:
+        """A signed bearer for ``binding`` valid for ``ttl_s`` seconds."""
+        if ttl_s <= 0:
+            raise ConfigError(f"bearer ttl must be positive, got {ttl_s}")
+        if not self._served(binding.provider, binding.model_id):
+            raise UnboundModelError(
+                f"model {binding.model_id!r} is not served by provider {binding.provider!r}; "
+                "bind the model to a configured provider in the gateway config "
+                "(no provider is picked automatically)"
+            )
+        now = int(self._clock())
+        payload: dict[str, Any] = binding.model_dump(mode="json")
+        payload.update(
+            iat=now, exp=now + ttl_s, jti=secrets.token_hex(12), aud=_AUDIENCE, iss=_ISSUER
+        )
+        return jwt.encode(payload, self._key, algorithm=_ALGORITHM)
+
+    def verify(self, token: str) -> BearerClaims:
+        """The claims of a valid bearer; BearerError naming what is wrong otherwise."""
+        try:
+            payload = jwt.decode(
+                token,
+                self._key,
+                algorithms=[_ALGORITHM],
+                audience=_AUDIENCE,
+                issuer=_ISSUER,
+                options={"require": ["exp", "iat", "jti", "aud", "iss"], "verify_iat": False},
+                leeway=0,
+            )
+        except jwt.ExpiredSignatureError as exc:
+            raise BearerError("bearer expired; mint a new one for this run") from exc
+        except jwt.InvalidSignatureError as exc:
+            raise BearerError("bearer signature invalid (tampered or another key)") from exc
+        except jwt.PyJWTError as exc:
+            raise BearerError(f"bearer invalid: {exc}") from exc
+        if payload["exp"] <= self._clock():
+            raise BearerError("bearer expired; mint a new one for this run")
+        try:
+            return BearerClaims(
+                issued_at=payload.pop("iat"),
+                expires_at=payload.pop("exp"),
+                token_id=payload.pop("jti"),
+                **{k: v for k, v in payload.items() if k not in {"aud", "iss"}},
+            )
+        except ValidationError as exc:
+            raise BearerError(f"bearer claims malformed: {exc.error_count()} problem(s)") from exc
+
+
+def load_or_create_key(path: Path) -> bytes:
+    """The signing key at ``path``, generated (0600, atomically) when absent."""
+    try:
+        key = path.read_bytes()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        key = secrets.token_bytes(48)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key)
+        try:
+            os.link(tmp, path)  # first writer wins if two processes race
+        except FileExistsError:
+            key = path.read_bytes()
+        finally:
+            tmp.unlink()
+    return key

@@ -1,0 +1,170 @@
+"""The store boundary: conversation base state, the append-only event log, the cost ledger."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from synthorg.domain import ConversationEvent, ConversationRecord, ConversationStatus, StoredEvent
+
+
+class ConversationPage(BaseModel):
+    """One page of conversations, newest first, with the cursor of the next page."""
+
+    model_config = ConfigDict(frozen=True)
+
+    items: tuple[ConversationRecord, ...] = Field(description="The conversations on this page.")
+    next_cursor: str | None = Field(default=None, description="Opaque cursor; None at the end.")
+
+
+class ReconcileReport(BaseModel):
+    """What restart reconciliation changed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    conversations_errored: tuple[str, ...] = Field(
+        default=(), description="Conversations that were running and are now error."
+    )
+    actions_reconciled: tuple[tuple[str, str], ...] = Field(
+        default=(), description="(conversation id, action id) given an error observation."
+    )
+
+
+class ExecutionStatus(StrEnum):
+    """Lifecycle of one execution in the gateway's ledger."""
+
+    ACTIVE = "active"
+    FINISHED = "finished"
+    KILLED = "killed"
+
+
+class ExecutionUsage(BaseModel):
+    """The ledger row of one execution: running totals and status."""
+
+    model_config = ConfigDict(frozen=True)
+
+    execution_id: str = Field(description="The execution (run) id.")
+    conversation_id: str = Field(description="The conversation it belongs to.")
+    model: str = Field(description="The bound model id.")
+    provider: str = Field(description="The bound provider.")
+    cost_ceiling_usd: Decimal | None = Field(description="Hard cost ceiling; None for none.")
+    requests: int = Field(default=0, ge=0, description="Model requests made.")
+    tokens_in: int = Field(default=0, ge=0, description="Prompt tokens so far.")
+    tokens_out: int = Field(default=0, ge=0, description="Completion tokens so far.")
+    cost_usd: Decimal = Field(default=Decimal(0), ge=0, description="Accumulated cost.")
+    status: ExecutionStatus = Field(default=ExecutionStatus.ACTIVE, description="Status.")
+    status_reason: str = Field(default="", description="Why it was finished or killed.")
+    updated_at: datetime | None = Field(default=None, description="Last change (UTC).")
+
+
+@runtime_checkable
+class ConversationStore(Protocol):
+    """Base state + append-only event log, keyed by conversation id."""
+
+    async def create_conversation(self, record: ConversationRecord) -> None:
+        """Persist a new conversation; ConflictError if the id exists."""
+        ...
+
+    async def get_conversation(self, conversation_id: str) -> ConversationRecord:
+        """The conversation's base state; NotFoundError if unknown."""
+        ...
+
+    async def save_conversation(self, record: ConversationRecord) -> None:
+        """Replace the base state of an existing conversation; NotFoundError if unknown."""
+        ...
+
+    async def list_conversations(
+        self,
+        *,
+        status: ConversationStatus | None = None,
+        project_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        """Conversations newest first, filtered, cursor-paginated (stable under inserts)."""
+        ...
+
+    async def count_conversations(
+        self, *, status: ConversationStatus | None = None, project_id: str | None = None
+    ) -> int:
+        """How many conversations match."""
+        ...
+
+    async def delete_conversation(self, conversation_id: str) -> None:
+        """Remove the conversation and its events; NotFoundError if unknown."""
+        ...
+
+    async def append(self, conversation_id: str, event: ConversationEvent) -> StoredEvent:
+        """Append durably (committed before returning); seq is monotonic per conversation."""
+        ...
+
+    async def history(
+        self,
+        conversation_id: str,
+        *,
+        after: int | None = None,
+        before: int | None = None,
+        since: datetime | None = None,
+        kinds: frozenset[str] | None = None,
+        limit: int = 100,
+    ) -> list[StoredEvent]:
+        """Events in seq order, strictly after/before the given seqs, at most ``limit``."""
+        ...
+
+    def tail(self, conversation_id: str, *, after: int = 0) -> AsyncIterator[StoredEvent]:
+        """Every event with seq > after, then live ones as appended: exactly once, in order."""
+        ...
+
+    async def last_seq(self, conversation_id: str) -> int:
+        """The highest seq of the conversation (0 when it has no events)."""
+        ...
+
+    async def reconcile_after_restart(self) -> ReconcileReport:
+        """Running conversations become error; unmatched actions get an error observation."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and background tasks."""
+        ...
+
+
+@runtime_checkable
+class LedgerStore(Protocol):
+    """The gateway's per-execution cost ledger."""
+
+    async def open_execution(
+        self,
+        *,
+        execution_id: str,
+        conversation_id: str,
+        model: str,
+        provider: str,
+        cost_ceiling_usd: Decimal | None,
+    ) -> ExecutionUsage:
+        """Create the ledger row (idempotent for the same execution id)."""
+        ...
+
+    async def record_usage(
+        self, execution_id: str, *, tokens_in: int, tokens_out: int, cost_usd: Decimal
+    ) -> ExecutionUsage:
+        """Atomically add one request's figures; returns the new totals."""
+        ...
+
+    async def get_execution(self, execution_id: str) -> ExecutionUsage:
+        """The ledger row; NotFoundError if unknown."""
+        ...
+
+    async def set_execution_status(
+        self, execution_id: str, status: ExecutionStatus, reason: str = ""
+    ) -> ExecutionUsage:
+        """Mark finished or killed (a killed execution stays killed)."""
+        ...
+
+
+class Store(ConversationStore, LedgerStore, Protocol):
+    """One backend serves both: conversations and the ledger share a database."""
