@@ -1,0 +1,260 @@
+"""Locate and build the isolated OpenHands runtime venv under ``SYNTHORG_HOME``."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from synthorg.errors import BoundaryError, ConfigError
+from synthorg.runtime.files import entrypoint_path, lockfile_path
+
+MARKER_NAME = ".synthorg-runtime.json"
+"""Written inside a runtime dir only after a successful build: its presence means 'built'."""
+
+RUNTIME_PYTHON = (3, 12)
+"""The lockfile is compiled for CPython 3.12; the runtime venv must use exactly that."""
+
+OutputCallback = Callable[[str], None]
+
+
+def synthorg_home(home: Path | None = None) -> Path:
+    """The data dir: ``home`` if given, else ``$SYNTHORG_HOME``, else ``~/.synthorg``."""
+    if home is not None:
+        return home
+    env = os.environ.get("SYNTHORG_HOME")
+    return Path(env) if env else Path.home() / ".synthorg"
+
+
+class OpenHandsRuntime(BaseModel):
+    """A built OpenHands runtime venv (the SDK lives only here, never in the main venv)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    venv_path: Path = Field(description="Root of the runtime venv (bind it read-only).")
+    python: Path = Field(description="The venv's interpreter; run the entrypoint with it.")
+    interpreter_prefix: Path = Field(
+        description="Install prefix of the base CPython the venv links to (bind it read-only)."
+    )
+    entrypoint: Path = Field(description="The in-sandbox entrypoint script run_task.py.")
+    lock_hash: str = Field(description="First 16 hex chars of sha256(requirements.lock).")
+
+
+class RuntimeStatus(BaseModel):
+    """What ``synthorg runtime status`` / ``doctor`` report about the OpenHands runtime."""
+
+    model_config = ConfigDict(frozen=True)
+
+    built: bool = Field(description="True when a completed build for the current lock exists.")
+    lock_hash: str = Field(description="Hash of the lockfile the runtime must match.")
+    venv_path: Path = Field(description="Where the runtime venv lives (or would live).")
+    python: Path | None = Field(description="The runtime's interpreter, when built.")
+    entrypoint: Path = Field(description="The entrypoint script that runs inside the sandbox.")
+
+
+def lock_hash(lockfile: Path | None = None) -> str:
+    """First 16 hex chars of the sha256 of the lockfile bytes: the runtime's identity."""
+    data = (lockfile or lockfile_path()).read_bytes()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def runtime_dir(home: Path | None = None, lockfile: Path | None = None) -> Path:
+    """``SYNTHORG_HOME/runtimes/openhands/<lock hash>``."""
+    return synthorg_home(home) / "runtimes" / "openhands" / lock_hash(lockfile)
+
+
+def _runtime_from_dir(venv: Path, digest: str) -> OpenHandsRuntime | None:
+    marker = venv / MARKER_NAME
+    python = venv / "bin" / "python"
+    if not marker.is_file() or not python.exists():
+        return None
+    try:
+        meta = json.loads(marker.read_text())
+        prefix = Path(meta["interpreter_prefix"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise BoundaryError(
+            f"runtime marker {marker} is unreadable; delete {venv} and run "
+            "`synthorg runtime build openhands` again"
+        ) from exc
+    return OpenHandsRuntime(
+        venv_path=venv,
+        python=python,
+        interpreter_prefix=prefix,
+        entrypoint=entrypoint_path(),
+        lock_hash=digest,
+    )
+
+
+def find_runtime(home: Path | None = None) -> OpenHandsRuntime | None:
+    """The built runtime matching the current lockfile, or None if it was never built."""
+    digest = lock_hash()
+    return _runtime_from_dir(synthorg_home(home) / "runtimes" / "openhands" / digest, digest)
+
+
+def runtime_status(home: Path | None = None) -> RuntimeStatus:
+    """Built or not, with the paths an operator needs to see."""
+    venv = runtime_dir(home)
+    found = find_runtime(home)
+    return RuntimeStatus(
+        built=found is not None,
+        lock_hash=lock_hash(),
+        venv_path=venv,
+        python=found.python if found else None,
+        entrypoint=entrypoint_path(),
+    )
+
+
+def find_base_python(explicit: Path | None = None) -> Path:
+    """A CPython 3.12 to create the venv from (never a venv's python, to inherit nothing)."""
+    if explicit is not None:
+        return explicit
+    if sys.version_info[:2] == RUNTIME_PYTHON:
+        # Inside the main venv, sys.executable is that venv's python; the base one keeps
+        # the new venv independent of the main venv's site-packages.
+        return Path(getattr(sys, "_base_executable", sys.executable))
+    found = shutil.which("python3.12")
+    if found is None:
+        raise ConfigError(
+            "the OpenHands runtime needs CPython 3.12 but none was found on PATH; "
+            "install it (e.g. `uv python install 3.12`) and pass its path"
+        )
+    return Path(found)
+
+
+def _clean_env() -> dict[str, str]:
+    # Nothing of the main venv may leak into the runtime's pip or python.
+    drop = {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PIP_PYTHON"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    return env
+
+
+def _stream(cmd: list[str], on_output: OutputCallback, what: str) -> None:
+    on_output(f"$ {' '.join(cmd)}")
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=_clean_env(),
+        )
+    except OSError as exc:
+        raise BoundaryError(f"could not start {what}: {exc}") from exc
+    assert proc.stdout is not None
+    tail: list[str] = []
+    with proc:
+        for line in proc.stdout:
+            text = line.rstrip("\n")
+            tail = [*tail[-19:], text]
+            on_output(text)
+    if proc.returncode != 0:
+        detail = "\n".join(tail)
+        raise BoundaryError(f"{what} failed with exit code {proc.returncode}:\n{detail}")
+
+
+@contextmanager
+def _build_lock(parent: Path) -> Iterator[None]:
+    parent.mkdir(parents=True, exist_ok=True)
+    with (parent / ".build.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_runtime(
+    home: Path | None = None,
+    on_output: OutputCallback = lambda _line: None,
+    *,
+    base_python: Path | None = None,
+    force: bool = False,
+) -> OpenHandsRuntime:
+    """Build (or reuse) the runtime venv for the current lockfile; atomic via temp dir + rename.
+
+    Only the new venv's own pip runs, with ``--require-hashes --no-deps`` against the lock,
+    so the main venv is never touched. Every line pip prints goes to ``on_output``.
+    """
+    lockfile = lockfile_path()
+    digest = lock_hash(lockfile)
+    parent = synthorg_home(home) / "runtimes" / "openhands"
+    final = parent / digest
+    with _build_lock(parent):
+        existing = _runtime_from_dir(final, digest)
+        if existing is not None and not force:
+            on_output(f"OpenHands runtime {digest} already built at {final}")
+            return existing
+        # Holding the lock, any leftover temp dir is from a build that died.
+        for stale in parent.glob(".building-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        python = find_base_python(base_python)
+        started = time.monotonic()
+        tmp = Path(tempfile.mkdtemp(prefix=f".building-{digest}-", dir=parent))
+        try:
+            _stream([str(python), "-m", "venv", str(tmp)], on_output, "creating the venv")
+            venv_python = tmp / "bin" / "python"
+            _check_version(venv_python)
+            pip = [str(venv_python), "-m", "pip", "install", "--disable-pip-version-check"]
+            _stream(
+                [*pip, "--require-hashes", "--no-deps", "-r", str(lockfile)],
+                on_output,
+                "pip install of the OpenHands lockfile",
+            )
+            _stream(
+                [str(venv_python), "-c", "import openhands.sdk, openhands.tools"],
+                on_output,
+                "the import check of openhands.sdk",
+            )
+            prefix = subprocess.run(
+                [str(venv_python), "-c", "import sys; print(sys.base_prefix)"],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=_clean_env(),
+            ).stdout.strip()
+            marker = {
+                "lock_hash": digest,
+                "interpreter_prefix": prefix,
+                "base_python": str(python),
+                "build_seconds": round(time.monotonic() - started, 1),
+                "built_at": time.time(),
+            }
+            (tmp / MARKER_NAME).write_text(json.dumps(marker, indent=2))
+            if final.exists():
+                shutil.rmtree(final)
+            tmp.rename(final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    on_output(f"OpenHands runtime {digest} built at {final} in {marker['build_seconds']} s")
+    built = _runtime_from_dir(final, digest)
+    assert built is not None
+    return built
+
+
+def _check_version(python: Path) -> None:
+    out = subprocess.run(
+        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    want = "%d.%d" % RUNTIME_PYTHON
+    if out != want:
+        raise ConfigError(
+            f"{python} is Python {out}; the OpenHands lockfile is for Python {want}. "
+            "Point the build at a CPython 3.12 interpreter."
+        )
