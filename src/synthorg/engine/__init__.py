@@ -1,0 +1,49 @@
+"""The engine: the ExecutionLoop protocol, registry, selection, checkers and the runner."""
+
+from synthorg.engine.checkers import RunCheckers, budget_checker, flag_checker
+from synthorg.engine.config import KNOWN_LOOP_TYPES, EngineConfig
+from synthorg.engine.control import Decision, RunControl
+from synthorg.engine.no_op import is_no_op
+from synthorg.engine.protocol import EventSink, ExecutionLoop, GatewayAccess, LoopContext
+from synthorg.engine.registry import (
+    LoopDependencies,
+    LoopRegistry,
+    MissingLoopDepsError,
+    UnknownLoopError,
+)
+from synthorg.engine.runner import LoopRunner, RunSink
+from synthorg.engine.selection import (
+    DEFAULT_COMPLEXITY_RULES,
+    AutoLoopConfig,
+    build_auto_loop_config,
+    select_loop_type,
+)
+from synthorg.engine.termination import EXECUTION_LOOP_TERMINATED, TurnLedger, finish_run
+
+__all__ = [
+    "DEFAULT_COMPLEXITY_RULES",
+    "EXECUTION_LOOP_TERMINATED",
+    "KNOWN_LOOP_TYPES",
+    "AutoLoopConfig",
+    "Decision",
+    "EngineConfig",
+    "EventSink",
+    "ExecutionLoop",
+    "GatewayAccess",
+    "LoopContext",
+    "LoopDependencies",
+    "LoopRegistry",
+    "LoopRunner",
+    "MissingLoopDepsError",
+    "RunCheckers",
+    "RunControl",
+    "RunSink",
+    "TurnLedger",
+    "UnknownLoopError",
+    "budget_checker",
+    "build_auto_loop_config",
+    "finish_run",
+    "flag_checker",
+    "is_no_op",
+    "select_loop_type",
+]
