@@ -1,0 +1,470 @@
+"""In-sandbox entrypoint: run one OpenHands SDK conversation, stream its events as JSON lines.
+
+Run with the runtime venv's python (never the main venv). Protocol:
+- stdin line 1: the run spec (``RunSpec``); later stdin lines: control messages
+  ``{"type": "pause" | "interrupt" | "resume" | "message" | "confirm", ...}``.
+- stdout: one JSON object per line, nothing else (fd 1 is moved aside for the event stream;
+  the SDK's prints and logs go to stderr).
+Exit code 0 when the agent finished or the host detached at a wait point, 1 on a run
+error, 2 on an invalid spec.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import tempfile
+import threading
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+# Stable uuid5 namespace so a non-UUID conversation id always maps to the same SDK id.
+_ID_NAMESPACE = uuid.UUID("5b1d6c4e-8f3a-4c2e-9a57-0e6f3b9d2a11")
+_MAX_TEXT = 20_000  # an observation can be a whole file; keep event lines bounded
+
+
+class RunSpec(BaseModel):
+    """The one JSON line the host writes first on stdin."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_prompt: str = Field(description="The task, sent as the first user message.")
+    model: str = Field(description="Model name at the gateway (sent as openai/<name>).")
+    gateway_base_url: str = Field(description="OpenAI-compatible gateway base URL.")
+    gateway_token: str = Field(description="Per-run bearer for the gateway and MCP server.")
+    mcp_base_url: str | None = Field(None, description="Credentialed MCP server (HTTP).")
+    workspace_path: str = Field(description="The worktree the tools operate in.")
+    persistence_dir: str = Field(description="Where conversation state is persisted.")
+    conversation_id: str = Field(description="Stable id; the same id resumes.")
+    max_turns: int = Field(50, ge=1, description="SDK max iterations per run() call.")
+    project_id: str = Field(description="Project the run belongs to (tags the state).")
+    confirmation_policy: Literal["never", "risky", "always"] = Field(
+        "never", description="Which actions wait for a confirmation decision."
+    )
+    risk_threshold: Literal["low", "medium", "high"] = Field(
+        "high", description="With 'risky': the lowest risk that needs confirmation."
+    )
+    security_analyzer: bool = Field(False, description="Enable the LLM security analyzer.")
+    terminal_type: Literal["tmux", "subprocess"] | None = Field(
+        None, description="Terminal backend; None lets the SDK choose (tmux if present)."
+    )
+    input_cost_per_token: float | None = Field(None, description="Price for cost metering.")
+    output_cost_per_token: float | None = Field(None, description="Price for cost metering.")
+
+
+class EventWriter:
+    """Writes one JSON object per line to the event stream, from any thread."""
+
+    def __init__(self, fd: int) -> None:
+        self._out = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def emit(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, default=str, separators=(",", ":"))
+        with self._lock:
+            self._out.write(line + "\n")
+            self._out.flush()
+
+
+def claim_stdout() -> EventWriter:
+    """Move fd 1 aside for events; everything else that prints lands on stderr."""
+    event_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return EventWriter(event_fd)
+
+
+def prepare_environment(spec: RunSpec) -> None:
+    """Env the SDK reads at import: no network price fetch, throwaway HOME, private tmux."""
+    scratch = tempfile.mkdtemp(prefix="openhands-run-")
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    os.environ["OPENHANDS_SUPPRESS_BANNER"] = "1"
+    os.environ["HOME"] = os.path.join(scratch, "home")
+    os.environ["TMUX_TMPDIR"] = os.path.join(scratch, "tmux")
+    os.makedirs(os.environ["HOME"], exist_ok=True)
+    os.makedirs(os.environ["TMUX_TMPDIR"], exist_ok=True)
+
+
+def sdk_conversation_id(raw: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        return uuid.uuid5(_ID_NAMESPACE, raw)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + "\n[... truncated]"
+
+
+class Translator:
+    """Maps SDK events to the wire records, adding running cost and per-turn token deltas."""
+
+    def __init__(self) -> None:
+        self._conversation: Any = None
+        self._seen_responses: set[str] = set()
+        self._prompt = self._completion = 0
+
+    def attach(self, conversation: Any) -> None:
+        """Start counting from the persisted totals, so a resumed run reports only its own."""
+        self._conversation = conversation
+        _, self._prompt, self._completion = self.totals()
+
+    def totals(self) -> tuple[float, int, int]:
+        """Running (cost, prompt tokens, completion tokens) from the SDK's metrics."""
+        if self._conversation is None:
+            return 0.0, 0, 0
+        metrics = self._conversation.conversation_stats.get_combined_metrics()
+        usage = metrics.accumulated_token_usage
+        prompt = usage.prompt_tokens if usage else 0
+        completion = usage.completion_tokens if usage else 0
+        return float(metrics.accumulated_cost), prompt, completion
+
+    def _turn_tokens(self, record: dict[str, Any], response_id: str | None) -> None:
+        # One LLM response can yield several actions: its tokens go to the first only,
+        # so the per-turn deltas sum exactly to the totals.
+        _, prompt, completion = self.totals()
+        if response_id is not None and response_id in self._seen_responses:
+            record["prompt_tokens"], record["completion_tokens"] = 0, 0
+            return
+        if response_id is not None:
+            self._seen_responses.add(response_id)
+        record["prompt_tokens"] = prompt - self._prompt
+        record["completion_tokens"] = completion - self._completion
+        self._prompt, self._completion = prompt, completion
+
+    def translate(self, event: Any) -> dict[str, Any]:
+        from openhands.sdk.event import (
+            ActionEvent,
+            AgentErrorEvent,
+            MessageEvent,
+            ObservationEvent,
+            PauseEvent,
+            SystemPromptEvent,
+            UserRejectObservation,
+        )
+        from openhands.sdk.event.conversation_error import ConversationErrorEvent
+        from openhands.sdk.event.user_action import InterruptEvent
+        from openhands.sdk.llm import content_to_str
+
+        record: dict[str, Any] = {
+            "kind": "status",
+            "sdk_type": type(event).__name__,
+            "id": event.id,
+            "source": getattr(event, "source", None),
+        }
+        if isinstance(event, ActionEvent):
+            try:
+                arguments: Any = json.loads(event.tool_call.arguments)
+            except (TypeError, ValueError):
+                arguments = event.tool_call.arguments
+            record.update(
+                kind="action",
+                tool_name=event.tool_name,
+                tool_call_id=event.tool_call_id,
+                arguments=arguments,
+                summary=event.summary,
+                thought="".join(t.text for t in event.thought),
+                risk=event.security_risk.value,
+            )
+            self._turn_tokens(record, event.llm_response_id)
+        elif isinstance(event, MessageEvent):
+            record.update(
+                kind="message", content=_clip("".join(content_to_str(event.llm_message.content)))
+            )
+            if event.source == "agent":
+                self._turn_tokens(record, event.llm_response_id)
+        elif isinstance(event, ObservationEvent):
+            content = "".join(content_to_str(event.observation.to_llm_content))
+            record.update(
+                kind="observation",
+                tool_name=event.tool_name,
+                tool_call_id=event.tool_call_id,
+                action_id=event.action_id,
+                content=_clip(content),
+                is_error=bool(getattr(event.observation, "is_error", False)),
+            )
+        elif isinstance(event, UserRejectObservation):
+            record.update(
+                kind="observation",
+                tool_name=event.tool_name,
+                tool_call_id=event.tool_call_id,
+                action_id=event.action_id,
+                content=event.rejection_reason,
+                rejected=True,
+                is_error=False,
+            )
+        elif isinstance(event, AgentErrorEvent):
+            record.update(
+                kind="observation",
+                tool_name=event.tool_name,
+                tool_call_id=event.tool_call_id,
+                content=_clip(event.error),
+                is_error=True,
+            )
+        elif isinstance(event, ConversationErrorEvent):
+            record.update(kind="error", code=event.code, content=_clip(event.detail))
+        elif isinstance(event, SystemPromptEvent):
+            record.update(kind="system", content=event.system_prompt.text)
+        elif isinstance(event, PauseEvent):
+            record.update(summary="paused")
+        elif isinstance(event, InterruptEvent):
+            record.update(summary="interrupted")
+        else:
+            record["summary"] = _clip(str(getattr(event, "key", "") or type(event).__name__))
+        record["accumulated_cost"] = self.totals()[0]
+        return record
+
+
+def build_conversation(spec: RunSpec, on_event: Any) -> Any:
+    """The SDK LLM, Agent (terminal, file editor, MCP) and a persisted LocalConversation."""
+    from openhands.sdk import LLM, Agent, LocalConversation, Tool
+    from openhands.sdk.security.confirmation_policy import (
+        AlwaysConfirm,
+        ConfirmRisky,
+        NeverConfirm,
+    )
+    from openhands.sdk.security.llm_analyzer import LLMSecurityAnalyzer
+    from openhands.sdk.security.risk import SecurityRisk
+    from openhands.tools.file_editor import FileEditorTool
+    from openhands.tools.terminal import TerminalTool
+
+    model = spec.model if spec.model.startswith("openai/") else f"openai/{spec.model}"
+    llm = LLM(
+        model=model,
+        base_url=spec.gateway_base_url,
+        api_key=spec.gateway_token,
+        num_retries=0,
+        usage_id="agent",
+        input_cost_per_token=spec.input_cost_per_token,
+        output_cost_per_token=spec.output_cost_per_token,
+    )
+    terminal_params = {"terminal_type": spec.terminal_type} if spec.terminal_type else {}
+    mcp_config: dict[str, Any] = {}
+    if spec.mcp_base_url:
+        mcp_config["synthorg"] = {
+            "url": spec.mcp_base_url,
+            "transport": "http",
+            "headers": {"Authorization": f"Bearer {spec.gateway_token}"},
+        }
+    agent = Agent(
+        llm=llm,
+        tools=[Tool(name=TerminalTool.name, params=terminal_params), Tool(name=FileEditorTool.name)],
+        mcp_config=mcp_config,
+    )
+    conversation = LocalConversation(
+        agent=agent,
+        workspace=spec.workspace_path,
+        persistence_dir=spec.persistence_dir,
+        conversation_id=sdk_conversation_id(spec.conversation_id),
+        callbacks=[on_event],
+        max_iteration_per_run=spec.max_turns,
+        visualizer=None,
+        tags={"project": spec.project_id.lower()[:256]} if spec.project_id else None,
+    )
+    threshold = SecurityRisk[spec.risk_threshold.upper()]
+    policy = {
+        "never": NeverConfirm(),
+        "always": AlwaysConfirm(),
+        "risky": ConfirmRisky(threshold=threshold),
+    }[spec.confirmation_policy]
+    conversation.set_confirmation_policy(policy)
+    conversation.set_security_analyzer(LLMSecurityAnalyzer() if spec.security_analyzer else None)
+    return conversation
+
+
+class Driver:
+    """Runs the conversation on a worker thread; applies control lines between and during runs."""
+
+    def __init__(
+        self, conversation: Any, writer: EventWriter, translator: Translator
+    ) -> None:
+        self.conversation = conversation
+        self.writer = writer
+        self.inbox: queue.Queue[Any] = queue.Queue()
+        self.translator = translator
+        self.running = False
+        self.stdin_open = True
+
+    def status(self, summary: str, **extra: Any) -> None:
+        cost = self.translator.totals()[0]
+        self.writer.emit({"kind": "status", "summary": summary, "accumulated_cost": cost, **extra})
+
+    def start_run(self) -> None:
+        self.running = True
+
+        def target() -> None:
+            try:
+                self.conversation.run()
+                self.inbox.put(("run_done", None))
+            except Exception as exc:  # surfaced as an error event, never swallowed
+                self.inbox.put(("run_done", exc))
+
+        threading.Thread(target=target, name="openhands-run", daemon=True).start()
+
+    def pending_actions(self) -> list[Any]:
+        from openhands.sdk.conversation.state import ConversationState
+
+        return list(ConversationState.get_unmatched_actions(self.conversation.state.active_branch()))
+
+    def after_run(self, error: BaseException | None) -> int | None:
+        """Emit the outcome of a run() call; return an exit code when the process is done."""
+        from openhands.sdk.conversation.state import ConversationExecutionStatus as S
+
+        status = self.conversation.state.execution_status
+        cost = self.translator.totals()[0]
+        if status == S.FINISHED:
+            finish = next(
+                (
+                    ev
+                    for ev in reversed(list(self.conversation.state.events))
+                    if getattr(ev, "tool_name", None) == "finish" and hasattr(ev, "action")
+                ),
+                None,
+            )
+            message = getattr(getattr(finish, "action", None), "message", None)
+            self.writer.emit({"kind": "finished", "summary": message, "accumulated_cost": cost})
+            return 0
+        if status == S.WAITING_FOR_CONFIRMATION:
+            pending = [
+                {
+                    "action_id": a.id,
+                    "tool_name": a.tool_name,
+                    "tool_call_id": a.tool_call_id,
+                    "risk": a.security_risk.value,
+                    "summary": a.summary,
+                }
+                for a in self.pending_actions()
+            ]
+            self.writer.emit(
+                {"kind": "confirmation_request", "pending": pending, "accumulated_cost": cost}
+            )
+            return None
+        if status == S.PAUSED:
+            self.status("paused")
+            return None
+        detail = str(error) if error is not None else f"run ended in status {status.value}"
+        self.writer.emit(
+            {"kind": "error", "code": status.value, "content": detail, "accumulated_cost": cost}
+        )
+        return 1
+
+    def confirm(self, control: dict[str, Any]) -> bool:
+        """Apply a decision bound to action ids; refuse one that does not match the wait."""
+        from openhands.sdk.event import UserRejectObservation
+
+        pending = {a.id: a for a in self.pending_actions()}
+        accept, reject = set(control.get("accept", [])), set(control.get("reject", []))
+        if not pending or accept & reject or (accept | reject) != set(pending):
+            self.writer.emit(
+                {
+                    "kind": "decision_refused",
+                    "pending": sorted(pending),
+                    "content": "a decision must name every pending action id exactly once",
+                }
+            )
+            return False
+        reason = str(control.get("reason") or "Rejected by the operator")
+        with self.conversation.state:
+            for action_id in sorted(reject):
+                action = pending[action_id]
+                # The SDK only rejects all pending actions at once; per-id rejection
+                # appends the same observation for just the named ones.
+                self.conversation._on_event(
+                    UserRejectObservation(
+                        action_id=action.id,
+                        tool_name=action.tool_name,
+                        tool_call_id=action.tool_call_id,
+                        rejection_reason=reason,
+                    )
+                )
+        self.status("decision_applied", accepted=sorted(accept), rejected=sorted(reject))
+        return True
+
+    def handle(self, control: dict[str, Any]) -> None:
+        kind = control.get("type")
+        if kind == "pause":
+            self.conversation.pause()
+        elif kind == "interrupt":
+            self.conversation.interrupt()
+        elif kind == "message":
+            self.conversation.send_message(str(control.get("text", "")))
+            if not self.running:
+                self.start_run()
+        elif kind == "resume":
+            if not self.running:
+                self.start_run()
+        elif kind == "confirm":
+            if not self.running and self.confirm(control):
+                self.start_run()
+        else:
+            self.writer.emit({"kind": "control_refused", "content": f"unknown control {kind!r}"})
+
+    def loop(self) -> int:
+        while True:
+            if not self.running and not self.stdin_open:
+                self.status("detached")  # host went away at a wait point; state is persisted
+                return 0
+            item = self.inbox.get()
+            if item[0] == "run_done":
+                self.running = False
+                code = self.after_run(item[1])
+                if code is not None:
+                    return code
+            elif item[0] == "eof":
+                self.stdin_open = False
+            else:
+                self.handle(item[1])
+
+
+def read_controls(inbox: queue.Queue[Any], writer: EventWriter) -> None:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            control = json.loads(line)
+            if not isinstance(control, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            writer.emit({"kind": "control_refused", "content": f"bad control line: {exc}"})
+            continue
+        inbox.put(("control", control))
+    inbox.put(("eof", None))
+
+
+def main() -> int:
+    writer = claim_stdout()
+    try:
+        spec = RunSpec.model_validate_json(sys.stdin.readline())
+    except ValidationError as exc:
+        writer.emit({"kind": "error", "code": "invalid_spec", "content": str(exc)})
+        return 2
+    prepare_environment(spec)
+    translator = Translator()
+    conversation = build_conversation(spec, lambda event: writer.emit(translator.translate(event)))
+    translator.attach(conversation)
+    driver = Driver(conversation, writer, translator)
+    resumed = len(conversation.state.events) > 0
+    driver.status(
+        "resumed" if resumed else "started",
+        conversation_id=str(conversation.id),
+        persisted_events=len(conversation.state.events),
+    )
+    threading.Thread(target=read_controls, args=(driver.inbox, writer), daemon=True).start()
+    try:
+        if not resumed:
+            conversation.send_message(spec.task_prompt)
+        if conversation.state.execution_status.value == "waiting_for_confirmation":
+            driver.after_run(None)  # still waiting for a decision from before the restart
+        else:
+            driver.start_run()
+        return driver.loop()
+    finally:
+        conversation.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
