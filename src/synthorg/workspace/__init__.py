@@ -1,0 +1,1 @@
+"""Per-conversation worktrees, read-only git views, checkpoints with rollback, the commit gate."""

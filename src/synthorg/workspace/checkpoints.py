@@ -1,0 +1,129 @@
+"""Workspace checkpoints: hidden-ref snapshots of a worktree at action boundaries, and rollback."""
+
+from __future__ import annotations
+
+import builtins
+
+from synthorg.errors import ConflictError
+from synthorg.workspace import refs
+from synthorg.workspace.errors import CheckpointNotFoundError
+from synthorg.workspace.git import GitError, run_git, run_git_retrying
+from synthorg.workspace.locks import in_process_lock
+from synthorg.workspace.models import Checkpoint, Workspace
+from synthorg.workspace.snapshot import SnapshotIndex, head_sha, require_git
+
+# Snapshot commits get a fixed identity so they never depend on (or fail for lack of) the
+# host's git config; they are bookkeeping, not anyone's work.
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "SynthOrg checkpoint",
+    "GIT_AUTHOR_EMAIL": "checkpoint@synthorg.invalid",
+    "GIT_COMMITTER_NAME": "SynthOrg checkpoint",
+    "GIT_COMMITTER_EMAIL": "checkpoint@synthorg.invalid",
+}
+
+
+class CheckpointStore:
+    """Creates, lists and restores checkpoints ``refs/synthorg/checkpoints/<conv>/<n>``.
+
+    A checkpoint is a commit whose tree is the worktree's tracked and untracked (not
+    ignored) files and whose parent is HEAD at the time. It is written with plumbing through a
+    private index, so the user's index, branch and HEAD are never touched.
+    """
+
+    def __init__(self) -> None:
+        # Next checkpoint number per (repository, conversation); rebuilt from refs on a miss.
+        self._next: dict[tuple[str, str], int] = {}
+
+    async def create(self, ws: Workspace, conversation_id: str | None = None) -> Checkpoint:
+        """Snapshot ``ws`` now as the conversation's next checkpoint."""
+        cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
+        _, common = require_git(ws)
+        key = (str(common), cid)
+        async with in_process_lock(f"checkpoint:{common}:{cid}"):
+            async with SnapshotIndex(ws).locked() as index:
+                snap = await index.snapshot()
+            parents = ["-p", snap.head] if snap.head else []
+            for _ in range(20):
+                n = self._next.get(key)
+                if n is None:
+                    n = await self._scan_next(ws, cid)
+                message = f"synthorg checkpoint {n} of conversation {cid}"
+                out = await run_git(
+                    ["commit-tree", "--no-gpg-sign", snap.tree, *parents, "-m", message],
+                    ws.path,
+                    env=_IDENTITY,
+                )
+                sha = out.text.strip()
+                ref = refs.checkpoint_ref(cid, n)
+                try:
+                    # Empty old value: create only, so two processes never share a number.
+                    await run_git(["update-ref", "-m", message, ref, sha, ""], ws.path)
+                except GitError as exc:
+                    if "exists" not in exc.stderr and not exc.is_lock_race:
+                        raise
+                    self._next.pop(key, None)  # someone else took n: rescan
+                    continue
+                self._next[key] = n + 1
+                return Checkpoint(index=n, sha=sha, tree=snap.tree, ref=ref)
+        raise ConflictError(f"could not allocate a checkpoint number for conversation {cid}")
+
+    async def list(
+        self, ws: Workspace, conversation_id: str | None = None
+    ) -> builtins.list[Checkpoint]:
+        """The conversation's checkpoints, oldest first."""
+        cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
+        require_git(ws)
+        out = await run_git(
+            [
+                "for-each-ref",
+                "--format=%(refname)%00%(objectname)%00%(tree)",
+                refs.checkpoint_prefix(cid),
+            ],
+            ws.path,
+        )
+        found: builtins.list[Checkpoint] = []
+        for line in out.text.splitlines():
+            ref, sha, tree = line.split("\0")
+            tail = ref.rsplit("/", 1)[1]
+            if tail.isdigit():
+                found.append(Checkpoint(index=int(tail), sha=sha, tree=tree, ref=ref))
+        return sorted(found, key=lambda c: c.index)
+
+    async def get(self, ws: Workspace, n: int, conversation_id: str | None = None) -> Checkpoint:
+        """Checkpoint ``n`` of the conversation, or ``CheckpointNotFoundError``."""
+        cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
+        require_git(ws)
+        ref = refs.checkpoint_ref(cid, n)
+        out = await run_git(
+            ["rev-parse", "-q", "--verify", f"{ref}^{{commit}}", f"{ref}^{{tree}}"],
+            ws.path,
+            check=False,
+        )
+        lines = out.text.split()
+        if out.returncode != 0 or len(lines) != 2:
+            raise CheckpointNotFoundError(
+                f"conversation {cid} has no checkpoint {n}; list them to see which exist"
+            )
+        return Checkpoint(index=n, sha=lines[0], tree=lines[1], ref=ref)
+
+    async def rollback(self, ws: Workspace, n: int, conversation_id: str | None = None) -> None:
+        """Restore the worktree exactly to checkpoint ``n``.
+
+        Files created since are removed, deleted ones come back, edits are undone; ignored
+        files are left alone (they were never part of a checkpoint). In a SynthOrg worktree,
+        if the branch moved since the checkpoint (the agent committed), it is moved back too
+        and the index reset to it; a workspace run in place keeps its branch.
+        """
+        cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
+        cp = await self.get(ws, n, cid)
+        parent = await run_git(["rev-parse", "-q", "--verify", f"{cp.sha}^1"], ws.path, check=False)
+        parent_sha = parent.text.strip() or None
+        async with in_process_lock(f"checkpoint:{ws.common_dir}:{cid}"):
+            if ws.is_worktree and parent_sha and await head_sha(ws) != parent_sha:
+                await run_git_retrying(["reset", "--quiet", "--mixed", parent_sha], ws.path)
+            async with SnapshotIndex(ws).locked() as index:
+                await index.restore(cp.tree)
+
+    async def _scan_next(self, ws: Workspace, cid: str) -> int:
+        existing = await self.list(ws, cid)
+        return existing[-1].index + 1 if existing else 0

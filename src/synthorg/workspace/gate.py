@@ -1,0 +1,149 @@
+"""The commit gate: a deterministic stage, outside the model, that lands a run's changes."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+from synthorg.errors import ConflictError
+from synthorg.workspace import refs
+from synthorg.workspace.errors import SecretFileError
+from synthorg.workspace.git import run_git, run_git_retrying
+from synthorg.workspace.locks import in_process_lock
+from synthorg.workspace.models import GateResult, GateSummary, Workspace
+from synthorg.workspace.snapshot import SnapshotIndex, require_git
+from synthorg.workspace.views import parse_raw_numstat
+
+DEFAULT_SECRET_PATTERNS = (
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    ".netrc",
+    ".pgpass",
+    "credentials.json",
+)
+"""File names (or paths, when a pattern has a '/') the gate never commits."""
+
+DEFAULT_ALLOWED_PATTERNS = (".env.example", ".env.sample", ".env.template", "*.pub")
+"""Exceptions to the secret patterns: templates and public keys are meant to be shared."""
+
+
+def _matches(path: str, patterns: Sequence[str]) -> bool:
+    name = PurePosixPath(path).name
+    return any(
+        fnmatch.fnmatchcase(path if "/" in pattern else name, pattern) for pattern in patterns
+    )
+
+
+def commit_message(summary: GateSummary) -> str:
+    """The gate's commit message: same summary in, same message out."""
+    title = " ".join(summary.title.split())
+    if len(title) > 72:
+        title = title[:69] + "..."
+    return (
+        f"{title}\n\n"
+        f"Task: {summary.task_id}\n"
+        f"Conversation: {summary.conversation_id}\n"
+        f"Loop: {summary.loop_type}\n"
+        f"Turns: {summary.turns}\n"
+        f"Cost: ${summary.cost_usd:.4f}\n"
+    )
+
+
+class CommitGate:
+    """Commits a finished run's changes on the conversation's branch, or says why not."""
+
+    def __init__(
+        self,
+        author_name: str = "SynthOrg",
+        author_email: str = "synthorg@localhost",
+        *,
+        secret_patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS,
+        allowed_patterns: Sequence[str] = DEFAULT_ALLOWED_PATTERNS,
+    ) -> None:
+        self.secret_patterns = tuple(secret_patterns)
+        self.allowed_patterns = tuple(allowed_patterns)
+        self._identity = {
+            "GIT_AUTHOR_NAME": author_name,
+            "GIT_AUTHOR_EMAIL": author_email,
+            "GIT_COMMITTER_NAME": author_name,
+            "GIT_COMMITTER_EMAIL": author_email,
+        }
+
+    def secret_files(self, paths: Sequence[str]) -> list[str]:
+        """Those of ``paths`` the gate would refuse to commit."""
+        return [
+            p
+            for p in paths
+            if _matches(p, self.secret_patterns) and not _matches(p, self.allowed_patterns)
+        ]
+
+    async def land(self, ws: Workspace, summary: GateSummary) -> GateResult:
+        """Commit everything the run left in the worktree (tracked and untracked, not ignored).
+
+        Raises ``SecretFileError`` (committing nothing) if an added or modified file matches
+        a secret pattern. A workspace that is not a SynthOrg worktree is never committed to.
+        """
+        if not ws.is_worktree or not ws.is_git:
+            return GateResult(
+                committed=False,
+                branch=ws.branch,
+                reason=f"no commit possible: workspace is not a SynthOrg worktree ({ws.note})",
+            )
+        require_git(ws)
+        branch = ws.branch or refs.branch_name(ws.conversation_id)
+        async with in_process_lock(f"gate:{ws.path}"):
+            symbolic = await run_git(["symbolic-ref", "-q", "HEAD"], ws.path, check=False)
+            if symbolic.text.strip() != f"refs/heads/{branch}":
+                raise ConflictError(
+                    f"worktree {ws.path} is not on branch {branch} (HEAD is "
+                    f"{symbolic.text.strip() or 'detached'}): check that branch out and land again"
+                )
+            async with SnapshotIndex(ws).locked() as index:
+                snap = await index.snapshot()
+            base = snap.head or "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+            out = await run_git(
+                ["diff-tree", "-r", "-z", "-M", "--raw", "--numstat", base, snap.tree], ws.path
+            )
+            changed = parse_raw_numstat(out.text)
+            if not changed:
+                return GateResult(committed=False, branch=branch, reason="no changes")
+            secrets = self.secret_files([c.path for c in changed if c.status != "deleted"])
+            if secrets:
+                raise SecretFileError(secrets, self.secret_patterns)
+            message = commit_message(summary)
+            parents = ["-p", snap.head] if snap.head else []
+            commit = await run_git(
+                ["commit-tree", "--no-gpg-sign", snap.tree, *parents, "-F", "-"],
+                ws.path,
+                env=self._identity,
+                stdin=message.encode(),
+            )
+            sha = commit.text.strip()
+            # Compare-and-swap: if HEAD moved under us, fail rather than drop a commit.
+            reflog = f"synthorg gate: {summary.task_id}"
+            await run_git_retrying(
+                ["update-ref", "-m", reflog, "HEAD", sha, snap.head or ""], ws.path
+            )
+            # The index now lags HEAD; make it match (stat data of unchanged files is kept).
+            await run_git_retrying(["reset", "--quiet", "--mixed", "HEAD"], ws.path)
+            stat = await run_git(["diff-tree", "-r", "-M", "--stat=100", base, sha], ws.path)
+            return GateResult(
+                committed=True,
+                sha=sha,
+                branch=branch,
+                message=message,
+                files=sorted(c.path for c in changed),
+                diffstat=stat.text,
+                reason="committed",
+            )

@@ -1,0 +1,180 @@
+"""Snapshotting a worktree into a git tree through a private, persistent index file.
+
+The index lives in the checkout's own git dir and is kept between snapshots, so ``git add -A``
+re-hashes only files whose stat data changed: that is what keeps checkpoints cheap on big
+trees. The user's index, HEAD and branch are never written here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from synthorg.workspace.errors import NotAGitWorkspaceError
+from synthorg.workspace.git import run_git, run_git_retrying
+from synthorg.workspace.locks import exclusive
+from synthorg.workspace.models import Workspace
+
+_SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+# Settings that make `add -A` cheap on big trees and independent of the user's config:
+# the untracked cache skips unchanged directories, preloading lstat()s in threads, and no
+# fsmonitor hook may run (it could be slow, or absent on this host).
+FAST_CONFIG = (
+    "-c",
+    "core.untrackedCache=true",
+    "-c",
+    "core.preloadIndex=true",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "advice.addEmbeddedRepo=false",
+    "-c",
+    "core.safecrlf=false",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The worktree's content as a tree, and the commit HEAD pointed at when it was taken."""
+
+    tree: str
+    head: str | None
+
+
+def require_git(ws: Workspace) -> tuple[Path, Path]:
+    """The (git_dir, common_dir) of ``ws``, or a clear error when it is not git."""
+    if ws.git_dir is None or ws.common_dir is None:
+        raise NotAGitWorkspaceError(
+            f"workspace {ws.path} is not a git checkout ({ws.note or 'no repository'}); "
+            "git views, checkpoints and the commit gate need one"
+        )
+    return ws.git_dir, ws.common_dir
+
+
+def state_dir(git_dir: Path) -> Path:
+    """Where SynthOrg keeps per-checkout state (inside the checkout's private git dir)."""
+    return git_dir / "synthorg"
+
+
+def read_head(git_dir: Path, common_dir: Path) -> str | None:
+    """HEAD's commit sha read straight from the ref files (no subprocess), None if unborn.
+
+    Raises ``LookupError`` when the layout is one we do not parse (the caller asks git).
+    """
+    head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
+    if _SHA_RE.match(head):
+        return head
+    if not head.startswith("ref: "):
+        raise LookupError(head)
+    ref = head.removeprefix("ref: ")
+    per_worktree = ref.startswith(("refs/worktree/", "refs/bisect/", "refs/rewritten/"))
+    for base in (git_dir,) if per_worktree else (common_dir,):
+        loose = base / ref
+        if loose.is_file():
+            value = loose.read_text(encoding="utf-8").strip()
+            if _SHA_RE.match(value):
+                return value
+            raise LookupError(value)
+    packed = common_dir / "packed-refs"
+    if packed.is_file():
+        for line in packed.read_text(encoding="utf-8").splitlines():
+            parts = line.split(" ", 1)
+            if len(parts) == 2 and parts[1] == ref and _SHA_RE.match(parts[0]):
+                return parts[0]
+    return None
+
+
+async def head_sha(ws: Workspace) -> str | None:
+    """HEAD's commit sha, None when the branch has no commit yet."""
+    git_dir, common_dir = require_git(ws)
+    try:
+        return read_head(git_dir, common_dir)
+    except (LookupError, OSError):
+        out = await run_git(["rev-parse", "-q", "--verify", "HEAD^{commit}"], ws.path, check=False)
+        return out.text.strip() or None
+
+
+class SnapshotIndex:
+    """The private index of one checkout and the lock that serialises its users."""
+
+    def __init__(self, ws: Workspace) -> None:
+        git_dir, _ = require_git(ws)
+        self.ws = ws
+        self.dir = state_dir(git_dir)
+        self.path = self.dir / "snapshot.index"
+        self._head_marker = self.dir / "snapshot.head"
+        self.env = {"GIT_INDEX_FILE": str(self.path)}
+
+    @asynccontextmanager
+    async def locked(self) -> AsyncIterator[SnapshotIndex]:
+        """Hold the index against other tasks and processes working on the same checkout."""
+        async with exclusive(self.dir / "snapshot.lock"):
+            yield self
+
+    async def _seed(self, head: str | None) -> None:
+        """(Re)start the private index from the user's index, which carries fresh stat data.
+
+        Copying it (read-only for the user) means even the first snapshot need not re-hash
+        every file, and files tracked despite .gitignore stay tracked.
+        """
+        git_dir, _ = require_git(self.ws)
+        real = git_dir / "index"
+        tmp = self.path.with_suffix(".seed")
+        if real.is_file():
+            shutil.copyfile(real, tmp)
+            os.replace(tmp, self.path)
+        elif head is not None:
+            await run_git(["read-tree", head], self.ws.path, env=self.env)
+        else:
+            await run_git(["read-tree", "--empty"], self.ws.path, env=self.env)
+        self._head_marker.write_text(head or "", encoding="utf-8")
+
+    async def add_all(self) -> str | None:
+        """Bring the private index in line with the worktree; returns HEAD's sha."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        head = await head_sha(self.ws)
+        try:
+            seeded_for = self._head_marker.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            seeded_for = None
+        if seeded_for is None or not self.path.is_file() or seeded_for != (head or ""):
+            # HEAD moved (someone committed): files it now tracks may be ignored ones.
+            await self._seed(head)
+        await run_git_retrying([*FAST_CONFIG, "add", "-A"], self.ws.path, env=self.env)
+        return head
+
+    async def write_tree(self) -> str:
+        """The tree of the private index."""
+        out = await run_git_retrying(["write-tree"], self.ws.path, env=self.env)
+        return out.text.strip()
+
+    async def snapshot(self) -> Snapshot:
+        """Capture the worktree (tracked and untracked, not ignored) as a tree."""
+        head = await self.add_all()
+        return Snapshot(tree=await self.write_tree(), head=head)
+
+    async def restore(self, tree: str) -> None:
+        """Make the worktree's non-ignored files exactly ``tree``'s; ignored files stay.
+
+        The index first learns every current file (``add -A``), so ``read-tree --reset -u``
+        deletes the ones ``tree`` lacks and writes the rest; ignored files are not in the
+        index and are therefore left alone.
+        """
+        await self.add_all()
+        await run_git_retrying(
+            ["-c", "core.fsmonitor=false", "read-tree", "--reset", "-u", tree],
+            self.ws.path,
+            env=self.env,
+        )
+
+
+async def snapshot_tree(ws: Workspace) -> Snapshot:
+    """Snapshot ``ws`` under its lock (for one-shot callers such as views and the gate)."""
+    async with SnapshotIndex(ws).locked() as index:
+        return await index.snapshot()

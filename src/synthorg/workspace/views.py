@@ -1,0 +1,122 @@
+"""Read-only git views of a workspace: changes, unified diff and commits since the base ref.
+
+Changes and diffs compare the base commit with a snapshot of the worktree taken through
+SynthOrg's private index, so untracked files count and the user's index is never touched.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from synthorg.workspace.git import run_git
+from synthorg.workspace.models import ChangeStatus, CommitInfo, FileChange, Workspace
+from synthorg.workspace.snapshot import head_sha, require_git, snapshot_tree
+
+_STATUS: dict[str, ChangeStatus] = {
+    "A": "added",
+    "M": "modified",
+    "T": "modified",  # type change (file <-> symlink) reads as a modification
+    "D": "deleted",
+    "R": "renamed",
+}
+
+# The empty tree: the base of a repository that had no commit when the run started.
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+def _base(ws: Workspace) -> str:
+    require_git(ws)
+    return ws.base_ref or _EMPTY_TREE
+
+
+def parse_raw_numstat(payload: str) -> list[FileChange]:
+    """Parse ``git diff-tree -r -z -M --raw --numstat`` output into file changes."""
+    tokens = payload.split("\0")
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    raw: list[tuple[str, str, str | None]] = []  # (status letter, path, old path)
+    counts: dict[str, tuple[int | None, int | None]] = {}
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.startswith(":"):
+            letter = token.split()[-1][0]
+            if letter in "RC":
+                raw.append((letter, tokens[i + 2], tokens[i + 1]))
+                i += 3
+            else:
+                raw.append((letter, tokens[i + 1], None))
+                i += 2
+            continue
+        added, deleted, path = token.split("\t", 2)
+        if path == "":  # a rename: old and new path follow as their own tokens
+            path = tokens[i + 2]
+            i += 3
+        else:
+            i += 1
+        counts[path] = (
+            None if added == "-" else int(added),
+            None if deleted == "-" else int(deleted),
+        )
+    changes = []
+    for letter, path, old in raw:
+        added_n, deleted_n = counts.get(path, (None, None))
+        binary = path in counts and added_n is None
+        changes.append(
+            FileChange(
+                path=path,
+                old_path=old,
+                status=_STATUS.get(letter, "modified") if letter != "C" else "added",
+                binary=binary,
+                additions=added_n,
+                deletions=deleted_n,
+            )
+        )
+    return sorted(changes, key=lambda c: c.path)
+
+
+async def changes(ws: Workspace) -> list[FileChange]:
+    """Every path that differs between the base ref and the worktree (untracked included)."""
+    base = _base(ws)
+    snap = await snapshot_tree(ws)
+    out = await run_git(
+        ["diff-tree", "-r", "-z", "-M", "--raw", "--numstat", base, snap.tree], ws.path
+    )
+    return parse_raw_numstat(out.text)
+
+
+async def diff(ws: Workspace, path: str | None = None) -> str:
+    """Unified diff from the base ref to the worktree, whole or for one path."""
+    base = _base(ws)
+    snap = await snapshot_tree(ws)
+    args = ["diff-tree", "-r", "-p", "-M", "--no-color", "--full-index", base, snap.tree]
+    if path is not None:
+        # Literal pathspec: a file named '*.py' means that file, not a glob.
+        args = ["--literal-pathspecs", *args, "--", path]
+    out = await run_git(args, ws.path)
+    return out.text
+
+
+async def commits(ws: Workspace) -> list[CommitInfo]:
+    """Commits reachable from HEAD but not from the base ref, newest first."""
+    require_git(ws)
+    if await head_sha(ws) is None:
+        return []  # an unborn branch has no commits
+    revs = ["HEAD", f"^{ws.base_ref}"] if ws.base_ref else ["HEAD"]
+    out = await run_git(
+        ["rev-list", "--no-commit-header", "--format=%H%x00%an%x00%ae%x00%aI%x00%s", *revs],
+        ws.path,
+    )
+    result = []
+    for line in out.text.splitlines():
+        sha, name, email, date, subject = line.split("\0", 4)
+        result.append(
+            CommitInfo(
+                sha=sha,
+                author_name=name,
+                author_email=email,
+                date=datetime.fromisoformat(date),
+                subject=subject,
+            )
+        )
+    return result
