@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Make this machine ready to run SynthOrg and its tests. Idempotent; safe to run every time.
+# Installs: Debian packages (git, bubblewrap, chromium, tmux), uv for Python 3.12, the project
+# venv; starts PostgreSQL when it is installed but not running; sets a git identity if none.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+need=()
+command -v git >/dev/null || need+=(git)
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v chromium >/dev/null || need+=(chromium)
+command -v tmux >/dev/null || need+=(tmux)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    log "installing ${need[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    log "missing ${need[*]}: install them (sudo apt-get install -y ${need[*]})"; exit 1
+  fi
+fi
+
+# uv for the interpreter .python-version selects (pyenv shims resolve it inside the repo).
+if ! uv --version >/dev/null 2>&1; then
+  log "installing uv"
+  python -m pip install -q uv
+fi
+uv sync --frozen --quiet
+
+git config --global user.name >/dev/null 2>&1 || git config --global user.name "SynthOrg CI"
+git config --global user.email >/dev/null 2>&1 || git config --global user.email "ci@synthorg.invalid"
+
+if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  if [ -d /etc/postgresql ]; then
+    log "starting PostgreSQL"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+    for _ in $(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.5; done
+  fi
+fi
+log "ready"

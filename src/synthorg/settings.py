@@ -1,0 +1,100 @@
+"""Configuration: a TOML file plus ``SYNTHORG__SECTION__KEY`` environment overrides, validated."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from synthorg.engine.config import EngineConfig
+from synthorg.errors import ConfigError
+from synthorg.paths import synthorg_home
+
+ENV_PREFIX = "SYNTHORG__"
+CONFIG_ENV = "SYNTHORG_CONFIG"
+
+
+class Settings(BaseModel):
+    """The whole configuration. Every section has working defaults."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    home: Path = Field(default_factory=synthorg_home, description="The data dir.")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="Loop selection.")
+    sections: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Component sections, validated by their owners."
+    )
+
+
+_TOP_LEVEL = {"home", "engine"}
+
+
+def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Settings from ``path`` (or ``$SYNTHORG_CONFIG``, or defaults) with env overrides."""
+    env = os.environ if env is None else env
+    data: dict[str, Any] = {}
+    path = path or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file not found: {path}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    _apply_env_overrides(data, env)
+    if "home" not in data and env.get("SYNTHORG_HOME"):
+        data["home"] = env["SYNTHORG_HOME"]
+    top = {key: value for key, value in data.items() if key in _TOP_LEVEL}
+    sections = {key: value for key, value in data.items() if key not in _TOP_LEVEL}
+    for name, value in sections.items():
+        if not isinstance(value, dict):
+            raise ConfigError(f"config: [{name}] must be a table, got {type(value).__name__}")
+    try:
+        return Settings(**top, sections=sections)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, path)) from exc
+
+
+def section[M: BaseModel](settings: Settings, name: str, model: type[M]) -> M:
+    """Validate the ``[name]`` section with its component's model."""
+    try:
+        return model.model_validate(settings.sections.get(name, {}))
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, None, prefix=name)) from exc
+
+
+def _apply_env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    for key, raw in env.items():
+        if not key.startswith(ENV_PREFIX):
+            continue
+        parts = [part.lower() for part in key[len(ENV_PREFIX) :].split("__") if part]
+        if not parts:
+            continue
+        node = data
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"{key}: {part} is not a table in the config")
+            node = child
+        node[parts[-1]] = _parse_env_value(raw)
+
+
+def _parse_env_value(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def _explain(exc: ValidationError, path: Path | None, prefix: str = "") -> str:
+    where = f" in {path}" if path else ""
+    lines = [f"invalid configuration{where}:"]
+    for error in exc.errors():
+        loc = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
+        lines.append(f"  {loc}: {error['msg']}")
+    return "\n".join(lines)

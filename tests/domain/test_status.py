@@ -1,0 +1,24 @@
+"""Termination reasons map to explicit conversation statuses."""
+
+from __future__ import annotations
+
+from synthorg.domain import ConversationStatus, TerminationReason, TokenUsage
+
+
+def test_every_reason_maps_to_a_status() -> None:
+    for reason in TerminationReason:
+        assert isinstance(reason.conversation_status(), ConversationStatus)
+
+
+def test_no_op_is_failure_and_shutdown_is_resumable() -> None:
+    assert TerminationReason.NO_OP.conversation_status() is ConversationStatus.FAILED
+    assert TerminationReason.SHUTDOWN.conversation_status().is_resumable
+    assert not TerminationReason.COMPLETED.conversation_status().is_resumable
+
+
+def test_usage_delta_never_negative() -> None:
+    later = TokenUsage(tokens_in=10, tokens_out=5)
+    assert later.minus(TokenUsage(tokens_in=4, tokens_out=1)) == TokenUsage(
+        tokens_in=6, tokens_out=4
+    )
+    assert TokenUsage().minus(later) == TokenUsage()

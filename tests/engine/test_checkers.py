@@ -1,0 +1,71 @@
+"""Checkers, the NO_OP predicate and per-turn cost deltas."""
+
+from __future__ import annotations
+
+import asyncio
+from decimal import Decimal
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from synthorg.domain import Task, TerminationReason, TokenUsage
+from synthorg.engine import RunCheckers, TurnLedger, budget_checker, flag_checker, is_no_op
+
+
+def _task(artifacts: bool) -> Task:
+    return Task(id="t", project_id="p", prompt="x", repository=".", artifacts_expected=artifacts)
+
+
+async def test_checkers_order_and_reasons() -> None:
+    cancel, shutdown = asyncio.Event(), asyncio.Event()
+    spent = TokenUsage(cost_usd=Decimal("0.5"))
+
+    async def usage() -> TokenUsage:
+        return spent
+
+    checkers = RunCheckers(
+        task_cancellation=flag_checker(cancel),
+        shutdown=flag_checker(shutdown),
+        budget=budget_checker(usage, Decimal("0.5")),
+    )
+    assert await checkers.stop_reason() is TerminationReason.BUDGET_EXHAUSTED
+    shutdown.set()
+    assert await checkers.stop_reason() is TerminationReason.SHUTDOWN
+    cancel.set()
+    assert await checkers.stop_reason() is TerminationReason.CANCELLED
+    assert await RunCheckers(budget=budget_checker(usage, None)).stop_reason() is None
+    assert await RunCheckers(budget=budget_checker(usage, Decimal(1))).stop_reason() is None
+
+
+def test_no_op_predicate() -> None:
+    assert is_no_op(_task(True), tool_calls=0, resumed=False)
+    assert not is_no_op(_task(True), tool_calls=1, resumed=False)
+    assert not is_no_op(_task(True), tool_calls=0, resumed=True)
+    assert not is_no_op(_task(False), tool_calls=0, resumed=False)
+
+
+@given(
+    st.integers(min_value=0, max_value=10**6),
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=10**5),
+            st.integers(min_value=0, max_value=10**5),
+            st.decimals(min_value=0, max_value=10, places=6, allow_nan=False),
+        ),
+        max_size=30,
+    ),
+)
+def test_turn_deltas_sum_to_run_total(
+    baseline_in: int, steps: list[tuple[int, int, Decimal]]
+) -> None:
+    baseline = TokenUsage(tokens_in=baseline_in, cost_usd=Decimal("1.25"))
+    ledger = TurnLedger(baseline)
+    running = baseline
+    for tokens_in, tokens_out, cost in steps:
+        running = running + TokenUsage(tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
+        ledger.record(running, ["terminal"])
+    total = ledger.total(running)
+    assert sum((t.cost_usd for t in ledger.turns), Decimal(0)) == total.cost_usd
+    assert sum(t.tokens_in for t in ledger.turns) == total.tokens_in
+    assert sum(t.tokens_out for t in ledger.turns) == total.tokens_out
+    assert ledger.tool_calls == len(steps)
