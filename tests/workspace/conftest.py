@@ -1,0 +1,28 @@
+"""Fixtures for workspace tests: a hermetic git environment with an identity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .gitfixtures import IDENTITY
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_git(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No global or system git config, and an identity from the environment (CI may have none)."""
+    empty = tmp_path_factory.mktemp("gitconfig") / "empty"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for key, value in IDENTITY.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A SynthOrg data dir for worktrees."""
+    return tmp_path / "home"

@@ -1,0 +1,223 @@
+"""Worktree lifecycle on real repositories: create, reattach, remove, fallbacks, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from synthorg.errors import ConflictError, NotFoundError, UsageError
+from synthorg.workspace.worktrees import WorktreeManager
+
+from .gitfixtures import git, make_repo, tree_state, worktree_count
+
+FILES = {"README.md": b"hello\n", "src/app.py": b"print('hi')\n"}
+
+
+async def test_lifecycle_create_reattach_remove(tmp_path: Path, home: Path) -> None:
+    repo = tmp_path / "proj"
+    base = make_repo(repo, FILES)
+    manager = WorktreeManager(home)
+
+    ws = await manager.create(repo, "conv-1")
+    assert ws.is_worktree
+    assert ws.path == home / "worktrees" / "conv-1" / "proj"
+    assert ws.branch == "synthorg/conv-1"
+    assert ws.base_ref == base
+    assert ws.base_ref_name == "main"
+    assert ws.repo == repo
+    assert tree_state(ws.path) == {k: (v, False) for k, v in FILES.items()}
+    assert git(ws.path, "symbolic-ref", "HEAD").strip() == "refs/heads/synthorg/conv-1"
+    assert git(ws.path, "status", "--porcelain") == ""
+    # The source checkout is untouched: still on main, clean.
+    assert git(repo, "symbolic-ref", "--short", "HEAD").strip() == "main"
+    assert git(repo, "status", "--porcelain") == ""
+
+    # Resume: the same worktree is reused, work in it survives.
+    (ws.path / "wip.txt").write_text("work in progress\n")
+    again = await manager.create(repo, "conv-1")
+    assert again.path == ws.path
+    assert again.base_ref == base
+    assert "reattached" in again.note
+    assert (again.path / "wip.txt").read_text() == "work in progress\n"
+    got = await manager.get("conv-1")
+    assert got is not None and got.path == ws.path and got.branch == ws.branch
+
+    # A commit on the branch, then removal: directory gone, branch kept.
+    git(ws.path, "add", "wip.txt")
+    git(ws.path, "commit", "-q", "-m", "wip")
+    tip = git(ws.path, "rev-parse", "HEAD").strip()
+    await manager.remove(ws)
+    assert not ws.path.exists()
+    assert not (home / "worktrees" / "conv-1").exists()
+    assert git(repo, "rev-parse", "refs/heads/synthorg/conv-1").strip() == tip
+    assert await manager.get("conv-1") is None
+    assert worktree_count(repo) == 1
+
+    # Recreated later on the kept branch, with the original base remembered.
+    git(repo, "commit", "-q", "--allow-empty", "-m", "main moved on")
+    back = await manager.create(repo, "conv-1")
+    assert back.base_ref == base
+    assert (back.path / "wip.txt").exists()
+    assert git(back.path, "rev-parse", "HEAD").strip() == tip
+
+    await manager.remove(back, delete_branch=True)
+    assert git(repo, "branch", "--list", "synthorg/*") == ""
+    assert git(repo, "for-each-ref", "refs/synthorg") == ""
+
+
+async def test_explicit_base_ref(tmp_path: Path, home: Path) -> None:
+    repo = tmp_path / "proj"
+    first = make_repo(repo, FILES)
+    git(repo, "tag", "v1")
+    (repo / "later.txt").write_text("later\n")
+    git(repo, "add", "later.txt")
+    git(repo, "commit", "-q", "-m", "later")
+    manager = WorktreeManager(home)
+
+    ws = await manager.create(repo, "conv-tag", base_ref="v1")
+    assert ws.base_ref == first and ws.base_ref_name == "v1"
+    assert not (ws.path / "later.txt").exists()
+
+    with pytest.raises(UsageError, match="does not name a commit"):
+        await manager.create(repo, "conv-bad", base_ref="no-such-branch")
+    assert not (home / "worktrees" / "conv-bad").exists()
+
+
+async def test_detached_head_base(tmp_path: Path, home: Path) -> None:
+    repo = tmp_path / "proj"
+    sha = make_repo(repo, FILES)
+    git(repo, "checkout", "-q", "--detach")
+    ws = await WorktreeManager(home).create(repo, "conv-d")
+    assert ws.base_ref == sha and ws.base_ref_name == "HEAD"
+
+
+async def test_non_git_directory_runs_in_place(tmp_path: Path, home: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("x")
+    ws = await WorktreeManager(home).create(plain, "conv-plain")
+    assert not ws.is_worktree and not ws.is_git
+    assert ws.path == plain and ws.repo is None and ws.branch is None
+    assert "not a git repository" in ws.note and "running in place" in ws.note
+    await WorktreeManager(home).remove(ws, delete_branch=True)
+    assert (plain / "notes.txt").read_text() == "x"  # never deletes the user's directory
+
+
+async def test_disabled_worktrees_run_in_place(tmp_path: Path, home: Path) -> None:
+    repo = tmp_path / "proj"
+    base = make_repo(repo, FILES)
+    manager = WorktreeManager(home)
+    ws = await manager.create(repo, "conv-off", enabled=False)
+    assert not ws.is_worktree and ws.is_git
+    assert ws.path == repo and ws.branch == "main" and ws.base_ref == base
+    assert "worktrees disabled" in ws.note
+    assert not (home / "worktrees").exists()
+    # Resume in place keeps the original base even after the branch moved.
+    git(repo, "commit", "-q", "--allow-empty", "-m", "moved")
+    again = await manager.create(repo, "conv-off", enabled=False)
+    assert again.base_ref == base
+    await manager.remove(ws)
+    assert (repo / "README.md").exists()
+
+
+async def test_bare_and_empty_repositories_run_in_place(tmp_path: Path, home: Path) -> None:
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    ws = await WorktreeManager(home).create(bare, "conv-bare")
+    assert not ws.is_worktree and "bare repository" in ws.note
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q", "-b", "main")
+    ws = await WorktreeManager(home).create(empty, "conv-empty")
+    assert not ws.is_worktree and ws.base_ref is None and "no commits" in ws.note
+
+
+async def test_bad_inputs(tmp_path: Path, home: Path) -> None:
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    manager = WorktreeManager(home)
+    for bad in ("../escape", "a..b", "x.lock", "", "with space", "a/b"):
+        with pytest.raises(UsageError):
+            await manager.create(repo, bad)
+    with pytest.raises(NotFoundError):
+        await manager.create(tmp_path / "missing", "conv-x")
+    squatter = home / "worktrees" / "conv-sq" / "proj"
+    squatter.mkdir(parents=True)
+    (squatter / "something").write_text("not a worktree")
+    with pytest.raises(ConflictError, match="not a live worktree"):
+        await manager.create(repo, "conv-sq")
+
+
+async def test_worktree_deleted_by_hand_is_recreated(tmp_path: Path, home: Path) -> None:
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    manager = WorktreeManager(home)
+    ws = await manager.create(repo, "conv-rm")
+    shutil.rmtree(ws.path)
+    again = await manager.create(repo, "conv-rm")
+    assert again.path == ws.path and (again.path / "README.md").exists()
+    assert "existing branch" in again.note
+
+
+@pytest.mark.stress
+async def test_32_concurrent_creations_from_one_repo(tmp_path: Path, home: Path) -> None:
+    repo = tmp_path / "proj"
+    files = {f"pkg{i % 7}/mod{i}.py": f"value = {i}\n".encode() for i in range(300)}
+    base = make_repo(repo, files)
+    manager = WorktreeManager(home)
+    ids = [f"conv-{i:02d}" for i in range(32)]
+
+    spaces = await asyncio.gather(*(manager.create(repo, cid) for cid in ids))
+
+    assert len({ws.path for ws in spaces}) == 32
+    expected = {k: (v, False) for k, v in files.items()}
+    for cid, ws in zip(ids, spaces, strict=True):
+        assert ws.branch == f"synthorg/{cid}" and ws.base_ref == base
+        assert tree_state(ws.path) == expected
+        assert git(ws.path, "status", "--porcelain") == ""
+        assert git(ws.path, "rev-parse", "--abbrev-ref", "HEAD").strip() == ws.branch
+    assert worktree_count(repo) == 33
+    git(repo, "fsck", "--no-progress", "--strict")
+
+    await asyncio.gather(*(manager.remove(ws, delete_branch=True) for ws in spaces))
+    assert worktree_count(repo) == 1
+    assert git(repo, "branch", "--list", "synthorg/*") == ""
+
+
+@pytest.mark.stress
+async def test_concurrent_creations_across_processes(tmp_path: Path, home: Path) -> None:
+    """The file lock, not only the asyncio lock, keeps separate processes from colliding."""
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    script = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from synthorg.workspace.worktrees import WorktreeManager\n"
+        "async def main():\n"
+        "    m = WorktreeManager(Path(sys.argv[1]))\n"
+        "    await asyncio.gather(*(m.create(Path(sys.argv[2]), f'{sys.argv[3]}-{i}')"
+        " for i in range(6)))\n"
+        "asyncio.run(main())\n"
+    )
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            script,
+            str(home),
+            str(repo),
+            f"p{n}",
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for n in range(3)
+    ]
+    for proc in procs:
+        _, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+    assert worktree_count(repo) == 1 + 18
+    git(repo, "fsck", "--no-progress")
