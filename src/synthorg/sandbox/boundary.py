@@ -1,0 +1,126 @@
+"""Boundary declarations of each backend, as they hold on this host, and their rendering."""
+
+from __future__ import annotations
+
+import subprocess
+
+from synthorg.sandbox.cgroups import CgroupMode, CgroupSupport
+from synthorg.sandbox.protocol import BoundaryDeclaration, BoundaryRow, BoundaryStatus
+
+E, W, N = BoundaryStatus.ENFORCED, BoundaryStatus.WEAKER, BoundaryStatus.NOT_ENFORCED
+
+_DECLARED = {
+    "filesystem": "read-only /usr, interpreter and runtime binds; read-write worktree "
+    "(/workspace) and state dir only; private /tmp; host home, data dir and keys invisible",
+    "network": "own network namespace; the only way out is the forwarded gateway and MCP "
+    "unix sockets, reached via 127.0.0.1 forwarders; no DNS",
+    "processes": "own pid namespace; dies with its parent; pid-1 killed on every exit path",
+    "resources": "process count, memory and CPU capped per run; wall-clock and idle timeouts",
+    "secrets": "cleared environment (only the run spec's variables); no provider keys or "
+    "tool credentials inside",
+}
+
+
+def _bwrap_version(bwrap: str) -> str:
+    try:
+        out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unusable ({exc})"
+    return out.stdout.strip() or f"unusable (status {out.returncode})"
+
+
+def _resources_row(cg: CgroupSupport) -> BoundaryRow:
+    declared = _DECLARED["resources"]
+    if cg.mode is not CgroupMode.NONE and not cg.missing:
+        return BoundaryRow(
+            boundary="resources",
+            declared=declared,
+            on_this_host=f"{cg.detail}: pids, memory and cpu quota per run; timeouts",
+            status=E,
+        )
+    fallback = ", ".join(
+        {"pids": "RLIMIT_NPROC", "memory": "RLIMIT_AS per process", "cpu": "no CPU quota"}[c]
+        for c in cg.missing
+    )
+    return BoundaryRow(
+        boundary="resources",
+        declared=declared,
+        on_this_host=f"{cg.detail}; rlimits instead: {fallback}; timeouts enforced",
+        status=W,
+        warning=f"cgroups unavailable for {', '.join(cg.missing)}: caps are per process or "
+        "per user, not per sandbox (run as root with writable cgroups, or delegate a v2 "
+        "cgroup via SYNTHORG_SANDBOX_CGROUP)",
+    )
+
+
+def bwrap_boundary(bwrap: str, cgroups: CgroupSupport) -> BoundaryDeclaration:
+    """The bwrap backend's table, checked against this host."""
+    version = _bwrap_version(bwrap)
+    usable = version.startswith("bubblewrap")
+    if not usable:
+        rows = [
+            BoundaryRow(
+                boundary=b,
+                declared=d,
+                on_this_host=f"bwrap {version}",
+                status=N,
+                warning="bubblewrap does not run here: nothing is enforced",
+            )
+            for b, d in _DECLARED.items()
+        ]
+        return BoundaryDeclaration(backend="bwrap", rows=rows)
+    rows = [
+        BoundaryRow(
+            boundary="filesystem",
+            declared=_DECLARED["filesystem"],
+            on_this_host=f"{version}: mount namespace, --remount-ro /, only listed binds",
+            status=E,
+        ),
+        BoundaryRow(
+            boundary="network",
+            declared=_DECLARED["network"],
+            on_this_host="--unshare-net (only lo); unix sockets bound read-only",
+            status=E,
+        ),
+        BoundaryRow(
+            boundary="processes",
+            declared=_DECLARED["processes"],
+            on_this_host="--unshare-pid --die-with-parent --new-session --cap-drop ALL; "
+            "no seccomp filter",
+            status=E,
+        ),
+        _resources_row(cgroups),
+        BoundaryRow(
+            boundary="secrets",
+            declared=_DECLARED["secrets"],
+            on_this_host="--clearenv; PATH/HOME/LANG plus the request's env",
+            status=E,
+        ),
+    ]
+    return BoundaryDeclaration(backend="bwrap", rows=rows)
+
+
+def local_boundary() -> BoundaryDeclaration:
+    """The local backend's table: nothing is enforced, and every row says so."""
+    rows = [
+        BoundaryRow(
+            boundary=b,
+            declared="nothing (local backend: no isolation)",
+            on_this_host="the program runs as this user on this host",
+            status=N,
+            warning=f"local backend: no {b} isolation",
+        )
+        for b in _DECLARED
+    ]
+    return BoundaryDeclaration(backend="local", rows=rows)
+
+
+def render_boundary(decl: BoundaryDeclaration) -> str:
+    """Plain-text table of a declaration, warnings last (for logs and `doctor`)."""
+    width = max(len(r.boundary) for r in decl.rows)
+    lines = [f"sandbox backend: {decl.backend}"]
+    for r in decl.rows:
+        lines.append(f"  {r.boundary:<{width}}  [{r.status.value}] {r.on_this_host}")
+        lines.append(f"  {'':<{width}}  declared: {r.declared}")
+    lines += [f"  WARNING {w}" for w in decl.warnings]
+    return "\n".join(lines)

@@ -1,0 +1,298 @@
+"""The bubblewrap backend: namespaces, pinned egress, cgroup/rlimit caps, pid-1 teardown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import structlog
+
+from synthorg.sandbox.boundary import bwrap_boundary
+from synthorg.sandbox.cgroups import CgroupMode, CgroupSupport, RunCgroup, detect_cgroups
+from synthorg.sandbox.errors import SandboxStartError, SandboxUnavailableError
+from synthorg.sandbox.process import STREAM_LIMIT, ManagedProcess, Verdicts
+from synthorg.sandbox.protocol import (
+    BoundaryDeclaration,
+    SandboxLimits,
+    SandboxProcess,
+    SandboxRequest,
+)
+
+log = structlog.get_logger(__name__)
+
+WORKSPACE = "/workspace"
+STATE = "/state"
+HOME = "/tmp/home"
+_INSIDE_DIR = "/opt/synthorg"
+_SOCKET_DIR = "/run/synthorg"
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_START_TIMEOUT_S = 10.0
+_ETC_FILES = ("passwd", "group", "nsswitch.conf", "ld.so.cache", "localtime", "alternatives")
+_USR_LINKS = ("bin", "lib", "lib64", "lib32", "libx32", "sbin")
+_HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
+
+
+def host_python_dir() -> Path:
+    """The host interpreter's install dir (bound read-only so `python3` works inside)."""
+    return Path(sys.base_prefix).resolve()
+
+
+def host_python() -> str:
+    """The base interpreter (not a venv shim) as a path valid both outside and inside."""
+    name = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidate = host_python_dir() / "bin" / name
+    return str(candidate if candidate.exists() else Path(sys.executable).resolve())
+
+
+class BwrapSandbox:
+    """SandboxStreamer on bubblewrap: the default backend on Linux."""
+
+    name = "bwrap"
+
+    def __init__(self, bwrap_path: str | None = None) -> None:
+        found = bwrap_path or shutil.which("bwrap")
+        if found is None:
+            raise SandboxUnavailableError(
+                "bubblewrap is not installed: `apt-get install bubblewrap`, "
+                "or choose the local backend explicitly (no isolation)"
+            )
+        self._bwrap = found
+        self._cgroups: CgroupSupport = detect_cgroups()
+        self._etc_dir = Path(tempfile.mkdtemp(prefix="synthorg-sandbox-etc-"))
+        (self._etc_dir / "hosts").write_text(_HOSTS)
+        weakref.finalize(self, shutil.rmtree, self._etc_dir, True)
+        self._base_args = self._static_args()
+
+    @property
+    def cgroups(self) -> CgroupSupport:
+        """The cgroup support this backend uses on this host."""
+        return self._cgroups
+
+    def boundary(self) -> BoundaryDeclaration:
+        return bwrap_boundary(self._bwrap, self._cgroups)
+
+    def workspace_path_inside(self, request: SandboxRequest) -> str:
+        return WORKSPACE
+
+    def state_path_inside(self, request: SandboxRequest) -> str | None:
+        return STATE if request.state_dir is not None else None
+
+    def python_inside(self) -> str:
+        return host_python()
+
+    def toolbox_argv(self) -> list[str]:
+        return [host_python(), "-I", "-S", f"{_INSIDE_DIR}/toolbox.py"]
+
+    def _static_args(self) -> list[str]:
+        args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        args += ["--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+        for name in _USR_LINKS:
+            host = Path("/") / name
+            if host.is_symlink():
+                args += ["--symlink", os.readlink(host), str(host)]
+            elif host.is_dir():
+                args += ["--ro-bind", str(host), str(host)]
+        for name in _ETC_FILES:
+            if (Path("/etc") / name).exists():
+                args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        args += ["--ro-bind", str(self._etc_dir / "hosts"), "/etc/hosts"]
+        pydir = str(host_python_dir())
+        args += ["--ro-bind", pydir, pydir]
+        for script in ("launcher.py", "toolbox.py"):
+            args += ["--ro-bind", str(_PACKAGE_DIR / script), f"{_INSIDE_DIR}/{script}"]
+        args += ["--tmpfs", "/tmp", "--dir", HOME, "--dev", "/dev", "--proc", "/proc"]
+        return args
+
+    def build_args(self, request: SandboxRequest) -> tuple[list[str], list[str]]:
+        """The bwrap options (without fds) and the argv run inside, for a request."""
+        args = [self._bwrap, *self._base_args]
+        for bind in request.read_only_binds:
+            if not bind.exists():
+                raise SandboxStartError(f"read-only bind {bind} does not exist on this host")
+            args += ["--ro-bind", str(bind), str(bind)]
+        if not request.workspace.is_dir():
+            raise SandboxStartError(f"workspace {request.workspace} is not a directory")
+        args += ["--bind", str(request.workspace), WORKSPACE]
+        if request.state_dir is not None:
+            request.state_dir.mkdir(parents=True, exist_ok=True)
+            args += ["--bind", str(request.state_dir), STATE]
+        forwards: list[str] = []
+        for ep in request.endpoints:
+            inside = f"{_SOCKET_DIR}/{ep.name}.sock"
+            args += ["--ro-bind", str(ep.host_socket), inside]
+            forwards += ["--forward", f"{ep.sandbox_port}={inside}"]
+        args += ["--chdir", WORKSPACE, "--remount-ro", "/", "--clearenv"]
+        path = f"{host_python_dir()}/bin:/usr/local/bin:/usr/bin:/bin"
+        env = {"PATH": path, "HOME": HOME, "LANG": "C.UTF-8", **request.env}
+        for key, value in env.items():
+            args += ["--setenv", key, value]
+        argv = request.argv
+        if forwards:  # the launcher is only needed (and only paid for) with endpoints
+            launcher = [host_python(), "-I", "-S", f"{_INSIDE_DIR}/launcher.py"]
+            argv = [*launcher, *forwards, "--", *argv]
+        return args, argv
+
+    @asynccontextmanager
+    async def stream(
+        self, request: SandboxRequest, first_line: str
+    ) -> AsyncIterator[SandboxProcess]:
+        process = await self._start(request)
+        try:
+            with contextlib.suppress(Exception):  # a program that died at once reports via exit
+                await process.send_line(first_line)
+            yield process
+        finally:
+            await process.close()
+
+    async def _start(self, request: SandboxRequest) -> ManagedProcess:
+        args, argv = self.build_args(request)
+        cgroup = self._make_cgroup(request)
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        control = _BwrapControl(cgroup)
+        try:
+            args += ["--info-fd", str(info_w), "--block-fd", str(block_r), "--", *argv]
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *args,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    limit=STREAM_LIMIT,
+                    pass_fds=(info_w, block_r),
+                )
+            finally:
+                os.close(info_w)
+                os.close(block_r)
+            process = ManagedProcess(proc, control, request.limits)
+            try:
+                started = await self._release(control, request.limits, info_r, block_w)
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await process.close()
+                raise
+            if not started:
+                ended = await process.close()
+                detail = ended.stderr_tail.strip() or f"status {ended.returncode}"
+                raise SandboxStartError(f"bwrap refused to start the sandbox: {detail}")
+        except BaseException:
+            control.cleanup()
+            raise
+        finally:
+            os.close(info_r)
+            with contextlib.suppress(OSError):
+                os.close(block_w)
+        log.debug("sandbox.started", conversation_id=request.conversation_id, pid=proc.pid)
+        return process
+
+    def _make_cgroup(self, request: SandboxRequest) -> RunCgroup | None:
+        if self._cgroups.mode is CgroupMode.NONE:
+            return None
+        try:
+            return RunCgroup(self._cgroups, request.conversation_id, request.limits)
+        except OSError as exc:
+            raise SandboxStartError(f"cannot create the run's cgroups: {exc}") from exc
+
+    async def _release(
+        self, control: _BwrapControl, limits: SandboxLimits, info_r: int, block_w: int
+    ) -> bool:
+        """Read pid-1 from --info-fd, cap it, then let it run (it waits on --block-fd).
+
+        False when bwrap exited before reporting a pid (it refused the command line).
+        """
+        info = await _read_fd(info_r, _START_TIMEOUT_S)
+        if not info:
+            return False
+        pid = int(json.loads(info)["child-pid"])
+        control.pidfd = os.pidfd_open(pid)
+        if control.cgroup is not None:
+            control.cgroup.attach(pid)
+        _apply_rlimits(pid, limits, self._cgroups.missing if control.cgroup else None)
+        os.write(block_w, b"1")
+        return True
+
+
+def _apply_rlimits(pid: int, limits: SandboxLimits, missing: list[str] | None) -> None:
+    """rlimits on pid-1 (inherited by everything inside) where cgroups do not cover a cap."""
+    uncovered = ["pids", "memory"] if missing is None else missing
+    if "pids" in uncovered:
+        n = limits.max_processes
+        resource.prlimit(pid, resource.RLIMIT_NPROC, (n, n))
+    if "memory" in uncovered:
+        m = limits.memory_bytes
+        resource.prlimit(pid, resource.RLIMIT_AS, (m, m))
+    if limits.cpu_seconds is not None:
+        s = limits.cpu_seconds
+        resource.prlimit(pid, resource.RLIMIT_CPU, (s, s + 1))
+
+
+class _BwrapControl:
+    """Kill via pid-1's pidfd (the kernel then kills the namespace); cgroups as the net."""
+
+    def __init__(self, cgroup: RunCgroup | None) -> None:
+        self.cgroup = cgroup
+        self.pidfd: int | None = None
+
+    def kill(self) -> None:
+        if self.pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+
+    def verdicts(self) -> Verdicts:
+        cg = self.cgroup
+        if cg is None:
+            return Verdicts()
+        return Verdicts(cg.oom_killed(), cg.pids_cap_hit(), cg.peak_processes())
+
+    def cleanup(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        if self.cgroup is not None and not self.cgroup.remove_now():
+            log.warning("sandbox.cgroup_leftover", dirs=[str(d) for d in self.cgroup.dirs.values()])
+        self.cgroup = None
+
+
+async def _read_fd(fd: int, limit_s: float) -> bytes:
+    """Read a pipe to EOF without blocking the event loop."""
+    loop = asyncio.get_running_loop()
+    os.set_blocking(fd, False)
+    chunks: list[bytes] = []
+    done: asyncio.Future[None] = loop.create_future()
+
+    def on_readable() -> None:
+        try:
+            data = os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            if not done.done():
+                done.set_exception(exc)
+            return
+        if data:
+            chunks.append(data)
+        elif not done.done():
+            done.set_result(None)
+
+    loop.add_reader(fd, on_readable)
+    try:
+        await asyncio.wait_for(done, limit_s)
+    except TimeoutError as exc:
+        raise SandboxStartError(f"bwrap did not report its pid within {limit_s}s") from exc
+    finally:
+        loop.remove_reader(fd)
+    return b"".join(chunks)
