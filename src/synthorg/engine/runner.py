@@ -71,19 +71,22 @@ class LoopRunner:
         return RunSink(self._store, conversation_id, checkers, control)
 
     async def run(
-        self, loop: ExecutionLoop, context: LoopContext, *, interrupted: asyncio.Event | None = None
+        self,
+        loop: ExecutionLoop,
+        context: LoopContext,
+        *,
+        cancel_reason: Callable[[], TerminationReason] = lambda: TerminationReason.CANCELLED,
     ) -> ExecutionResult:
-        """Execute ``loop`` and record the terminal transition."""
+        """Execute ``loop`` and record the terminal transition.
+
+        When the awaiting task is cancelled, ``cancel_reason`` says why (an interrupt leaves
+        the conversation PAUSED, a process shutdown SHUTDOWN, a cancel CANCELLED).
+        """
         await self._set_status(context, ConversationStatus.RUNNING, "run started")
         try:
             result = await loop.execute(context)
         except asyncio.CancelledError:
-            reason = (
-                TerminationReason.PAUSED
-                if interrupted is not None and interrupted.is_set()
-                else TerminationReason.CANCELLED
-            )
-            result = self._crashed(loop, context, reason, None)
+            result = self._crashed(loop, context, cancel_reason(), None)
             await asyncio.shield(self._finish(context, result))
             raise
         except Exception as exc:  # the loop failed; the conversation must not stay running

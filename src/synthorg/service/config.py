@@ -1,0 +1,50 @@
+"""Configuration of the run service: defaults for runs, the sandbox, and the commit gate."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from synthorg.sandbox.protocol import SandboxLimits
+from synthorg.workspace.gate import DEFAULT_SECRET_PATTERNS
+
+
+class RunDefaults(BaseModel):
+    """The ``[run]`` section: what a run uses when the caller does not say."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(default="scripted-demo", description="Default model id.")
+    provider: str | None = Field(
+        default=None, description="Provider of the default model; None = the one serving it."
+    )
+    budget_usd: Decimal | None = Field(default=None, ge=0, description="Default cost ceiling.")
+    shutdown_grace_s: float = Field(
+        default=10.0, ge=0, description="How long shutdown waits for runs to stop by themselves."
+    )
+
+
+class SandboxSettings(BaseModel):
+    """The ``[sandbox]`` section."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["bwrap", "local"] = Field(default="bwrap", description="Sandbox backend.")
+    allow_local: bool = Field(
+        default=False, description="Explicit opt-in to the unisolated local backend."
+    )
+    limits: SandboxLimits = Field(default_factory=SandboxLimits, description="Per-run caps.")
+
+
+class GateSettings(BaseModel):
+    """The ``[gate]`` section: the commit gate's author and refused files."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    author_name: str = Field(default="SynthOrg", description="Commit author name.")
+    author_email: str = Field(default="synthorg@localhost", description="Commit author email.")
+    secret_patterns: tuple[str, ...] = Field(
+        default=DEFAULT_SECRET_PATTERNS, description="Files never committed."
+    )

@@ -1,0 +1,421 @@
+"""The local run service: conversations, their runs, live control and the commit gate."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+from synthorg.domain import (
+    AgentIdentity,
+    ConfirmationDecisionEvent,
+    ConversationRecord,
+    ConversationStatus,
+    ErrorEvent,
+    ExecutionResult,
+    InterruptEvent,
+    MessageEvent,
+    PauseEvent,
+    StoredEvent,
+    Task,
+    TerminationReason,
+    TokenUsage,
+    new_id,
+)
+from synthorg.engine import (
+    Decision,
+    EngineConfig,
+    GatewayAccess,
+    LoopContext,
+    LoopDependencies,
+    LoopRegistry,
+    LoopRunner,
+    RunCheckers,
+    RunControl,
+    budget_checker,
+    flag_checker,
+    select_loop_type,
+)
+from synthorg.errors import ConflictError, UsageError
+from synthorg.gateway.service import Gateway
+from synthorg.gateway.signer import RunBinding
+from synthorg.logging import get_logger
+from synthorg.service.config import RunDefaults
+from synthorg.service.options import RunOptions
+from synthorg.store.protocol import Store
+from synthorg.workspace.errors import SecretFileError
+from synthorg.workspace.gate import CommitGate
+from synthorg.workspace.models import GateSummary, Workspace
+from synthorg.workspace.worktrees import WorktreeManager
+
+_log = get_logger("synthorg.service")
+_HISTORY_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What provisioning a run's loop needs to know."""
+
+    record: ConversationRecord
+    workspace: Workspace
+    execution_id: str
+    bearer: str
+
+
+class LoopProvisioner(Protocol):
+    """Builds a run's loop dependencies (sandbox, tool executor, endpoints) for its lifetime."""
+
+    def __call__(
+        self, setup: RunSetup
+    ) -> AbstractAsyncContextManager[tuple[LoopDependencies, GatewayAccess]]: ...
+
+
+@dataclass
+class _ActiveRun:
+    control: RunControl
+    cancelled: asyncio.Event
+    cancel_reason: TerminationReason = TerminationReason.CANCELLED
+    task: asyncio.Task[ExecutionResult] | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class LocalRunService:
+    """Runs conversations in this process; one active run per conversation.
+
+    Construct with the store, the gateway service, the worktree manager, the commit gate,
+    the loop registry and a provisioner; ``synthorg.service.boot`` wires them from settings.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        gateway: Gateway,
+        worktrees: WorktreeManager,
+        gate: CommitGate,
+        registry: LoopRegistry,
+        provision: LoopProvisioner,
+        engine: EngineConfig,
+        defaults: RunDefaults,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.store = store
+        self.gateway = gateway
+        self.worktrees = worktrees
+        self.gate = gate
+        self.registry = registry
+        self._provision = provision
+        self._engine = engine
+        self._defaults = defaults
+        self._clock = clock
+        self._runner = LoopRunner(store, clock=clock)
+        self._active: dict[str, _ActiveRun] = {}
+        self._shutdown = asyncio.Event()
+
+    # -- creation -------------------------------------------------------------------------
+    async def create(self, task: Task, options: RunOptions) -> ConversationRecord:
+        """Persist a new conversation with its worktree (not started)."""
+        loop_type = select_loop_type(task, self._engine, forced=options.loop)
+        if loop_type not in self.registry.buildable:
+            raise UsageError(
+                f"loop {loop_type!r} cannot be built here; buildable: "
+                f"{sorted(self.registry.buildable)}"
+            )
+        model = options.model or self._defaults.model
+        provider = options.provider or self._provider_for(model)
+        repo = Path(task.repository).expanduser()
+        if not repo.is_dir():
+            raise UsageError(f"repository {repo} is not a directory")
+        conversation_id = new_id("conv")
+        workspace = await self.worktrees.create(
+            repo.resolve(), conversation_id, base_ref=options.base_ref, enabled=options.worktree
+        )
+        now = self._clock()
+        record = ConversationRecord(
+            id=conversation_id,
+            task=task,
+            agent=AgentIdentity(id=f"agent-{loop_type}"),
+            loop_type=loop_type,
+            model=model,
+            provider=provider,
+            created_at=now,
+            updated_at=now,
+            workspace=workspace.info(),
+            max_turns=options.max_turns or self._engine.max_turns,
+            budget_usd=options.budget_usd
+            if options.budget_usd is not None
+            else self._defaults.budget_usd,
+            confirmation_policy=options.confirmation_policy,
+        )
+        await self.store.create_conversation(record)
+        _log.info(
+            "CONVERSATION_CREATED",
+            conversation_id=conversation_id,
+            loop_type=loop_type,
+            model=model,
+            workspace=str(workspace.path),
+            note=workspace.note,
+        )
+        return record
+
+    def _provider_for(self, model: str) -> str:
+        serving = [p.name for p in self.gateway.config.providers if model in p.models]
+        if not serving:
+            raise UsageError(
+                f"no configured provider serves model {model!r}; add it to a provider's models "
+                "in the [gateway] config"
+            )
+        if len(serving) > 1:
+            raise UsageError(
+                f"model {model!r} is served by several providers {serving}; choose one "
+                "explicitly (--provider)"
+            )
+        return serving[0]
+
+    # -- runs -------------------------------------------------------------------------------
+    def is_active(self, conversation_id: str) -> bool:
+        """Whether a run of this conversation is in progress in this process."""
+        active = self._active.get(conversation_id)
+        return active is not None and not active.done.is_set()
+
+    async def start(self, conversation_id: str, *, message: str | None = None) -> None:
+        """Start (or continue) a run in the background; ConflictError if one is active."""
+        if self._shutdown.is_set():
+            raise ConflictError("the service is shutting down; no new runs")
+        if self.is_active(conversation_id):
+            raise ConflictError(f"conversation {conversation_id} already has an active run")
+        record = await self.store.get_conversation(conversation_id)
+        active = _ActiveRun(control=RunControl(), cancelled=asyncio.Event())
+        self._active[conversation_id] = active
+        if message:
+            await self.store.append(conversation_id, MessageEvent(role="user", text=message))
+        active.task = asyncio.create_task(self._run(record, active), name=f"run-{conversation_id}")
+
+    async def run(self, conversation_id: str, *, message: str | None = None) -> ExecutionResult:
+        """Start a run and wait for its end (commit gate included)."""
+        await self.start(conversation_id, message=message)
+        result = await self.wait(conversation_id)
+        assert result is not None
+        return result
+
+    async def wait(self, conversation_id: str) -> ExecutionResult | None:
+        """Wait for the active run to end; None when none was started here."""
+        active = self._active.get(conversation_id)
+        if active is None or active.task is None:
+            return None
+        return await asyncio.shield(active.task)
+
+    async def _run(self, record: ConversationRecord, active: _ActiveRun) -> ExecutionResult:
+        try:
+            return await self._run_inner(record, active)
+        finally:
+            active.done.set()
+
+    async def _run_inner(self, record: ConversationRecord, active: _ActiveRun) -> ExecutionResult:
+        workspace = await self._workspace_of(record)
+        execution_id = new_id("exec")
+        binding = RunBinding(
+            execution_id=execution_id,
+            agent_id=record.agent.id,
+            task_id=record.task.id,
+            project_id=record.task.project_id,
+            conversation_id=record.id,
+            provider=record.provider,
+            model_id=record.model,
+            cost_ceiling=record.budget_usd,
+        )
+        await self.gateway.open_execution(binding)
+        bearer = self.gateway.mint(binding)
+        prior = await self._all_events(record.id)
+        resumed = record.runs > 0
+        setup = RunSetup(
+            record=record, workspace=workspace, execution_id=execution_id, bearer=bearer
+        )
+
+        async def usage() -> TokenUsage:
+            row = await self.gateway.usage(execution_id)
+            return TokenUsage(
+                tokens_in=row.tokens_in, tokens_out=row.tokens_out, cost_usd=row.cost_usd
+            )
+
+        checkers = RunCheckers(
+            task_cancellation=flag_checker(active.cancelled),
+            shutdown=flag_checker(self._shutdown),
+            budget=budget_checker(usage, record.budget_usd),
+        )
+        try:
+            async with self._provision(setup) as (deps, access):
+                loop = self.registry.build(record.loop_type, deps)
+                context = LoopContext(
+                    task=record.task,
+                    agent=record.agent,
+                    conversation_id=record.id,
+                    execution_id=execution_id,
+                    model=record.model,
+                    provider=record.provider,
+                    workspace=workspace.info(),
+                    gateway=GatewayAccess(
+                        base_url=access.base_url,
+                        bearer=bearer,
+                        usage=usage,
+                        mcp_base_url=access.mcp_base_url,
+                    ),
+                    emit=self._runner.sink(record.id, checkers, active.control),
+                    control=active.control,
+                    max_turns=record.max_turns,
+                    budget_usd=record.budget_usd,
+                    confirmation_policy=record.confirmation_policy,
+                    resumed=resumed,
+                    prior_events=prior,
+                )
+                result = await self._runner.run(
+                    loop, context, cancel_reason=lambda: active.cancel_reason
+                )
+        finally:
+            await asyncio.shield(self.gateway.finish_execution(execution_id, "run ended"))
+        if result.termination_reason is TerminationReason.COMPLETED:
+            result = await self._land(record, workspace, result)
+        return result
+
+    async def _land(
+        self, record: ConversationRecord, workspace: Workspace, result: ExecutionResult
+    ) -> ExecutionResult:
+        summary = GateSummary(
+            task_id=record.task.id,
+            title=record.task.title,
+            conversation_id=record.id,
+            loop_type=result.loop_type,
+            turns=len(result.turns),
+            cost_usd=result.usage.cost_usd,
+        )
+        current = await self.store.get_conversation(record.id)
+        try:
+            gate = await self.gate.land(workspace, summary)
+        except SecretFileError as exc:
+            await self.store.append(
+                record.id,
+                ErrorEvent(message=str(exc), code="commit_gate_refused", non_retryable=True),
+            )
+            await self.store.save_conversation(
+                current.model_copy(
+                    update={
+                        "status": ConversationStatus.FAILED,
+                        "error": str(exc),
+                        "updated_at": self._clock(),
+                    }
+                )
+            )
+            return result.model_copy(update={"error": str(exc)})
+        _log.info(
+            "COMMIT_GATE",
+            conversation_id=record.id,
+            committed=gate.committed,
+            sha=gate.sha,
+            reason=gate.reason,
+        )
+        if gate.committed:
+            await self.store.save_conversation(
+                current.model_copy(update={"commit_sha": gate.sha, "updated_at": self._clock()})
+            )
+        return result.model_copy(
+            update={"commit_sha": gate.sha, "branch": gate.branch or result.branch}
+        )
+
+    async def _workspace_of(self, record: ConversationRecord) -> Workspace:
+        repo = Path(record.task.repository)
+        existing = await self.worktrees.get(record.id)
+        if existing is not None:
+            return existing
+        if record.workspace is not None and not record.workspace.is_worktree:
+            return await self.worktrees.create(repo, record.id, enabled=False)
+        return await self.worktrees.create(repo, record.id)
+
+    async def _all_events(self, conversation_id: str) -> tuple[StoredEvent, ...]:
+        events: list[StoredEvent] = []
+        after = 0
+        while True:
+            page = await self.store.history(conversation_id, after=after, limit=_HISTORY_PAGE)
+            events.extend(page)
+            if len(page) < _HISTORY_PAGE:
+                return tuple(events)
+            after = page[-1].seq
+
+    # -- control ------------------------------------------------------------------------------
+    def _require_active(self, conversation_id: str) -> _ActiveRun:
+        active = self._active.get(conversation_id)
+        if active is None or active.done.is_set():
+            raise ConflictError(f"conversation {conversation_id} has no active run")
+        return active
+
+    async def steer(self, conversation_id: str, text: str) -> None:
+        """A message for the next turn of the active run."""
+        active = self._require_active(conversation_id)
+        await self.store.append(conversation_id, MessageEvent(role="user", text=text))
+        active.control.steer(text)
+
+    async def pause(self, conversation_id: str, *, by: str) -> None:
+        """Stop after the in-flight model call; resumable."""
+        active = self._require_active(conversation_id)
+        await self.store.append(conversation_id, PauseEvent(requested_by=by))
+        active.control.request_pause()
+
+    async def interrupt(self, conversation_id: str, *, by: str) -> None:
+        """Stop now; the conversation stays resumable (PAUSED)."""
+        active = self._require_active(conversation_id)
+        await self.store.append(conversation_id, InterruptEvent(requested_by=by))
+        await self._cancel(active, TerminationReason.PAUSED)
+
+    async def cancel(self, conversation_id: str, *, by: str) -> None:
+        """Stop now; the conversation ends CANCELLED."""
+        active = self._require_active(conversation_id)
+        _log.info("RUN_CANCEL_REQUESTED", conversation_id=conversation_id, by=by)
+        active.cancelled.set()
+        await self._cancel(active, TerminationReason.CANCELLED)
+
+    async def _cancel(self, active: _ActiveRun, reason: TerminationReason) -> None:
+        active.cancel_reason = reason
+        if active.task is not None and not active.task.done():
+            active.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({active.task})
+
+    async def decide(self, conversation_id: str, decision: Decision) -> None:
+        """Deliver a decision bound to pending action ids and the approver."""
+        active = self._require_active(conversation_id)
+        active.control.decide(decision)  # ConflictError before anything is recorded
+        await self.store.append(
+            conversation_id,
+            ConfirmationDecisionEvent(
+                accepted=tuple(sorted(decision.accepted)),
+                rejected=tuple(sorted(decision.rejected)),
+                reason=decision.reason,
+                approver=decision.approver,
+            ),
+        )
+
+    async def delete(self, conversation_id: str, *, delete_branch: bool = False) -> None:
+        """Remove the conversation, its events and its worktree; refused while active."""
+        if self.is_active(conversation_id):
+            raise ConflictError(f"conversation {conversation_id} is running; cancel it first")
+        await self.store.get_conversation(conversation_id)
+        workspace = await self.worktrees.get(conversation_id)
+        if workspace is not None:
+            await self.worktrees.remove(workspace, delete_branch=delete_branch)
+        await self.store.delete_conversation(conversation_id)
+
+    async def shutdown(self) -> None:
+        """Stop every active run with SHUTDOWN (resumable)."""
+        self._shutdown.set()
+        running = [a for a in self._active.values() if a.task is not None and not a.done.is_set()]
+        if not running:
+            return
+        tasks = {a.task for a in running if a.task is not None}
+        _, pending = await asyncio.wait(tasks, timeout=self._defaults.shutdown_grace_s)
+        for active in running:
+            if active.task in pending:
+                await self._cancel(active, TerminationReason.SHUTDOWN)
