@@ -1,0 +1,63 @@
+"""Auditing: every tool call becomes an event in the calling conversation and a log line."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+import structlog
+
+from synthorg.domain import ToolAuditEvent
+
+Outcome = Literal["ok", "refused", "error"]
+
+_log = structlog.get_logger("synthorg.mcp")
+
+
+class AuditSink(Protocol):
+    """Where audit events go; ``ConversationStore.append`` satisfies it structurally."""
+
+    async def append(self, conversation_id: str, event: ToolAuditEvent, /) -> object:
+        """Append ``event`` durably to the conversation's event log."""
+        ...
+
+
+class AuditWriteError(Exception):
+    """The audit event could not be written (the call's effect may still have happened)."""
+
+
+async def record_call(
+    sink: AuditSink,
+    *,
+    conversation_id: str,
+    project_id: str,
+    execution_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    outcome: Outcome,
+    detail: str,
+    duration_ms: float,
+) -> None:
+    """Append the (already redacted) audit event and emit the structured log line."""
+    event = ToolAuditEvent(
+        tool=tool,
+        arguments=arguments,
+        outcome=outcome,
+        detail=detail,
+        duration_ms=max(duration_ms, 0.0),
+    )
+    fields = {
+        "tool": tool,
+        "outcome": outcome,
+        "conversation_id": conversation_id,
+        "project_id": project_id,
+        "execution_id": execution_id,
+        "duration_ms": round(duration_ms, 3),
+        "arguments": arguments,
+        "detail": detail,
+    }
+    try:
+        await sink.append(conversation_id, event)
+    except Exception as exc:
+        _log.error("mcp.tool_call.audit_failed", error=type(exc).__name__, **fields)
+        raise AuditWriteError(f"audit event for {tool} could not be written") from exc
+    _log.info("mcp.tool_call", **fields)
