@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from synthorg.cli import conversations
 from synthorg.cli import doctor as doctor_checks
 from synthorg.cli.common import ConfigOption, settings_from
 
@@ -15,6 +16,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+app.add_typer(conversations.app, name="conversations")
 
 
 @app.callback()

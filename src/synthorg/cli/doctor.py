@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import sys
@@ -9,10 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from rich.markup import escape
 from rich.table import Table
 
 from synthorg.cli.common import console
-from synthorg.settings import Settings
+from synthorg.sandbox.protocol import BoundaryStatus
+from synthorg.settings import Settings, section
 
 
 class Level(StrEnum):
@@ -83,7 +86,76 @@ def check_bwrap(_: Settings) -> list[CheckResult]:
     return [CheckResult("bubblewrap", Level.OK, bwrap)]
 
 
-DEFAULT_CHECKS: list[Check] = [check_python, check_git, check_bwrap]
+def check_sandbox(settings: Settings) -> list[CheckResult]:
+    """The configured backend's boundary table as it holds on this host."""
+    from synthorg.sandbox import make_sandbox
+    from synthorg.service.config import SandboxSettings
+
+    config = section(settings, "sandbox", SandboxSettings)
+    backend = make_sandbox(config.backend, allow_local=config.allow_local)
+    declaration = backend.boundary()
+    results = []
+    for row in declaration.rows:
+        level = Level.OK if row.status is BoundaryStatus.ENFORCED else Level.WARN
+        if config.backend == "local":
+            level = Level.WARN
+        detail = f"[{declaration.backend}] {row.on_this_host}"
+        results.append(CheckResult(f"sandbox {row.boundary}", level, detail, row.warning or ""))
+    if config.backend == "local":
+        results.append(
+            CheckResult(
+                "sandbox backend",
+                Level.WARN,
+                "LOCAL backend: NO ISOLATION. Agents run with your user's full access.",
+                'set [sandbox] backend = "bwrap"',
+            )
+        )
+    return results
+
+
+def check_store(settings: Settings) -> list[CheckResult]:
+    """The configured store opens and answers."""
+    from synthorg.cli.store_access import opened_store, store_config
+    from synthorg.store.config import describe
+
+    where = describe(store_config(settings).resolved_url(settings.home))
+
+    async def probe() -> int:
+        async with opened_store(settings) as store:
+            return await store.count_conversations()
+
+    try:
+        count = asyncio.run(probe())
+    except Exception as exc:  # report, don't crash: doctor is for broken setups
+        return [CheckResult("store", Level.FAIL, f"{where}: {exc}", "check [store] url")]
+    return [CheckResult("store", Level.OK, f"{where} ({count} conversations)")]
+
+
+def check_openhands_runtime(settings: Settings) -> list[CheckResult]:
+    """Whether the OpenHands runtime venv is built for the current lockfile."""
+    from synthorg.runtime.openhands import runtime_status
+
+    status = runtime_status(settings.home)
+    if status.built:
+        return [CheckResult("openhands runtime", Level.OK, f"built at {status.venv_path}")]
+    return [
+        CheckResult(
+            "openhands runtime",
+            Level.WARN,
+            f"not built (lock {status.lock_hash}); the openhands loop is unavailable",
+            "uv run synthorg runtime build openhands",
+        )
+    ]
+
+
+DEFAULT_CHECKS: list[Check] = [
+    check_python,
+    check_git,
+    check_bwrap,
+    check_sandbox,
+    check_store,
+    check_openhands_runtime,
+]
 
 
 def run_checks(settings: Settings, checks: list[Check]) -> list[CheckResult]:
@@ -109,7 +181,7 @@ def render(results: list[CheckResult]) -> None:
         table.add_row(
             result.name,
             f"[{colors[result.level]}]{result.level.value}[/]",
-            result.detail,
-            result.fix,
+            escape(result.detail),
+            escape(result.fix),
         )
     console.print(table)

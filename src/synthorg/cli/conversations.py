@@ -1,0 +1,94 @@
+"""``synthorg conversations``: list, show and follow conversations in the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from synthorg.cli.common import ConfigOption, console, run_async, settings_from
+from synthorg.cli.render import conversation_summary, event_line
+from synthorg.cli.store_access import opened_store
+from synthorg.domain import ConversationStatus
+
+app = typer.Typer(help="Inspect conversations and their event logs.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_(
+    status: ConversationStatus | None = typer.Option(None, help="Only this status."),
+    project: str | None = typer.Option(None, help="Only this project id."),
+    limit: int = typer.Option(20, min=1, max=500, help="Page size."),
+    cursor: str | None = typer.Option(None, help="Cursor from the previous page."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Conversations, newest first."""
+    settings = settings_from(config)
+
+    async def go() -> None:
+        async with opened_store(settings) as store:
+            page = await store.list_conversations(
+                status=status, project_id=project, limit=limit, cursor=cursor
+            )
+        table = Table()
+        for column in ("id", "status", "loop", "task", "turns", "cost", "created"):
+            table.add_column(column)
+        for record in page.items:
+            row = conversation_summary(record)
+            table.add_row(
+                *(row[c] for c in ("id", "status", "loop", "task", "turns", "cost", "created"))
+            )
+        console.print(table)
+        if page.next_cursor:
+            console.print(f"next page: --cursor {page.next_cursor}", style="dim")
+
+    run_async(go())
+
+
+@app.command()
+def show(conversation_id: str, config: Path | None = ConfigOption) -> None:
+    """One conversation's base state."""
+    settings = settings_from(config)
+
+    async def go() -> None:
+        async with opened_store(settings) as store:
+            record = await store.get_conversation(conversation_id)
+        table = Table(show_header=False)
+        for key, value in conversation_summary(record).items():
+            table.add_row(key, value)
+        console.print(table)
+
+    run_async(go())
+
+
+@app.command()
+def events(
+    conversation_id: str,
+    after: int = typer.Option(0, min=0, help="Only events after this sequence number."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """A conversation's events; with --follow, the live tail until Ctrl-C."""
+    settings = settings_from(config)
+
+    async def go() -> None:
+        async with opened_store(settings) as store:
+            await store.get_conversation(conversation_id)
+            if follow:
+                async for stored in store.tail(conversation_id, after=after):
+                    console.print(event_line(stored))
+                return
+            cursor = after
+            while True:
+                page = await store.history(conversation_id, after=cursor, limit=500)
+                for stored in page:
+                    console.print(event_line(stored))
+                if len(page) < 500:
+                    return
+                cursor = page[-1].seq
+
+    try:
+        run_async(go())
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
