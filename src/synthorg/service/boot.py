@@ -1,0 +1,168 @@
+"""The composition root: settings in, a wired run service (store, gateway, MCP, sandbox) out."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from synthorg.engine import EngineConfig, LoopRegistry
+from synthorg.gateway.app import create_gateway_app, signer_for
+from synthorg.gateway.config import GatewayConfig
+from synthorg.gateway.embedded import Endpoints, serve_embedded
+from synthorg.gateway.service import Gateway
+from synthorg.gateway.signer import GatewaySigner
+from synthorg.logging import get_logger
+from synthorg.mcp.config import McpConfig
+from synthorg.mcp.runner import McpEndpoints, serve_mcp
+from synthorg.mcp.server import create_mcp_app
+from synthorg.mcp.vault import CredentialVault
+from synthorg.sandbox import SandboxStreamer, make_sandbox
+from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
+from synthorg.service.runs import LocalRunService, LoopProvisioner
+from synthorg.settings import Settings, section
+from synthorg.store import Store, StoreConfig, open_store
+from synthorg.workspace.checkpoints import CheckpointStore
+from synthorg.workspace.gate import CommitGate
+from synthorg.workspace.worktrees import WorktreeManager
+
+_log = get_logger("synthorg.boot")
+
+
+@dataclass(frozen=True)
+class Components:
+    """Everything a process of SynthOrg runs with, wired together."""
+
+    settings: Settings
+    store: Store
+    gateway: Gateway
+    signer: GatewaySigner
+    gateway_endpoints: Endpoints
+    mcp_endpoints: McpEndpoints
+    sandbox: SandboxStreamer
+    sandbox_settings: SandboxSettings
+    worktrees: WorktreeManager
+    checkpoints: CheckpointStore
+    gate: CommitGate
+    registry: LoopRegistry
+    service: LocalRunService
+
+
+ProvisionerFactory = Callable[["ProvisionContext"], LoopProvisioner]
+
+
+@dataclass(frozen=True)
+class ProvisionContext:
+    """What loop provisioning may use: the wired infrastructure, without the service."""
+
+    settings: Settings
+    sandbox: SandboxStreamer
+    sandbox_settings: SandboxSettings
+    signer: GatewaySigner
+    gateway_endpoints: Endpoints
+    mcp_endpoints: McpEndpoints
+    checkpoints: CheckpointStore
+
+
+def _socket_dir(home: Path) -> Path:
+    # Unix socket paths are capped at 108 bytes: keep them short and per-process.
+    path = home / "run" / str(os.getpid())
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+async def _open_store(settings: Settings) -> Store:
+    config = section(settings, "store", StoreConfig)
+    if config.url is None:
+        config = config.model_copy(update={"url": config.resolved_url(settings.home)})
+    return await open_store(config)
+
+
+@asynccontextmanager
+async def boot(
+    settings: Settings,
+    *,
+    registry: LoopRegistry,
+    provisioner: ProvisionerFactory,
+    store: Store | None = None,
+) -> AsyncIterator[Components]:
+    """Open the store, serve the gateway and MCP server in-process, and build the service."""
+    gateway_config = section(settings, "gateway", GatewayConfig)
+    if "signing_key_file" not in settings.sections.get("gateway", {}):
+        gateway_config = gateway_config.model_copy(
+            update={"signing_key_file": settings.home / "keys" / "gateway-signing.key"}
+        )
+    mcp_config = section(settings, "mcp", McpConfig)
+    sandbox_settings = section(settings, "sandbox", SandboxSettings)
+    gate_settings = section(settings, "gate", GateSettings)
+    defaults = section(settings, "run", RunDefaults)
+    engine: EngineConfig = settings.engine
+    sockets = _socket_dir(settings.home)
+    sandbox = make_sandbox(sandbox_settings.backend, allow_local=sandbox_settings.allow_local)
+    async with AsyncExitStack() as stack:
+        if store is None:
+            store = await _open_store(settings)
+            stack.push_async_callback(store.close)
+        signer = signer_for(gateway_config)
+        gateway_app = create_gateway_app(gateway_config, signer, store)
+        gateway_endpoints = await stack.enter_async_context(
+            serve_embedded(gateway_app, uds=sockets / "gateway.sock", tcp_port=0)
+        )
+        mcp_app = create_mcp_app(mcp_config, signer, CredentialVault.from_config(mcp_config), store)
+        mcp_endpoints = await stack.enter_async_context(
+            serve_mcp(mcp_app, uds=sockets / "mcp.sock", port=0)
+        )
+        checkpoints = CheckpointStore()
+        provision = provisioner(
+            ProvisionContext(
+                settings=settings,
+                sandbox=sandbox,
+                sandbox_settings=sandbox_settings,
+                signer=signer,
+                gateway_endpoints=gateway_endpoints,
+                mcp_endpoints=mcp_endpoints,
+                checkpoints=checkpoints,
+            )
+        )
+        worktrees = WorktreeManager(settings.home)
+        gate = CommitGate(
+            gate_settings.author_name,
+            gate_settings.author_email,
+            secret_patterns=gate_settings.secret_patterns,
+        )
+        service = LocalRunService(
+            store=store,
+            gateway=gateway_app.gateway,
+            worktrees=worktrees,
+            gate=gate,
+            registry=registry,
+            provision=provision,
+            engine=engine,
+            defaults=defaults,
+        )
+        stack.push_async_callback(service.shutdown)
+        _log.info(
+            "SYNTHORG_BOOTED",
+            home=str(settings.home),
+            sandbox=sandbox.name,
+            gateway=gateway_endpoints.tcp_base_url,
+            mcp=mcp_endpoints.url,
+            loops=sorted(registry.buildable),
+        )
+        yield Components(
+            settings=settings,
+            store=store,
+            gateway=gateway_app.gateway,
+            signer=signer,
+            gateway_endpoints=gateway_endpoints,
+            mcp_endpoints=mcp_endpoints,
+            sandbox=sandbox,
+            sandbox_settings=sandbox_settings,
+            worktrees=worktrees,
+            checkpoints=checkpoints,
+            gate=gate,
+            registry=registry,
+            service=service,
+        )
