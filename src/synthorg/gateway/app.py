@@ -1,0 +1,241 @@
+"""The gateway's HTTP surface as a raw ASGI app (no router: the hot path stays under a millisecond).
+
+Routes: POST /v1/chat/completions (JSON or SSE), GET /v1/models, GET /metrics, GET /health.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from synthorg.gateway.access_log import log_request
+from synthorg.gateway.config import GatewayConfig
+from synthorg.gateway.metrics import GatewayMetrics
+from synthorg.gateway.providers import build_providers
+from synthorg.gateway.providers.base import Provider, ProviderError
+from synthorg.gateway.service import Gateway, GatewayRefusal, Ticket
+from synthorg.gateway.signer import GatewaySigner, load_or_create_key
+from synthorg.gateway.wire import ChatChunk, ChatRequest, error_body
+from synthorg.store.protocol import LedgerStore
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_JSON = [(b"content-type", b"application/json")]
+_SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+_MAX_BODY = 32 * 1024 * 1024
+
+
+async def _respond(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
+) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _error(send: Send, status: int, message: str, type_: str, code: str | None) -> None:
+    await _respond(send, status, error_body(message, type_, code), _JSON)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+class GatewayApp:
+    """ASGI app serving one Gateway; ``.gateway`` is the service runners call in-process."""
+
+    def __init__(self, gateway: Gateway, *, owns_providers: bool = False) -> None:
+        self.gateway = gateway
+        self.metrics = GatewayMetrics()
+        self._owns_providers = owns_providers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if kind != "http":
+            return
+        path, method = scope["path"], scope["method"]
+        if path in ("/v1/chat/completions", "/chat/completions") and method == "POST":
+            await self._chat(scope, receive, send)
+        elif path in ("/v1/models", "/models") and method == "GET":
+            await self._models(scope, send)
+        elif path == "/health" and method == "GET":
+            await _respond(send, 200, b'{"status":"ok"}', _JSON)
+        elif path == "/metrics" and method == "GET":
+            body, content_type = self.metrics.render()
+            await _respond(send, 200, body, [(b"content-type", content_type.encode())])
+        else:
+            await _error(send, 404, f"no route {method} {path}", "invalid_request_error", None)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self._owns_providers:
+                    await self.gateway.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _models(self, scope: Scope, send: Send) -> None:
+        try:
+            claims = self.gateway.authenticate(_header(scope, b"authorization"))
+        except GatewayRefusal as refusal:
+            await _error(send, refusal.status, refusal.message, refusal.type, refusal.code)
+            return
+        model = {
+            "id": claims.model_id,
+            "object": "model",
+            "created": claims.issued_at,
+            "owned_by": claims.provider,
+        }
+        await _respond(send, 200, json.dumps({"object": "list", "data": [model]}).encode(), _JSON)
+
+    async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            body = message.get("body", b"")
+            size += len(body)
+            if size > _MAX_BODY:
+                await _error(send, 413, "request body too large", "invalid_request_error", None)
+                return
+            chunks.append(body)
+            if not message.get("more_body"):
+                break
+        ticket: Ticket | None = None
+        try:
+            claims = self.gateway.authenticate(_header(scope, b"authorization"))
+            try:
+                request = ChatRequest.model_validate_json(b"".join(chunks))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise GatewayRefusal(
+                    400,
+                    f"invalid chat request: {where}: {first['msg']}",
+                    "invalid_request_error",
+                    "invalid_request",
+                ) from exc
+            ticket = await self.gateway.admit(claims, request)
+        except GatewayRefusal as refusal:
+            self.metrics.refused(refusal.code)
+            await _error(send, refusal.status, refusal.message, refusal.type, refusal.code)
+            return
+        upstream = request.model_copy(update={"model": ticket.model})
+        try:
+            if request.stream:
+                status = await self._stream(ticket, upstream, request.wants_usage_in_stream(), send)
+            else:
+                status = await self._complete(ticket, upstream, send)
+        finally:
+            await self.gateway.settle(ticket, ticket.usage)
+            await self.gateway.persist(ticket)
+        self.metrics.observe(ticket, status, time.perf_counter() - started)
+        log_request(ticket, status, time.perf_counter() - started, stream=request.stream)
+
+    async def _complete(self, ticket: Ticket, request: ChatRequest, send: Send) -> int:
+        try:
+            response = await ticket.provider.complete(request)
+        except ProviderError as exc:
+            await self.gateway.settle(ticket, None)
+            await _error(send, exc.status, exc.message, exc.type, None)
+            return exc.status
+        # Settle before answering: the next request of this run sees the new total.
+        await self.gateway.settle(ticket, response.usage)
+        await _respond(send, 200, response.model_dump_json(exclude_none=True).encode(), _JSON)
+        return 200
+
+    async def _stream(
+        self, ticket: Ticket, request: ChatRequest, want_usage: bool, send: Send
+    ) -> int:
+        stream = ticket.provider.stream(request)
+        started = False
+        usage = None
+        try:
+            async for chunk in stream:
+                if not started:
+                    await send({"type": "http.response.start", "status": 200, "headers": _SSE})
+                    started = True
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                    if not chunk.choices:
+                        if want_usage:
+                            await self.gateway.settle(ticket, usage)
+                            await _sse(send, chunk)
+                        continue
+                if not ticket.streamed(chunk.text_len()):
+                    await self.gateway.settle(ticket, None)
+                    await _sse_error(send, self._ceiling_message(ticket))
+                    return 402
+                await _sse(send, chunk)
+        except ProviderError as exc:
+            await self.gateway.settle(ticket, usage)
+            if not started:
+                await _error(send, exc.status, exc.message, exc.type, None)
+            else:
+                await _sse_error(send, exc.message, exc.type, "upstream_error")
+            return exc.status
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        await self.gateway.settle(ticket, usage)
+        if not started:
+            await send({"type": "http.response.start", "status": 200, "headers": _SSE})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+        return 200
+
+    def _ceiling_message(self, ticket: Ticket) -> str:
+        return (
+            f"execution {ticket.claims.execution_id!r} crossed its cost ceiling of "
+            f"${ticket.ceiling} mid-stream; the stream was cut and the run killed"
+        )
+
+
+async def _sse(send: Send, chunk: ChatChunk) -> None:
+    data = chunk.model_dump_json(exclude_none=True).encode()
+    await send(
+        {"type": "http.response.body", "body": b"data: " + data + b"\n\n", "more_body": True}
+    )
+
+
+async def _sse_error(
+    send: Send,
+    message: str,
+    type_: str = "insufficient_quota",
+    code: str = "cost_ceiling_reached",
+) -> None:
+    body = b"data: " + error_body(message, type_, code) + b"\n\n"
+    await send({"type": "http.response.body", "body": body})
+
+
+def create_gateway_app(
+    config: GatewayConfig,
+    signer: GatewaySigner,
+    ledger: LedgerStore,
+    providers: Mapping[str, Provider] | None = None,
+) -> GatewayApp:
+    """The gateway ASGI app; providers are built from config unless given (then not closed)."""
+    owns = providers is None
+    built = build_providers(config) if providers is None else providers
+    return GatewayApp(Gateway(config, signer, ledger, built), owns_providers=owns)
+
+
+def signer_for(config: GatewayConfig) -> GatewaySigner:
+    """The signer of ``config``: its key file (generated when absent) and its provider binding."""
+    return GatewaySigner(load_or_create_key(config.signing_key_file), served=config.serves)

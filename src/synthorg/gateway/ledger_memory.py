@@ -1,0 +1,91 @@
+"""An in-memory LedgerStore: a fast fake FOR UNIT TESTS ONLY (nothing is persisted).
+
+The real ledger is the store backend (``synthorg.store``); this fake implements the same
+protocol so gateway logic can be tested without a database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from synthorg.errors import NotFoundError
+from synthorg.store.protocol import ExecutionStatus, ExecutionUsage
+
+
+class MemoryLedger:
+    """LedgerStore kept in a dict. Test double; never use it to run real executions."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, ExecutionUsage] = {}
+        self._lock = asyncio.Lock()
+
+    async def open_execution(
+        self,
+        *,
+        execution_id: str,
+        conversation_id: str,
+        model: str,
+        provider: str,
+        cost_ceiling_usd: Decimal | None,
+    ) -> ExecutionUsage:
+        """Create the row (idempotent)."""
+        async with self._lock:
+            row = self._rows.get(execution_id)
+            if row is None:
+                row = ExecutionUsage(
+                    execution_id=execution_id,
+                    conversation_id=conversation_id,
+                    model=model,
+                    provider=provider,
+                    cost_ceiling_usd=cost_ceiling_usd,
+                    updated_at=datetime.now(UTC),
+                )
+                self._rows[execution_id] = row
+            return row
+
+    async def record_usage(
+        self, execution_id: str, *, tokens_in: int, tokens_out: int, cost_usd: Decimal
+    ) -> ExecutionUsage:
+        """Add one request's figures."""
+        async with self._lock:
+            row = self._get(execution_id)
+            row = row.model_copy(
+                update={
+                    "requests": row.requests + 1,
+                    "tokens_in": row.tokens_in + tokens_in,
+                    "tokens_out": row.tokens_out + tokens_out,
+                    "cost_usd": row.cost_usd + cost_usd,
+                    "updated_at": datetime.now(UTC),
+                }
+            )
+            self._rows[execution_id] = row
+            return row
+
+    async def get_execution(self, execution_id: str) -> ExecutionUsage:
+        """The row; NotFoundError if unknown."""
+        return self._get(execution_id)
+
+    async def set_execution_status(
+        self, execution_id: str, status: ExecutionStatus, reason: str = ""
+    ) -> ExecutionUsage:
+        """Finish or kill; a killed execution stays killed."""
+        async with self._lock:
+            row = self._get(execution_id)
+            if row.status != ExecutionStatus.KILLED:
+                row = row.model_copy(
+                    update={
+                        "status": status,
+                        "status_reason": reason,
+                        "updated_at": datetime.now(UTC),
+                    }
+                )
+                self._rows[execution_id] = row
+            return row
+
+    def _get(self, execution_id: str) -> ExecutionUsage:
+        try:
+            return self._rows[execution_id]
+        except KeyError:
+            raise NotFoundError(f"execution {execution_id!r} is not in the ledger") from None

@@ -1,0 +1,73 @@
+"""Prometheus metrics of one gateway app (its own registry, so several apps can coexist)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+if TYPE_CHECKING:
+    from synthorg.gateway.service import Ticket
+
+_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
+
+
+class GatewayMetrics:
+    """Requests, refusals, tokens, cost, latency and ceiling kills."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "synthorg_gateway_requests",
+            "Chat requests answered.",
+            ["provider", "model", "status"],
+            registry=self.registry,
+        )
+        self.refusals = Counter(
+            "synthorg_gateway_refusals",
+            "Chat requests refused before reaching a provider.",
+            ["code"],
+            registry=self.registry,
+        )
+        self.tokens = Counter(
+            "synthorg_gateway_tokens",
+            "Tokens metered.",
+            ["model", "direction"],
+            registry=self.registry,
+        )
+        self.cost = Counter(
+            "synthorg_gateway_cost_usd", "Cost metered in USD.", ["model"], registry=self.registry
+        )
+        self.kills = Counter(
+            "synthorg_gateway_ceiling_kills",
+            "Executions killed at their cost ceiling.",
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "synthorg_gateway_request_seconds",
+            "Request latency through the gateway.",
+            ["model"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+
+    def refused(self, code: str) -> None:
+        """Count a refusal."""
+        self.refusals.labels(code).inc()
+
+    def observe(self, ticket: Ticket, status: int, latency_s: float) -> None:
+        """Count an answered request."""
+        self.requests.labels(ticket.claims.provider, ticket.model, str(status)).inc()
+        self.latency.labels(ticket.model).observe(latency_s)
+        if ticket.usage is not None:
+            self.tokens.labels(ticket.model, "in").inc(ticket.usage.prompt_tokens)
+            self.tokens.labels(ticket.model, "out").inc(ticket.usage.completion_tokens)
+        if ticket.cost:
+            self.cost.labels(ticket.model).inc(float(ticket.cost))
+        if ticket.killed:
+            self.kills.inc()
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition body and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

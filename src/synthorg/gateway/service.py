@@ -1,0 +1,354 @@
+"""The Gateway service: bearer + binding checks, per-execution admission, metering, the hard kill.
+
+Admission near the ceiling (the "never more than one request over" rule):
+each request carries a worst-case cost (prompt bytes / 2 tokens, plus its max_tokens or
+``admission_output_tokens``). While the unreserved remaining budget covers a request's worst
+case, requests of an execution run concurrently and reserve their worst case. The first time a
+request does not fit, the execution turns *serial* for good: from then on a request is admitted
+only when no other request of that execution is in flight, and only while cost < ceiling. So at
+most one request can carry the cost over the ceiling; a stream crossing it is cut as it arrives.
+
+Ledger writes happen after the response is sent; the in-memory totals (which include settled
+but not yet persisted requests) drive admission, so a write's latency never admits too much.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from synthorg.errors import NotFoundError, SynthOrgError
+from synthorg.gateway.config import GatewayConfig, ModelPrice
+from synthorg.gateway.providers.base import Provider
+from synthorg.gateway.signer import BearerClaims, BearerError, GatewaySigner, RunBinding
+from synthorg.gateway.wire import ChatRequest, Usage
+from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, LedgerStore
+
+
+class GatewayRefusal(SynthOrgError):
+    """A request the gateway refuses; carries the HTTP status and OpenAI error type/code."""
+
+    def __init__(self, status: int, message: str, type_: str, code: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.code = code
+
+
+def _unauthorized(message: str) -> GatewayRefusal:
+    return GatewayRefusal(401, message, "authentication_error", "invalid_bearer")
+
+
+def _forbidden(message: str, code: str) -> GatewayRefusal:
+    return GatewayRefusal(403, message, "permission_error", code)
+
+
+@dataclass
+class _Execution:
+    """Cached ledger row plus the admission state of one execution."""
+
+    row: ExecutionUsage
+    loaded_at: float
+    cost: Decimal
+    cond: asyncio.Condition = field(default_factory=asyncio.Condition)
+    reserved: Decimal = Decimal(0)
+    inflight: int = 0
+    serial: bool = False
+    pending_writes: int = 0
+
+
+@dataclass
+class Ticket:
+    """One admitted request: what it may cost and what it has cost so far."""
+
+    claims: BearerClaims
+    provider: Provider
+    model: str
+    price: ModelPrice
+    worst_case: Decimal
+    prompt_estimate: int
+    started: float
+    _state: _Execution
+    out_chars: int = 0
+    settled: bool = False
+    cost: Decimal = Decimal(0)
+    usage: Usage | None = None
+    killed: bool = False
+
+    @property
+    def ceiling(self) -> Decimal | None:
+        """The execution's cost ceiling."""
+        return self._state.row.cost_ceiling_usd
+
+    def streamed(self, chars: int) -> bool:
+        """Count streamed output; False when the ceiling is crossed and the stream must be cut."""
+        self.out_chars += chars
+        ceiling = self.ceiling
+        if ceiling is None:
+            return True
+        projected = self._state.cost + self.price.cost(
+            self.prompt_estimate, -(-self.out_chars // 4)
+        )
+        return projected < ceiling
+
+
+def _prompt_bytes(request: ChatRequest) -> int:
+    total = 0
+    for message in request.messages:
+        total += len(message.text().encode())
+        for call in message.tool_calls or ():
+            total += len(call.function.name) + len(call.function.arguments.encode())
+    return total
+
+
+class Gateway:
+    """The authoritative cost sink: verifies bearers, admits, meters and kills executions."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        signer: GatewaySigner,
+        ledger: LedgerStore,
+        providers: Mapping[str, Provider],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.signer = signer
+        self.ledger = ledger
+        self.providers = dict(providers)
+        self._clock = clock
+        self._executions: dict[str, _Execution] = {}
+        self._provider_names = frozenset(p.name for p in config.providers)
+
+    # -- service API used by runners and loops ------------------------------------------------
+
+    async def open_execution(self, binding: RunBinding) -> ExecutionUsage:
+        """Create the ledger row of a run (idempotent); call before minting its bearer."""
+        row = await self.ledger.open_execution(
+            execution_id=binding.execution_id,
+            conversation_id=binding.conversation_id,
+            model=binding.model_id,
+            provider=binding.provider,
+            cost_ceiling_usd=binding.cost_ceiling,
+        )
+        self._executions.pop(binding.execution_id, None)
+        return row
+
+    def mint(self, binding: RunBinding, *, ttl_s: int | None = None) -> str:
+        """A bearer for ``binding`` (explicit provider binding checked by the signer)."""
+        return self.signer.mint(binding, ttl_s=ttl_s or self.config.token_ttl_s)
+
+    async def usage(self, execution_id: str) -> ExecutionUsage:
+        """Running totals of an execution, after every answered request is persisted."""
+        state = self._executions.get(execution_id)
+        if state is not None:
+            async with state.cond:
+                await state.cond.wait_for(lambda: state.pending_writes == 0)
+        return await self.ledger.get_execution(execution_id)
+
+    async def finish_execution(self, execution_id: str, reason: str = "") -> ExecutionUsage:
+        """Mark the run finished: its bearer is refused from now on."""
+        return await self._set_status(execution_id, ExecutionStatus.FINISHED, reason or "finished")
+
+    async def kill_execution(self, execution_id: str, reason: str) -> ExecutionUsage:
+        """Kill the run (operator or ceiling): its bearer is refused from now on."""
+        return await self._set_status(execution_id, ExecutionStatus.KILLED, reason)
+
+    async def _set_status(
+        self, execution_id: str, status: ExecutionStatus, reason: str
+    ) -> ExecutionUsage:
+        state = self._executions.get(execution_id)
+        # Refuse new requests at once, before the write lands.
+        if state is not None and state.row.status != ExecutionStatus.KILLED:
+            state.row = state.row.model_copy(update={"status": status, "status_reason": reason})
+        row = await self.ledger.set_execution_status(execution_id, status, reason)
+        if state is not None:
+            state.row = row
+        return row
+
+    async def aclose(self) -> None:
+        """Close every provider's connections."""
+        for provider in self.providers.values():
+            await provider.aclose()
+
+    # -- per-request path -----------------------------------------------------------------------
+
+    def authenticate(self, authorization: str | None) -> BearerClaims:
+        """The verified claims of the request's bearer; 401 otherwise."""
+        if not authorization:
+            raise _unauthorized("missing bearer: send 'Authorization: Bearer <run token>'")
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise _unauthorized("malformed Authorization header: expected 'Bearer <run token>'")
+        try:
+            return self.signer.verify(token.strip())
+        except BearerError as exc:
+            raise _unauthorized(str(exc)) from exc
+
+    def resolve_model(self, claims: BearerClaims, requested: str) -> str:
+        """The upstream model id for ``requested``; 403 unless it is exactly the bound one."""
+        bound, provider = claims.model_id, claims.provider
+        if requested in (bound, f"openai/{bound}", f"{provider}/{bound}"):
+            if not self.config.serves(provider, bound) or provider not in self.providers:
+                raise _forbidden(
+                    f"bearer is bound to provider {provider!r} / model {bound!r}, which this "
+                    "gateway does not serve",
+                    "unbound_model",
+                )
+            return bound
+        prefix, sep, _ = requested.partition("/")
+        if sep and prefix in self._provider_names and prefix not in (provider, "openai"):
+            raise _forbidden(
+                f"bearer is bound to provider {provider!r}; provider {prefix!r} was requested",
+                "provider_mismatch",
+            )
+        raise _forbidden(
+            f"bearer is bound to model {bound!r}; model {requested!r} was requested",
+            "model_mismatch",
+        )
+
+    async def _state(self, claims: BearerClaims) -> _Execution:
+        state = self._executions.get(claims.execution_id)
+        now = self._clock()
+        if state is not None and now - state.loaded_at < self.config.ledger_refresh_s:
+            return state
+        try:
+            row = await self.ledger.get_execution(claims.execution_id)
+        except NotFoundError:
+            # The signature proves the binding: open the row from the claims (mint-only use).
+            row = await self.ledger.open_execution(
+                execution_id=claims.execution_id,
+                conversation_id=claims.conversation_id,
+                model=claims.model_id,
+                provider=claims.provider,
+                cost_ceiling_usd=claims.cost_ceiling,
+            )
+        state = self._executions.get(claims.execution_id)
+        if state is None:
+            state = _Execution(row=row, loaded_at=now, cost=row.cost_usd)
+            self._executions[claims.execution_id] = state
+        else:  # refresh: status may have been changed by another process
+            if state.row.status != ExecutionStatus.KILLED:
+                state.row = row
+            state.cost = max(state.cost, row.cost_usd)
+            state.loaded_at = now
+        return state
+
+    def _check_open(self, state: _Execution) -> None:
+        row = state.row
+        ceiling = row.cost_ceiling_usd
+        if row.status == ExecutionStatus.FINISHED:
+            raise _forbidden(
+                f"execution {row.execution_id!r} is finished; its bearer is no longer valid",
+                "execution_finished",
+            )
+        if ceiling is not None and state.cost >= ceiling:
+            raise GatewayRefusal(
+                402,
+                f"execution {row.execution_id!r} reached its cost ceiling of ${ceiling} "
+                f"(spent ${state.cost:.6f}); the run was killed",
+                "insufficient_quota",
+                "cost_ceiling_reached",
+            )
+        if row.status == ExecutionStatus.KILLED:
+            raise _forbidden(
+                f"execution {row.execution_id!r} was killed ({row.status_reason or 'no reason'})",
+                "execution_killed",
+            )
+
+    async def admit(self, claims: BearerClaims, request: ChatRequest) -> Ticket:
+        """Admit a request of the bound model, or refuse it (402 / 403)."""
+        model = self.resolve_model(claims, request.model)
+        state = await self._state(claims)
+        price = self.config.price(model)
+        prompt = _prompt_bytes(request)
+        out_cap = request.output_cap() or self.config.admission_output_tokens
+        worst = price.cost(-(-prompt // 2), out_cap)
+        ceiling = state.row.cost_ceiling_usd
+        self._check_open(state)
+        reserved = Decimal(0)
+        if ceiling is not None:
+            if not state.serial and ceiling - state.cost - state.reserved < worst:
+                state.serial = True
+            if state.serial:
+                async with state.cond:
+                    await state.cond.wait_for(lambda: state.inflight == 0)
+                    self._check_open(state)  # the request before may have crossed it
+                    state.inflight += 1
+            else:
+                state.inflight += 1
+                state.reserved += worst
+                reserved = worst
+        else:
+            state.inflight += 1
+        return Ticket(
+            claims=claims,
+            provider=self.providers[claims.provider],
+            model=model,
+            price=price,
+            worst_case=reserved,
+            prompt_estimate=-(-prompt // 4),
+            started=time.perf_counter(),
+            _state=state,
+        )
+
+    async def settle(self, ticket: Ticket, usage: Usage | None) -> None:
+        """Account the finished (or failed, or cut) request in memory; persist() writes it."""
+        if ticket.settled:
+            return
+        ticket.settled = True
+        state = ticket._state
+        if usage is None and ticket.out_chars:  # cut or usage-less stream: count what arrived
+            out = -(-ticket.out_chars // 4)
+            usage = Usage(
+                prompt_tokens=ticket.prompt_estimate,
+                completion_tokens=out,
+                total_tokens=ticket.prompt_estimate + out,
+            )
+        ticket.usage = usage
+        if usage is not None:
+            ticket.cost = ticket.price.cost(usage.prompt_tokens, usage.completion_tokens)
+        async with state.cond:
+            state.cost += ticket.cost
+            state.reserved -= ticket.worst_case
+            state.inflight -= 1
+            state.pending_writes += 1
+            ceiling = state.row.cost_ceiling_usd
+            if (
+                ceiling is not None
+                and state.cost >= ceiling
+                and state.row.status == ExecutionStatus.ACTIVE
+            ):
+                ticket.killed = True
+                reason = f"cost ceiling ${ceiling} reached (spent ${state.cost:.6f})"
+                state.row = state.row.model_copy(
+                    update={"status": ExecutionStatus.KILLED, "status_reason": reason}
+                )
+            state.cond.notify_all()
+
+    async def persist(self, ticket: Ticket) -> None:
+        """Write the settled request to the ledger (after its response went out)."""
+        state = ticket._state
+        try:
+            usage = ticket.usage
+            row = await self.ledger.record_usage(
+                ticket.claims.execution_id,
+                tokens_in=usage.prompt_tokens if usage else 0,
+                tokens_out=usage.completion_tokens if usage else 0,
+                cost_usd=ticket.cost,
+            )
+            if ticket.killed:
+                row = await self.ledger.set_execution_status(
+                    row.execution_id, ExecutionStatus.KILLED, state.row.status_reason
+                )
+            if ticket.killed or state.row.status == ExecutionStatus.ACTIVE:
+                state.row = row
+        finally:
+            async with state.cond:
+                state.pending_writes -= 1
+                state.cond.notify_all()

@@ -1,0 +1,179 @@
+"""OpenAI chat-completions wire models: what the gateway accepts and what providers return."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FunctionCall(BaseModel):
+    """The function part of a tool call."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(description="The tool's name.")
+    arguments: str = Field(default="", description="The arguments as a JSON string.")
+
+
+class ToolCall(BaseModel):
+    """One tool call of an assistant message."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="Unique id the tool result refers back to.")
+    type: Literal["function"] = Field(default="function", description="Always 'function'.")
+    function: FunctionCall = Field(description="Name and arguments.")
+
+
+class ChatMessage(BaseModel):
+    """One message of the history (system, user, assistant or tool)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: str = Field(description="system / developer / user / assistant / tool.")
+    content: str | list[dict[str, Any]] | None = Field(
+        default=None, description="Text, or a list of content parts."
+    )
+    name: str | None = Field(default=None, description="Optional author name.")
+    tool_calls: list[ToolCall] | None = Field(default=None, description="Assistant tool calls.")
+    tool_call_id: str | None = Field(default=None, description="The call a tool message answers.")
+
+    def text(self) -> str:
+        """The message's text, content parts concatenated."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(str(part.get("text", "")) for part in self.content)
+
+
+class ChatRequest(BaseModel):
+    """A chat-completions request; unknown fields (reasoning_effort, ...) are kept, not refused."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(description="The model asked for (plain or 'openai/<model>').")
+    messages: list[ChatMessage] = Field(description="The message history.")
+    tools: list[dict[str, Any]] | None = Field(default=None, description="Tool definitions.")
+    tool_choice: Any = Field(default=None, description="Tool choice directive.")
+    stream: bool = Field(default=False, description="Stream server-sent events.")
+    stream_options: dict[str, Any] | None = Field(default=None, description="include_usage etc.")
+    max_tokens: int | None = Field(default=None, description="Output token cap (legacy name).")
+    max_completion_tokens: int | None = Field(default=None, description="Output token cap.")
+    temperature: float | None = Field(default=None, description="Sampling temperature.")
+
+    def output_cap(self) -> int | None:
+        """The output token cap the caller asked for, if any."""
+        return self.max_completion_tokens or self.max_tokens
+
+    def wants_usage_in_stream(self) -> bool:
+        """Whether the caller asked for the final usage chunk of a stream."""
+        return bool(self.stream_options and self.stream_options.get("include_usage"))
+
+
+class Usage(BaseModel):
+    """Token usage of one completion."""
+
+    model_config = ConfigDict(extra="allow")
+
+    prompt_tokens: int = Field(default=0, ge=0, description="Input tokens.")
+    completion_tokens: int = Field(default=0, ge=0, description="Output tokens.")
+    total_tokens: int = Field(default=0, ge=0, description="Sum of both.")
+
+
+class Choice(BaseModel):
+    """One choice of a non-streaming completion."""
+
+    model_config = ConfigDict(extra="allow")
+
+    index: int = Field(default=0, description="Choice index.")
+    message: ChatMessage = Field(description="The assistant message.")
+    finish_reason: str | None = Field(default=None, description="stop / tool_calls / length.")
+
+
+class ChatResponse(BaseModel):
+    """A non-streaming chat completion."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="Completion id.")
+    object: str = Field(default="chat.completion", description="Object type.")
+    created: int = Field(default_factory=lambda: int(time.time()), description="Unix time.")
+    model: str = Field(description="The model that answered.")
+    choices: list[Choice] = Field(description="The choices (one).")
+    usage: Usage | None = Field(default=None, description="Token usage.")
+
+
+class DeltaFunction(BaseModel):
+    """A fragment of a streamed tool call's function."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = Field(default=None, description="Name (first fragment only).")
+    arguments: str | None = Field(default=None, description="A fragment of the arguments.")
+
+
+class DeltaToolCall(BaseModel):
+    """A fragment of a streamed tool call."""
+
+    model_config = ConfigDict(extra="allow")
+
+    index: int = Field(description="Which tool call this fragment extends.")
+    id: str | None = Field(default=None, description="Id (first fragment only).")
+    type: str | None = Field(default=None, description="'function' on the first fragment.")
+    function: DeltaFunction | None = Field(default=None, description="Function fragment.")
+
+
+class Delta(BaseModel):
+    """The change a stream chunk carries."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: str | None = Field(default=None, description="'assistant' on the first chunk.")
+    content: str | None = Field(default=None, description="A text fragment.")
+    tool_calls: list[DeltaToolCall] | None = Field(default=None, description="Call fragments.")
+
+
+class ChunkChoice(BaseModel):
+    """One choice of a stream chunk."""
+
+    model_config = ConfigDict(extra="allow")
+
+    index: int = Field(default=0, description="Choice index.")
+    delta: Delta = Field(default_factory=Delta, description="The change.")
+    finish_reason: str | None = Field(default=None, description="Set on the last chunk.")
+
+
+class ChatChunk(BaseModel):
+    """One server-sent event of a streaming completion."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="Completion id (same on every chunk).")
+    object: str = Field(default="chat.completion.chunk", description="Object type.")
+    created: int = Field(default_factory=lambda: int(time.time()), description="Unix time.")
+    model: str = Field(description="The model that answers.")
+    choices: list[ChunkChoice] = Field(default_factory=list, description="Empty on usage chunk.")
+    usage: Usage | None = Field(default=None, description="Only on the final usage chunk.")
+
+    def text_len(self) -> int:
+        """Characters of content and tool-call fragments this chunk carries (for metering)."""
+        total = 0
+        for choice in self.choices:
+            total += len(choice.delta.content or "")
+            for call in choice.delta.tool_calls or ():
+                if call.function is not None:
+                    total += len(call.function.name or "") + len(call.function.arguments or "")
+        return total
+
+
+def error_body(
+    message: str, type_: str, code: str | None = None, param: str | None = None
+) -> bytes:
+    """OpenAI's error shape as JSON bytes."""
+    return json.dumps(
+        {"error": {"message": message, "type": type_, "code": code, "param": param}}
+    ).encode()

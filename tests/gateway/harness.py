@@ -1,0 +1,114 @@
+"""Test harness: scripted upstream over real HTTP, the gateway in front, a real SQLite ledger."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import openai
+
+from synthorg.gateway.app import GatewayApp
+from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
+from synthorg.gateway.providers.scripted import ScriptedProvider
+from synthorg.gateway.scripted import ScriptedSequence, ScriptedTurn
+from synthorg.gateway.scripted_server import ScriptedUpstream
+from synthorg.gateway.service import Gateway
+from synthorg.gateway.signer import RunBinding
+from synthorg.store.protocol import Store
+
+UPSTREAM_MODEL = "up-model"
+LOCAL_MODEL = "local-model"
+PRICE = ModelPrice(input_per_mtok_usd=Decimal(1000), output_per_mtok_usd=Decimal(2000))
+"""Expensive on purpose: a few tokens cost cents, so ceilings are easy to reach."""
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "terminal",
+            "description": "Run a shell command.",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}},
+                "required": ["command"],
+            },
+        },
+    },
+    {"type": "function", "function": {"name": "finish", "parameters": {"type": "object"}}},
+]
+
+
+def tool_script() -> ScriptedSequence:
+    """Three turns: a tool call, two parallel tool calls, a final answer."""
+    return ScriptedSequence(
+        "tool-script",
+        [
+            ScriptedTurn.call("terminal", text="Listing files.", command="ls -la"),
+            ScriptedTurn(
+                tool_calls=(
+                    ScriptedTurn.call("terminal", command="cat README.md").tool_calls[0],
+                    ScriptedTurn.call("finish", message="all done").tool_calls[0],
+                )
+            ),
+            ScriptedTurn.say("The repository has a README. Done."),
+        ],
+    )
+
+
+def make_config(tmp_path: Path, upstream_url: str) -> GatewayConfig:
+    return GatewayConfig(
+        providers=[
+            ProviderConfig(
+                name="upstream", kind="openai", base_url=upstream_url, models=(UPSTREAM_MODEL,)
+            ),
+            ProviderConfig(
+                name="scripted",
+                kind="scripted",
+                models=(LOCAL_MODEL, "scripted-demo"),
+                script="echo",
+            ),
+        ],
+        prices={UPSTREAM_MODEL: PRICE, LOCAL_MODEL: PRICE},
+        signing_key_file=tmp_path / "keys" / "gateway.key",
+    )
+
+
+@dataclass
+class Harness:
+    """The gateway in front of a scripted upstream, both over loopback HTTP."""
+
+    app: GatewayApp
+    gateway: Gateway
+    upstream: ScriptedUpstream
+    upstream_scripts: ScriptedProvider
+    local_scripts: ScriptedProvider
+    base_url: str
+    store: Store
+
+    async def run(
+        self,
+        *,
+        model: str = UPSTREAM_MODEL,
+        provider: str = "upstream",
+        ceiling: Decimal | None = None,
+        ttl_s: int = 600,
+    ) -> tuple[RunBinding, str]:
+        """Open an execution and mint its bearer."""
+        binding = RunBinding(
+            execution_id=f"exec-{secrets.token_hex(4)}",
+            agent_id="agent-1",
+            task_id="task-1",
+            project_id="proj-1",
+            conversation_id=f"conv-{secrets.token_hex(4)}",
+            provider=provider,
+            model_id=model,
+            cost_ceiling=ceiling,
+        )
+        await self.gateway.open_execution(binding)
+        return binding, self.gateway.mint(binding, ttl_s=ttl_s)
+
+    def client(self, token: str) -> openai.AsyncOpenAI:
+        """The official client pointed at the gateway, no retries."""
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=token, max_retries=0)
