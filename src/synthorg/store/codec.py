@@ -1,0 +1,113 @@
+"""Translation between domain models and database rows, shared by both backends."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from synthorg.domain import ConversationEvent, ConversationRecord, StoredEvent
+from synthorg.domain.events import EVENT_ADAPTER
+from synthorg.errors import UsageError
+from synthorg.store.protocol import ExecutionStatus, ExecutionUsage
+from synthorg.store.secrets import SecretCipher, open_secrets, seal_secrets
+
+RESTART_OBSERVATION = "the server restarted while this tool was in progress; its effect is unknown"
+
+
+def utc(moment: datetime) -> datetime:
+    """The same instant as an aware UTC datetime (naive values are taken as UTC)."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def now() -> datetime:
+    """The current time, aware UTC."""
+    return datetime.now(UTC)
+
+
+def ts_text(moment: datetime) -> str:
+    """Fixed-width UTC text, so that text order is time order (SQLite stores these)."""
+    return utc(moment).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+
+
+def parse_ts(value: str | datetime) -> datetime:
+    """A timestamp read back from either backend."""
+    if isinstance(value, datetime):
+        return utc(value)
+    return datetime.fromisoformat(value)
+
+
+def record_json(record: ConversationRecord, cipher: SecretCipher | None) -> str:
+    """The base state as saved: secrets encrypted or redacted, never in clear."""
+    sealed = record.model_copy(update={"secrets": seal_secrets(record.secrets, cipher)})
+    return sealed.model_dump_json()
+
+
+def record_from_json(text: str | bytes, cipher: SecretCipher | None) -> ConversationRecord:
+    """The base state read back, secrets decrypted when our key can."""
+    record = ConversationRecord.model_validate_json(text)
+    if not record.secrets:
+        return record
+    return record.model_copy(update={"secrets": open_secrets(record.secrets, cipher)})
+
+
+def event_json(event: ConversationEvent) -> str:
+    """The event body as saved."""
+    return EVENT_ADAPTER.dump_json(event).decode()
+
+
+def stored_event(conversation_id: str, seq: int, ts: str | datetime, body: str) -> StoredEvent:
+    """A log row as a StoredEvent (the body is re-validated; the row fields are ours)."""
+    return StoredEvent.model_construct(
+        conversation_id=conversation_id,
+        seq=seq,
+        timestamp=parse_ts(ts),
+        event=EVENT_ADAPTER.validate_json(body),
+    )
+
+
+def encode_cursor(created_at: datetime, conversation_id: str) -> str:
+    """An opaque cursor pointing just past this conversation in newest-first order."""
+    raw = f"{ts_text(created_at)}|{conversation_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode("ascii")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """The (created_at, id) a cursor points past."""
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode()
+        stamp, conversation_id = text.split("|", 1)
+        return datetime.fromisoformat(stamp), conversation_id
+    except (ValueError, binascii.Error, UnicodeError) as exc:
+        raise UsageError(
+            "invalid conversation list cursor; pass the next_cursor of a previous page"
+        ) from exc
+
+
+def check_limit(limit: int) -> None:
+    """Reject page sizes that cannot be served."""
+    if limit < 1:
+        raise UsageError(f"limit must be at least 1, got {limit}")
+
+
+def execution_from_row(row: dict[str, Any]) -> ExecutionUsage:
+    """A ledger row as the model (decimal columns may come back as text or Decimal)."""
+    ceiling = row["cost_ceiling_usd"]
+    return ExecutionUsage(
+        execution_id=row["execution_id"],
+        conversation_id=row["conversation_id"],
+        model=row["model"],
+        provider=row["provider"],
+        cost_ceiling_usd=None if ceiling is None else Decimal(str(ceiling)),
+        requests=row["requests"],
+        tokens_in=row["tokens_in"],
+        tokens_out=row["tokens_out"],
+        cost_usd=Decimal(str(row["cost_usd"])),
+        status=ExecutionStatus(row["status"]),
+        status_reason=row["status_reason"],
+        updated_at=parse_ts(row["updated_at"]),
+    )

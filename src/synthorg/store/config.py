@@ -1,0 +1,69 @@
+"""The ``[store]`` configuration section: where the store lives and how secrets are sealed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from synthorg.paths import synthorg_home
+from synthorg.store.secrets import SecretCipher
+
+STORE_FILE = "store.db"
+
+
+class StoreConfig(BaseModel):
+    """Store settings; the defaults give the embedded SQLite file under SYNTHORG_HOME."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str | None = Field(
+        default=None,
+        description="sqlite:///path, a plain file path, or postgresql://...; "
+        "None for SYNTHORG_HOME/store.db.",
+    )
+    encryption_key: SecretStr | None = Field(
+        default=None, description="Fernet key sealing conversation secrets at rest."
+    )
+    encryption_key_file: Path | None = Field(
+        default=None, description="File holding the Fernet key (alternative to encryption_key)."
+    )
+    poll_interval_s: float = Field(
+        default=0.2,
+        gt=0,
+        le=60,
+        description="Live-tail re-read interval for writers this process cannot hear.",
+    )
+    pool_max_size: int = Field(
+        default=10, ge=1, le=200, description="PostgreSQL connection pool size."
+    )
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> StoreConfig:
+        if self.encryption_key is not None and self.encryption_key_file is not None:
+            raise ValueError("set either encryption_key or encryption_key_file, not both")
+        return self
+
+    def resolved_url(self, home: Path | None = None) -> str:
+        """The store location, defaulting to ``<home>/store.db``."""
+        if self.url:
+            return self.url
+        return str((home or synthorg_home()) / STORE_FILE)
+
+    def cipher(self) -> SecretCipher | None:
+        """The secret cipher, or None when secrets are to be redacted."""
+        if self.encryption_key is not None:
+            return SecretCipher(self.encryption_key.get_secret_value())
+        if self.encryption_key_file is not None:
+            return SecretCipher.from_file(self.encryption_key_file.expanduser())
+        return None
+
+
+def describe(url: str) -> str:
+    """The location without any password, for messages and logs."""
+    if "://" not in url or "@" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    credentials, host = rest.rsplit("@", 1)
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}@{host}"

@@ -1,0 +1,395 @@
+"""The PostgreSQL backend of the store (psycopg 3, async pool), for several processes or hosts.
+
+An append is one statement, so one round trip and one transaction: it bumps the
+conversation's ``last_seq`` (the row lock orders concurrent appends of one conversation),
+inserts the event with that seq and calls ``pg_notify``, which PostgreSQL delivers only when
+the transaction commits. Each store keeps one LISTEN connection; a notification only wakes
+followers, who then read ``seq > last delivered`` from the table (see ``tail.py``), so lost,
+duplicated or reordered notifications cannot cause gaps or duplicates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from synthorg.domain import ConversationEvent, ConversationRecord, ConversationStatus, StoredEvent
+from synthorg.errors import BoundaryError, ConflictError, NotFoundError
+from synthorg.store import codec
+from synthorg.store.config import describe
+from synthorg.store.pg_listen import CHANNEL, Listener
+from synthorg.store.protocol import (
+    ConversationPage,
+    ExecutionStatus,
+    ExecutionUsage,
+    ReconcileReport,
+)
+from synthorg.store.reconcile import reconcile
+from synthorg.store.schema import VERSION_TABLE, pending, render
+from synthorg.store.secrets import SecretCipher
+from synthorg.store.tail import TailHub, follow
+
+_MIGRATION_LOCK = 0x5F0A_5107  # advisory lock key: one migrator at a time per database
+
+_APPEND = """
+WITH bumped AS (
+    UPDATE conversations SET last_seq = last_seq + 1 WHERE id = %(cid)s RETURNING id, last_seq
+), inserted AS (
+    INSERT INTO events (conversation_id, seq, ts, kind, body)
+    SELECT id, last_seq, clock_timestamp(), %(kind)s, %(body)s::jsonb FROM bumped
+    RETURNING seq, ts
+)
+SELECT seq, ts, pg_notify(%(channel)s, %(cid)s) FROM inserted
+"""
+
+
+def _filters(status: ConversationStatus | None, project_id: str | None) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if status is not None:
+        clauses.append("status = %s")
+        params.append(status.value)
+    if project_id is not None:
+        clauses.append("project_id = %s")
+        params.append(project_id)
+    return " AND ".join(clauses) or "TRUE", params
+
+
+class PostgresStore:
+    """Conversations, the event log and the ledger in a PostgreSQL database."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        cipher: SecretCipher | None = None,
+        poll_interval: float = 2.0,
+        max_size: int = 10,
+    ) -> None:
+        self.url = url
+        self._cipher = cipher
+        self._poll_interval = poll_interval
+        self._hub = TailHub()
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+            url, min_size=1, max_size=max_size, kwargs={"autocommit": True}, open=False
+        )
+        self._listener = Listener(url, self._hub)
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        cipher: SecretCipher | None = None,
+        poll_interval: float = 2.0,
+        max_size: int = 10,
+    ) -> PostgresStore:
+        """Connect, apply pending migrations, start listening for other processes' appends."""
+        store = cls(url, cipher=cipher, poll_interval=poll_interval, max_size=max_size)
+        try:
+            await store._pool.open(wait=True, timeout=10)
+        except Exception as exc:
+            await store._pool.close()
+            raise BoundaryError(
+                f"cannot connect to the PostgreSQL store at {describe(url)}: is the server "
+                f"running and the database created? ({exc})"
+            ) from exc
+        try:
+            await store.migrate()
+            await store._listener.start()
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    @contextlib.asynccontextmanager
+    async def _conn(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except psycopg.OperationalError as exc:
+            raise BoundaryError(f"PostgreSQL store {describe(self.url)}: {exc}") from exc
+
+    async def _one(self, sql: str, params: Any = None) -> dict[str, Any] | None:
+        async with self._conn() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(sql, params)
+            return await cur.fetchone()
+
+    async def _all(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        async with self._conn() as conn:
+            cur = await conn.execute(sql, params)
+            return await cur.fetchall()
+
+    async def migrate(self) -> int:
+        """Apply pending migrations; returns how many were applied (0 when up to date)."""
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            await conn.execute(render(VERSION_TABLE, "postgres"))
+            cur = await conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version")
+            row = await cur.fetchone()
+            todo = pending(int(row[0]) if row else 0)
+            for migration in todo:
+                for statement in migration.statements:
+                    await conn.execute(render(statement, "postgres"))
+                await conn.execute(
+                    "INSERT INTO schema_version (version, applied_at) VALUES (%s, now())",
+                    (migration.version,),
+                )
+        return len(todo)
+
+    async def schema_version(self) -> int:
+        """The schema version of the database."""
+        rows = await self._all("SELECT MAX(version) FROM schema_version")
+        return int(rows[0][0])
+
+    # -- conversations ---------------------------------------------------------------------
+
+    async def create_conversation(self, record: ConversationRecord) -> None:
+        try:
+            await self._all(
+                "INSERT INTO conversations (id, project_id, status, state, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s::jsonb, %s, %s) RETURNING id",
+                (
+                    record.id,
+                    record.task.project_id,
+                    record.status.value,
+                    codec.record_json(record, self._cipher),
+                    codec.utc(record.created_at),
+                    codec.utc(record.updated_at),
+                ),
+            )
+        except pg_errors.UniqueViolation as exc:
+            raise ConflictError(f"conversation {record.id} already exists") from exc
+
+    async def get_conversation(self, conversation_id: str) -> ConversationRecord:
+        rows = await self._all(
+            "SELECT state::text FROM conversations WHERE id = %s", (conversation_id,)
+        )
+        if not rows:
+            raise NotFoundError(f"no conversation {conversation_id}")
+        return codec.record_from_json(rows[0][0], self._cipher)
+
+    async def save_conversation(self, record: ConversationRecord) -> None:
+        rows = await self._all(
+            "UPDATE conversations SET project_id = %s, status = %s, state = %s::jsonb,"
+            " updated_at = %s WHERE id = %s RETURNING id",
+            (
+                record.task.project_id,
+                record.status.value,
+                codec.record_json(record, self._cipher),
+                codec.utc(record.updated_at),
+                record.id,
+            ),
+        )
+        if not rows:
+            raise NotFoundError(f"no conversation {record.id}")
+
+    async def list_conversations(
+        self,
+        *,
+        status: ConversationStatus | None = None,
+        project_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        codec.check_limit(limit)
+        where, params = _filters(status, project_id)
+        if cursor is not None:
+            created, last_id = codec.decode_cursor(cursor)
+            where += " AND (created_at, id) < (%s, %s)"
+            params += [created, last_id]
+        sql = (
+            f"SELECT state::text, created_at, id FROM conversations WHERE {where}"  # noqa: S608
+            " ORDER BY created_at DESC, id DESC LIMIT %s"
+        )
+        rows = await self._all(sql, [*params, limit + 1])
+        items = tuple(codec.record_from_json(r[0], self._cipher) for r in rows[:limit])
+        next_cursor = None
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_cursor = codec.encode_cursor(last[1], last[2])
+        return ConversationPage(items=items, next_cursor=next_cursor)
+
+    async def count_conversations(
+        self, *, status: ConversationStatus | None = None, project_id: str | None = None
+    ) -> int:
+        where, params = _filters(status, project_id)
+        rows = await self._all(f"SELECT COUNT(*) FROM conversations WHERE {where}", params)  # noqa: S608
+        return int(rows[0][0])
+
+    async def delete_conversation(self, conversation_id: str) -> None:
+        async with self._conn() as conn, conn.transaction():
+            # Events go by the foreign key's cascade; the ledger rows have no foreign key
+            # (the gateway may open an execution before the conversation row exists).
+            cur = await conn.execute(
+                "DELETE FROM conversations WHERE id = %s RETURNING id", (conversation_id,)
+            )
+            if await cur.fetchone() is None:
+                raise NotFoundError(f"no conversation {conversation_id}")
+            await conn.execute(
+                "DELETE FROM executions WHERE conversation_id = %s", (conversation_id,)
+            )
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, conversation_id))
+        self._hub.notify(conversation_id)
+
+    # -- event log -------------------------------------------------------------------------
+
+    async def append(self, conversation_id: str, event: ConversationEvent) -> StoredEvent:
+        params = {
+            "cid": conversation_id,
+            "kind": event.kind,
+            "body": codec.event_json(event),
+            "channel": CHANNEL,
+        }
+        rows = await self._all(_APPEND, params)
+        if not rows:
+            raise NotFoundError(f"no conversation {conversation_id}")
+        # Committed (autocommit): wake local followers now rather than after the round trip
+        # of our own notification.
+        self._hub.notify(conversation_id)
+        seq, moment, _ = rows[0]
+        return StoredEvent(
+            conversation_id=conversation_id, seq=seq, timestamp=codec.utc(moment), event=event
+        )
+
+    async def history(
+        self,
+        conversation_id: str,
+        *,
+        after: int | None = None,
+        before: int | None = None,
+        since: datetime | None = None,
+        kinds: frozenset[str] | None = None,
+        limit: int = 100,
+    ) -> list[StoredEvent]:
+        """Events in seq order. With ``before`` and no ``after``, the page just before it."""
+        codec.check_limit(limit)
+        clauses = ["conversation_id = %s"]
+        params: list[Any] = [conversation_id]
+        if after is not None:
+            clauses.append("seq > %s")
+            params.append(after)
+        if before is not None:
+            clauses.append("seq < %s")
+            params.append(before)
+        if since is not None:
+            clauses.append("ts >= %s")
+            params.append(codec.utc(since))
+        if kinds is not None:
+            clauses.append("kind = ANY(%s)")
+            params.append(sorted(kinds))
+        backwards = before is not None and after is None
+        sql = (
+            f"SELECT seq, ts, body::text FROM events WHERE {' AND '.join(clauses)}"  # noqa: S608
+            f" ORDER BY seq {'DESC' if backwards else 'ASC'} LIMIT %s"
+        )
+        rows = await self._all(sql, [*params, limit])
+        if backwards:
+            rows.reverse()
+        return [codec.stored_event(conversation_id, r[0], r[1], r[2]) for r in rows]
+
+    async def _exists(self, conversation_id: str) -> bool:
+        rows = await self._all("SELECT 1 FROM conversations WHERE id = %s", (conversation_id,))
+        return bool(rows)
+
+    async def tail(self, conversation_id: str, *, after: int = 0) -> AsyncIterator[StoredEvent]:
+        """Every event with seq > after, then live ones; ends if the conversation is deleted."""
+        # The LISTEN is in place before we subscribe and read (``open`` waits for it), so
+        # every commit after the first read wakes us.
+        with self._hub.subscribe(conversation_id) as waiter:
+            if not await self._exists(conversation_id):
+                raise NotFoundError(f"no conversation {conversation_id}")
+
+            async def fetch(last: int, limit: int) -> list[StoredEvent]:
+                return await self.history(conversation_id, after=last, limit=limit)
+
+            async for stored in follow(
+                fetch,
+                lambda: self._exists(conversation_id),
+                waiter,
+                after=after,
+                poll_interval=self._poll_interval,
+            ):
+                yield stored
+
+    async def last_seq(self, conversation_id: str) -> int:
+        rows = await self._all(
+            "SELECT last_seq FROM conversations WHERE id = %s", (conversation_id,)
+        )
+        if not rows:
+            raise NotFoundError(f"no conversation {conversation_id}")
+        return int(rows[0][0])
+
+    async def reconcile_after_restart(self) -> ReconcileReport:
+        return await reconcile(self)
+
+    async def close(self) -> None:
+        await self._listener.stop()
+        await self._pool.close()
+
+    # -- ledger ----------------------------------------------------------------------------
+
+    async def open_execution(
+        self,
+        *,
+        execution_id: str,
+        conversation_id: str,
+        model: str,
+        provider: str,
+        cost_ceiling_usd: Decimal | None,
+    ) -> ExecutionUsage:
+        async with self._conn() as conn:
+            await conn.execute(
+                "INSERT INTO executions (execution_id, conversation_id, model, provider,"
+                " cost_ceiling_usd, cost_usd, status, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, 0, %s, now(), now())"
+                " ON CONFLICT (execution_id) DO NOTHING",
+                (
+                    execution_id,
+                    conversation_id,
+                    model,
+                    provider,
+                    cost_ceiling_usd,
+                    ExecutionStatus.ACTIVE.value,
+                ),
+            )
+        return await self.get_execution(execution_id)
+
+    async def record_usage(
+        self, execution_id: str, *, tokens_in: int, tokens_out: int, cost_usd: Decimal
+    ) -> ExecutionUsage:
+        # One statement: concurrent recorders in any process never lose an add.
+        row = await self._one(
+            "UPDATE executions SET requests = requests + 1, tokens_in = tokens_in + %s,"
+            " tokens_out = tokens_out + %s, cost_usd = cost_usd + %s, updated_at = now()"
+            " WHERE execution_id = %s RETURNING *",
+            (tokens_in, tokens_out, cost_usd, execution_id),
+        )
+        if row is None:
+            raise NotFoundError(f"no execution {execution_id} in the ledger")
+        return codec.execution_from_row(row)
+
+    async def get_execution(self, execution_id: str) -> ExecutionUsage:
+        row = await self._one("SELECT * FROM executions WHERE execution_id = %s", (execution_id,))
+        if row is None:
+            raise NotFoundError(f"no execution {execution_id} in the ledger")
+        return codec.execution_from_row(row)
+
+    async def set_execution_status(
+        self, execution_id: str, status: ExecutionStatus, reason: str = ""
+    ) -> ExecutionUsage:
+        # Killed is final: the guard is in the statement so a racing update cannot revive it.
+        await self._all(
+            "UPDATE executions SET status = %s, status_reason = %s, updated_at = now()"
+            " WHERE execution_id = %s AND status <> %s RETURNING execution_id",
+            (status.value, reason, execution_id, ExecutionStatus.KILLED.value),
+        )
+        return await self.get_execution(execution_id)

@@ -1,0 +1,109 @@
+"""The one store schema and its forward migrations, rendered for SQLite or PostgreSQL.
+
+Both backends get the same tables and columns; only the column types differ where the engines
+do (timestamps, JSON, exact decimals). A migration is applied at most once: ``schema_version``
+records each applied version, and callers run :func:`pending` inside a write-locked transaction
+so two processes opening the same database at once cannot both apply it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from synthorg.errors import ConfigError
+
+Dialect = Literal["sqlite", "postgres"]
+
+_TYPES: dict[Dialect, dict[str, str]] = {
+    "sqlite": {"ts": "TEXT", "json": "TEXT", "money": "TEXT", "bigint": "INTEGER"},
+    "postgres": {"ts": "TIMESTAMPTZ", "json": "JSONB", "money": "NUMERIC", "bigint": "BIGINT"},
+}
+
+VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_version (
+    version INTEGER PRIMARY KEY,
+    applied_at {ts} NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One forward step of the schema."""
+
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "conversations, events, executions",
+        (
+            """
+            CREATE TABLE conversations (
+                id TEXT PRIMARY KEY,
+                project_id TEXT NOT NULL,
+                status TEXT NOT NULL,
+                state {json} NOT NULL,
+                last_seq {bigint} NOT NULL DEFAULT 0,
+                created_at {ts} NOT NULL,
+                updated_at {ts} NOT NULL
+            )
+            """,
+            "CREATE INDEX conversations_recent ON conversations (created_at DESC, id DESC)",
+            """CREATE INDEX conversations_by_status
+               ON conversations (status, created_at DESC, id DESC)""",
+            """CREATE INDEX conversations_by_project
+               ON conversations (project_id, created_at DESC, id DESC)""",
+            """
+            CREATE TABLE events (
+                conversation_id TEXT NOT NULL
+                    REFERENCES conversations (id) ON DELETE CASCADE,
+                seq {bigint} NOT NULL,
+                ts {ts} NOT NULL,
+                kind TEXT NOT NULL,
+                body {json} NOT NULL,
+                PRIMARY KEY (conversation_id, seq)
+            )
+            """,
+            """
+            CREATE TABLE executions (
+                execution_id TEXT PRIMARY KEY,
+                conversation_id TEXT NOT NULL,
+                model TEXT NOT NULL,
+                provider TEXT NOT NULL,
+                cost_ceiling_usd {money},
+                requests {bigint} NOT NULL DEFAULT 0,
+                tokens_in {bigint} NOT NULL DEFAULT 0,
+                tokens_out {bigint} NOT NULL DEFAULT 0,
+                cost_usd {money} NOT NULL,
+                status TEXT NOT NULL,
+                status_reason TEXT NOT NULL DEFAULT '',
+                created_at {ts} NOT NULL,
+                updated_at {ts} NOT NULL
+            )
+            """,
+            "CREATE INDEX executions_by_conversation ON executions (conversation_id)",
+        ),
+    ),
+)
+
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+def render(statement: str, dialect: Dialect) -> str:
+    """The statement with this dialect's column types filled in."""
+    return statement.format(**_TYPES[dialect])
+
+
+def pending(current: int) -> tuple[Migration, ...]:
+    """Migrations after ``current``; a database newer than this code is an error."""
+    if current > LATEST_VERSION:
+        raise ConfigError(
+            f"the store database has schema version {current}, newer than this SynthOrg "
+            f"understands ({LATEST_VERSION}); upgrade SynthOrg or point it at another database"
+        )
+    return tuple(m for m in MIGRATIONS if m.version > current)

@@ -1,0 +1,387 @@
+"""The embedded SQLite backend of the store (the default, one file under SYNTHORG_HOME).
+
+Live tail: followers in this process are woken right after each commit; followers in other
+processes sharing the file re-read the log every ``poll_interval`` seconds (SQLite has no
+cross-process notification), so their latency is at most that interval.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from synthorg.domain import ConversationEvent, ConversationRecord, ConversationStatus, StoredEvent
+from synthorg.errors import ConflictError, NotFoundError
+from synthorg.store import codec
+from synthorg.store.protocol import (
+    ConversationPage,
+    ExecutionStatus,
+    ExecutionUsage,
+    ReconcileReport,
+)
+from synthorg.store.reconcile import reconcile
+from synthorg.store.schema import VERSION_TABLE, pending, render
+from synthorg.store.secrets import SecretCipher
+from synthorg.store.sqlite_engine import SqliteReaders, SqliteWriter
+from synthorg.store.tail import TailHub, follow
+
+
+def _migrate(conn: sqlite3.Connection) -> int:
+    conn.execute(render(VERSION_TABLE, "sqlite"))
+    current = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
+    applied = 0
+    for migration in pending(current):
+        for statement in migration.statements:
+            conn.execute(render(statement, "sqlite"))
+        conn.execute(
+            "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
+            (migration.version, codec.ts_text(codec.now())),
+        )
+        applied += 1
+    return applied
+
+
+def _filters(status: ConversationStatus | None, project_id: str | None) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if status is not None:
+        clauses.append("status = ?")
+        params.append(status.value)
+    if project_id is not None:
+        clauses.append("project_id = ?")
+        params.append(project_id)
+    return " AND ".join(clauses) or "1", params
+
+
+class SqliteStore:
+    """Conversations, the event log and the ledger in one SQLite file."""
+
+    def __init__(
+        self, path: Path, *, cipher: SecretCipher | None = None, poll_interval: float = 0.2
+    ) -> None:
+        self.path = path
+        self._cipher = cipher
+        self._poll_interval = poll_interval
+        self._hub = TailHub()
+        self._writer = SqliteWriter(path, self._woken)
+        self._readers = SqliteReaders(path)
+
+    @classmethod
+    async def open(
+        cls, path: Path | str, *, cipher: SecretCipher | None = None, poll_interval: float = 0.2
+    ) -> SqliteStore:
+        """Open (creating the file and applying migrations as needed)."""
+        file = Path(path).expanduser()
+        file.parent.mkdir(parents=True, exist_ok=True)
+        store = cls(file, cipher=cipher, poll_interval=poll_interval)
+        await store._writer.start()
+        try:
+            await store.migrate()
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    async def migrate(self) -> int:
+        """Apply pending migrations; returns how many were applied (0 when up to date)."""
+        return await self._writer.submit(_migrate)
+
+    async def schema_version(self) -> int:
+        """The schema version of the database."""
+        return await self._readers.run(
+            lambda c: int(c.execute("SELECT MAX(version) FROM schema_version").fetchone()[0])
+        )
+
+    def _woken(self, conversation_ids: set[str]) -> None:
+        for conversation_id in conversation_ids:
+            self._hub.notify(conversation_id)
+
+    # -- conversations ---------------------------------------------------------------------
+
+    async def create_conversation(self, record: ConversationRecord) -> None:
+        state = codec.record_json(record, self._cipher)
+
+        def work(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    "INSERT INTO conversations (id, project_id, status, state, created_at,"
+                    " updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        record.id,
+                        record.task.project_id,
+                        record.status.value,
+                        state,
+                        codec.ts_text(record.created_at),
+                        codec.ts_text(record.updated_at),
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise ConflictError(f"conversation {record.id} already exists") from exc
+
+        await self._writer.submit(work)
+
+    async def get_conversation(self, conversation_id: str) -> ConversationRecord:
+        row = await self._readers.run(
+            lambda c: c.execute(
+                "SELECT state FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+        )
+        if row is None:
+            raise NotFoundError(f"no conversation {conversation_id}")
+        return codec.record_from_json(row[0], self._cipher)
+
+    async def save_conversation(self, record: ConversationRecord) -> None:
+        state = codec.record_json(record, self._cipher)
+
+        def work(conn: sqlite3.Connection) -> None:
+            cur = conn.execute(
+                "UPDATE conversations SET project_id = ?, status = ?, state = ?, updated_at = ?"
+                " WHERE id = ?",
+                (
+                    record.task.project_id,
+                    record.status.value,
+                    state,
+                    codec.ts_text(record.updated_at),
+                    record.id,
+                ),
+            )
+            if cur.rowcount == 0:
+                raise NotFoundError(f"no conversation {record.id}")
+
+        await self._writer.submit(work)
+
+    async def list_conversations(
+        self,
+        *,
+        status: ConversationStatus | None = None,
+        project_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        codec.check_limit(limit)
+        where, params = _filters(status, project_id)
+        if cursor is not None:
+            created, last_id = codec.decode_cursor(cursor)
+            where += " AND (created_at, id) < (?, ?)"
+            params += [codec.ts_text(created), last_id]
+        sql = (
+            f"SELECT state, created_at, id FROM conversations WHERE {where}"  # noqa: S608
+            " ORDER BY created_at DESC, id DESC LIMIT ?"
+        )
+        rows = await self._readers.run(lambda c: c.execute(sql, [*params, limit + 1]).fetchall())
+        items = tuple(codec.record_from_json(r[0], self._cipher) for r in rows[:limit])
+        next_cursor = None
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_cursor = codec.encode_cursor(codec.parse_ts(last[1]), last[2])
+        return ConversationPage(items=items, next_cursor=next_cursor)
+
+    async def count_conversations(
+        self, *, status: ConversationStatus | None = None, project_id: str | None = None
+    ) -> int:
+        where, params = _filters(status, project_id)
+        sql = f"SELECT COUNT(*) FROM conversations WHERE {where}"  # noqa: S608
+        return int(await self._readers.run(lambda c: c.execute(sql, params).fetchone()[0]))
+
+    async def delete_conversation(self, conversation_id: str) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            # Events go by the foreign key's cascade; the ledger rows have no foreign key
+            # (the gateway may open an execution before the conversation row exists).
+            cur = conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            if cur.rowcount == 0:
+                raise NotFoundError(f"no conversation {conversation_id}")
+            conn.execute("DELETE FROM executions WHERE conversation_id = ?", (conversation_id,))
+
+        await self._writer.submit(work, wakes=conversation_id)
+
+    # -- event log -------------------------------------------------------------------------
+
+    async def append(self, conversation_id: str, event: ConversationEvent) -> StoredEvent:
+        body = codec.event_json(event)
+        kind = event.kind
+
+        def work(conn: sqlite3.Connection) -> StoredEvent:
+            row = conn.execute(
+                "UPDATE conversations SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq",
+                (conversation_id,),
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"no conversation {conversation_id}")
+            seq = int(row[0])
+            moment = codec.now()
+            conn.execute(
+                "INSERT INTO events (conversation_id, seq, ts, kind, body) VALUES (?, ?, ?, ?, ?)",
+                (conversation_id, seq, codec.ts_text(moment), kind, body),
+            )
+            return StoredEvent(
+                conversation_id=conversation_id, seq=seq, timestamp=moment, event=event
+            )
+
+        return await self._writer.submit(work, wakes=conversation_id)
+
+    async def history(
+        self,
+        conversation_id: str,
+        *,
+        after: int | None = None,
+        before: int | None = None,
+        since: datetime | None = None,
+        kinds: frozenset[str] | None = None,
+        limit: int = 100,
+    ) -> list[StoredEvent]:
+        """Events in seq order. With ``before`` and no ``after``, the page just before it."""
+        codec.check_limit(limit)
+        clauses = ["conversation_id = ?"]
+        params: list[Any] = [conversation_id]
+        if after is not None:
+            clauses.append("seq > ?")
+            params.append(after)
+        if before is not None:
+            clauses.append("seq < ?")
+            params.append(before)
+        if since is not None:
+            clauses.append("ts >= ?")
+            params.append(codec.ts_text(since))
+        if kinds is not None:
+            clauses.append(f"kind IN ({', '.join('?' * len(kinds))})")
+            params.extend(sorted(kinds))
+        backwards = before is not None and after is None
+        order = "DESC" if backwards else "ASC"
+        sql = (
+            f"SELECT seq, ts, body FROM events WHERE {' AND '.join(clauses)}"  # noqa: S608
+            f" ORDER BY seq {order} LIMIT ?"
+        )
+        params.append(limit)
+        rows = await self._readers.run(lambda c: c.execute(sql, params).fetchall())
+        if backwards:
+            rows.reverse()
+        return [codec.stored_event(conversation_id, r[0], r[1], r[2]) for r in rows]
+
+    async def _exists(self, conversation_id: str) -> bool:
+        row = await self._readers.run(
+            lambda c: c.execute(
+                "SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+        )
+        return row is not None
+
+    async def tail(self, conversation_id: str, *, after: int = 0) -> AsyncIterator[StoredEvent]:
+        """Every event with seq > after, then live ones; ends if the conversation is deleted."""
+        with self._hub.subscribe(conversation_id) as waiter:
+            if not await self._exists(conversation_id):
+                raise NotFoundError(f"no conversation {conversation_id}")
+
+            async def fetch(last: int, limit: int) -> list[StoredEvent]:
+                return await self.history(conversation_id, after=last, limit=limit)
+
+            async for stored in follow(
+                fetch,
+                lambda: self._exists(conversation_id),
+                waiter,
+                after=after,
+                poll_interval=self._poll_interval,
+            ):
+                yield stored
+
+    async def last_seq(self, conversation_id: str) -> int:
+        row = await self._readers.run(
+            lambda c: c.execute(
+                "SELECT last_seq FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+        )
+        if row is None:
+            raise NotFoundError(f"no conversation {conversation_id}")
+        return int(row[0])
+
+    async def reconcile_after_restart(self) -> ReconcileReport:
+        return await reconcile(self)
+
+    async def close(self) -> None:
+        await self._writer.close()
+        await self._readers.close()
+
+    # -- ledger ----------------------------------------------------------------------------
+
+    async def open_execution(
+        self,
+        *,
+        execution_id: str,
+        conversation_id: str,
+        model: str,
+        provider: str,
+        cost_ceiling_usd: Decimal | None,
+    ) -> ExecutionUsage:
+        stamp = codec.ts_text(codec.now())
+        ceiling = None if cost_ceiling_usd is None else str(cost_ceiling_usd)
+
+        def work(conn: sqlite3.Connection) -> dict[str, Any]:
+            conn.execute(
+                "INSERT INTO executions (execution_id, conversation_id, model, provider,"
+                " cost_ceiling_usd, cost_usd, status, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, '0', ?, ?, ?) ON CONFLICT (execution_id) DO NOTHING",
+                (
+                    execution_id,
+                    conversation_id,
+                    model,
+                    provider,
+                    ceiling,
+                    ExecutionStatus.ACTIVE.value,
+                    stamp,
+                    stamp,
+                ),
+            )
+            return _execution_row(conn, execution_id)
+
+        return codec.execution_from_row(await self._writer.submit(work))
+
+    async def record_usage(
+        self, execution_id: str, *, tokens_in: int, tokens_out: int, cost_usd: Decimal
+    ) -> ExecutionUsage:
+        stamp = codec.ts_text(codec.now())
+
+        def work(conn: sqlite3.Connection) -> dict[str, Any]:
+            # One statement: concurrent recorders (threads or processes) never lose an add.
+            row = conn.execute(
+                "UPDATE executions SET requests = requests + 1, tokens_in = tokens_in + ?,"
+                " tokens_out = tokens_out + ?, cost_usd = dec_add(cost_usd, ?), updated_at = ?"
+                " WHERE execution_id = ? RETURNING *",
+                (tokens_in, tokens_out, str(cost_usd), stamp, execution_id),
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"no execution {execution_id} in the ledger")
+            return dict(row)
+
+        return codec.execution_from_row(await self._writer.submit(work))
+
+    async def get_execution(self, execution_id: str) -> ExecutionUsage:
+        row = await self._readers.run(lambda c: _execution_row(c, execution_id))
+        return codec.execution_from_row(row)
+
+    async def set_execution_status(
+        self, execution_id: str, status: ExecutionStatus, reason: str = ""
+    ) -> ExecutionUsage:
+        stamp = codec.ts_text(codec.now())
+
+        def work(conn: sqlite3.Connection) -> dict[str, Any]:
+            # Killed is final: the guard is in the statement so a racing update cannot revive it.
+            conn.execute(
+                "UPDATE executions SET status = ?, status_reason = ?, updated_at = ?"
+                " WHERE execution_id = ? AND status != ?",
+                (status.value, reason, stamp, execution_id, ExecutionStatus.KILLED.value),
+            )
+            return _execution_row(conn, execution_id)
+
+        return codec.execution_from_row(await self._writer.submit(work))
+
+
+def _execution_row(conn: sqlite3.Connection, execution_id: str) -> dict[str, Any]:
+    row = conn.execute(
+        "SELECT * FROM executions WHERE execution_id = ?", (execution_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(f"no execution {execution_id} in the ledger")
+    return dict(row)

@@ -1,0 +1,208 @@
+"""SQLite plumbing: connections, one writer thread with group commit, a reader pool.
+
+All writes of a process go through one thread and one connection. The writer takes whatever
+jobs are queued, runs each in a savepoint of one ``BEGIN IMMEDIATE`` transaction and commits
+once (``synchronous=FULL``: the WAL is fsynced before the commit returns), then answers every
+job. A caller is answered only after its commit, so an acknowledged write is durable; batching
+is what lets concurrent writers share one fsync. ``BEGIN IMMEDIATE`` plus ``busy_timeout``
+make several processes on the same file queue for the write lock instead of failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypeVar
+
+from synthorg.errors import BoundaryError
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_MS = 30_000
+_MAX_BATCH = 512
+
+
+def _dec_add(left: str | None, right: str | None) -> str:
+    # Exact decimal arithmetic inside one UPDATE statement (SQLite has no decimal type).
+    return str(Decimal(left or "0") + Decimal(right or "0"))
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection configured for the store: WAL, full sync, foreign keys, busy wait."""
+    try:
+        conn = sqlite3.connect(
+            path,
+            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+            check_same_thread=False,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+        )
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.create_function("dec_add", 2, _dec_add, deterministic=True)
+    except sqlite3.Error as exc:
+        raise BoundaryError(f"cannot open the SQLite store at {path}: {exc}") from exc
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+@dataclass
+class _Job:
+    work: Callable[[sqlite3.Connection], Any]
+    future: concurrent.futures.Future[Any]
+    wakes: str | None = None
+    result: Any = None
+    error: BaseException | None = None
+    ran: bool = field(default=False)
+
+
+class SqliteWriter:
+    """The process's single writing thread for one database file."""
+
+    def __init__(self, path: Path, on_commit: Callable[[set[str]], None]) -> None:
+        self._path = path
+        self._on_commit = on_commit
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(
+            target=self._run, name=f"synthorg-sqlite-writer:{path.name}", daemon=True
+        )
+        self._closed = False
+
+    async def start(self) -> None:
+        """Open the writer connection on its thread."""
+        self._thread.start()
+        await asyncio.wrap_future(self._ready)
+
+    async def submit(
+        self, work: Callable[[sqlite3.Connection], T], *, wakes: str | None = None
+    ) -> T:
+        """Run ``work`` in a write transaction; return its result once committed.
+
+        ``wakes`` names a conversation whose followers are woken after the commit.
+        """
+        if self._closed:
+            raise BoundaryError("the SQLite store is closed")
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._queue.put(_Job(work, future, wakes))
+        return await asyncio.wrap_future(future)
+
+    async def close(self) -> None:
+        """Finish queued jobs, then stop the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        await asyncio.to_thread(self._thread.join)
+
+    def _run(self) -> None:
+        try:
+            conn = connect(self._path)
+        except BaseException as exc:
+            self._ready.set_exception(exc)
+            return
+        self._ready.set_result(None)
+        try:
+            stop = False
+            while not stop:
+                first = self._queue.get()
+                if first is None:
+                    break
+                batch = [first]
+                while len(batch) < _MAX_BATCH:
+                    try:
+                        job = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if job is None:
+                        stop = True
+                        break
+                    batch.append(job)
+                self._commit(conn, batch)
+        finally:
+            conn.close()
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
+        live = [job for job in batch if job.future.set_running_or_notify_cancel()]
+        if not live:
+            return
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in live:
+                conn.execute("SAVEPOINT job")
+                try:
+                    job.result = job.work(conn)
+                    job.ran = True
+                except Exception as exc:
+                    # One job's failure (a conflict, an unknown id) must not undo the others.
+                    job.error = exc
+                    conn.execute("ROLLBACK TO job")
+                conn.execute("RELEASE job")
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            failure = BoundaryError(f"SQLite write to {self._path} failed: {exc}")
+            failure.__cause__ = exc
+            for job in live:
+                job.future.set_exception(failure)
+            return
+        for job in live:
+            if job.error is not None:
+                job.future.set_exception(job.error)
+            else:
+                job.future.set_result(job.result)
+        woken = {job.wakes for job in live if job.ran and job.wakes is not None}
+        if woken:
+            self._on_commit(woken)
+
+
+class SqliteReaders:
+    """A small pool of reader threads, each with its own connection (WAL readers never block)."""
+
+    def __init__(self, path: Path, size: int = 2) -> None:
+        self._path = path
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=size, thread_name_prefix="synthorg-sqlite-reader"
+        )
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self._path)
+            self._local.conn = conn
+            with self._lock:
+                self._conns.append(conn)
+        return conn
+
+    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` with a reader connection on a pool thread."""
+        loop = asyncio.get_running_loop()
+
+        def call() -> T:
+            try:
+                return work(self._conn())
+            except sqlite3.Error as exc:
+                raise BoundaryError(f"SQLite read from {self._path} failed: {exc}") from exc
+
+        return await loop.run_in_executor(self._pool, call)
+
+    async def close(self) -> None:
+        """Stop the threads and close their connections."""
+        await asyncio.to_thread(self._pool.shutdown, wait=True)
+        with self._lock:
+            for conn in self._conns:
+                conn.close()
+            self._conns.clear()

@@ -1,0 +1,114 @@
+"""Live tail: wake-ups for subscribers and the read-from-the-database follow loop.
+
+Correctness never depends on a wake-up: a follower always reads committed events with
+``seq > last delivered`` from the database, so a wake-up only decides *when* to look. A
+follower clears its wake-up flag before each read, so a commit that lands during the read
+still wakes the next wait; a timed wait is the fallback for writers this process cannot hear
+(another process on SQLite, a lost notification on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+
+from synthorg.domain import StoredEvent
+
+FetchAfter = Callable[[int, int], Awaitable[list[StoredEvent]]]
+"""Read up to ``limit`` events with seq > ``after``: ``fetch(after, limit)``."""
+
+
+class Waiter:
+    """One subscriber's wake-up flag, settable from any thread."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+
+    def wake(self) -> None:
+        """Set the flag (thread-safe); a closed loop means the subscriber is gone."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._event.set)
+
+    def clear(self) -> None:
+        """Forget earlier wake-ups; call before reading the database."""
+        self._event.clear()
+
+    async def wait(self, seconds: float) -> None:
+        """Until woken or ``seconds`` pass."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), seconds)
+
+
+class TailHub:
+    """Who is following which conversation in this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: dict[str, set[Waiter]] = {}
+
+    @contextmanager
+    def subscribe(self, conversation_id: str) -> Iterator[Waiter]:
+        """Register a waiter for the duration of the block."""
+        waiter = Waiter()
+        with self._lock:
+            self._waiters.setdefault(conversation_id, set()).add(waiter)
+        try:
+            yield waiter
+        finally:
+            with self._lock:
+                group = self._waiters.get(conversation_id)
+                if group is not None:
+                    group.discard(waiter)
+                    if not group:
+                        del self._waiters[conversation_id]
+
+    def notify(self, conversation_id: str) -> None:
+        """Events of this conversation were committed (callable from any thread)."""
+        with self._lock:
+            waiters = tuple(self._waiters.get(conversation_id, ()))
+        for waiter in waiters:
+            waiter.wake()
+
+    def notify_all(self) -> None:
+        """Wake everyone (e.g. after a notification channel reconnected)."""
+        with self._lock:
+            waiters = tuple(w for group in self._waiters.values() for w in group)
+        for waiter in waiters:
+            waiter.wake()
+
+    def subscriber_count(self) -> int:
+        """How many followers are registered (for metrics and tests)."""
+        with self._lock:
+            return sum(len(group) for group in self._waiters.values())
+
+
+async def follow(
+    fetch: FetchAfter,
+    exists: Callable[[], Awaitable[bool]],
+    waiter: Waiter,
+    *,
+    after: int,
+    poll_interval: float,
+    page: int = 500,
+) -> AsyncIterator[StoredEvent]:
+    """Every event with seq > ``after``, then live ones, each exactly once and in order.
+
+    Ends when the conversation is deleted.
+    """
+    last = after
+    while True:
+        waiter.clear()
+        batch = await fetch(last, page)
+        for stored in batch:
+            # Defensive: the query is already strictly after ``last``.
+            if stored.seq > last:
+                last = stored.seq
+                yield stored
+        if len(batch) < page:
+            if not batch and not await exists():
+                return
+            await waiter.wait(poll_interval)
