@@ -171,6 +171,9 @@ class BwrapSandbox:
                     stderr=asyncio.subprocess.PIPE,
                     limit=STREAM_LIMIT,
                     pass_fds=(info_w, block_r),
+                    # bwrap's own pid-1 keeps the env it was started with, and a program
+                    # inside may read /proc/1/environ: start it with nothing worth reading.
+                    env={"PATH": "/usr/bin:/bin"},
                 )
             finally:
                 os.close(info_w)

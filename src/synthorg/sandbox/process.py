@@ -190,6 +190,8 @@ class ManagedProcess:
             reason, message = ExitReason.KILLED, f"killed by a signal (status {rc})"
         else:
             reason, message = ExitReason.COMPLETED, f"exited with status {rc}"
+            if v.pids_cap_hit:
+                message += f" (it hit the process cap of {limits.max_processes} on the way)"
         return SandboxExit(
             returncode=rc,
             reason=reason,

@@ -1,0 +1,30 @@
+"""Fixtures for sandbox tests: backends, a workspace, and a helper that runs a program inside."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from synthorg.sandbox import BwrapSandbox, LocalSandbox
+
+
+@pytest.fixture(scope="session")
+def bwrap() -> BwrapSandbox:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed (apt-get install bubblewrap)")
+    return BwrapSandbox()
+
+
+@pytest.fixture(scope="session")
+def local() -> LocalSandbox:
+    return LocalSandbox(allow_unisolated=True)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A worktree inside a fake data dir (siblings: other worktrees, keys)."""
+    ws = tmp_path / "data" / "worktrees" / "run-a"
+    ws.mkdir(parents=True)
+    return ws
