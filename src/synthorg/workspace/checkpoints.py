@@ -95,16 +95,15 @@ class CheckpointStore:
         require_git(ws)
         ref = refs.checkpoint_ref(cid, n)
         out = await run_git(
-            ["rev-parse", "-q", "--verify", f"{ref}^{{commit}}", f"{ref}^{{tree}}"],
-            ws.path,
-            check=False,
+            ["for-each-ref", "--format=%(refname)%00%(objectname)%00%(tree)", ref], ws.path
         )
-        lines = out.text.split()
-        if out.returncode != 0 or len(lines) != 2:
+        lines = [line.split("\0") for line in out.text.splitlines()]
+        lines = [parts for parts in lines if parts[0] == ref and parts[2]]
+        if not lines:
             raise CheckpointNotFoundError(
                 f"conversation {cid} has no checkpoint {n}; list them to see which exist"
             )
-        return Checkpoint(index=n, sha=lines[0], tree=lines[1], ref=ref)
+        return Checkpoint(index=n, sha=lines[0][1], tree=lines[0][2], ref=ref)
 
     async def rollback(self, ws: Workspace, n: int, conversation_id: str | None = None) -> None:
         """Restore the worktree exactly to checkpoint ``n``.
