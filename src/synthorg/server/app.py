@@ -1,0 +1,67 @@
+"""The FastAPI application: routes, auth, error mapping, metrics and the lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from synthorg.logging import get_logger
+from synthorg.server.config import ServerSettings
+from synthorg.server.errors import install_error_handlers
+from synthorg.server.metrics import ObserveRequests, ServerMetrics
+from synthorg.server.routes import control, conversations, events, git, keys, ops, ws
+from synthorg.server.state import Authenticator, ServerState
+from synthorg.service.protocol import RunService
+from synthorg.store.protocol import ConversationStore
+
+log = get_logger("synthorg.server")
+
+
+def create_app(
+    settings: ServerSettings,
+    *,
+    store: ConversationStore,
+    run_service: RunService,
+    auth: Authenticator,
+) -> FastAPI:
+    """The agent server app.
+
+    On start-up it reconciles the store (conversations a dead process left running become
+    error, their open tool calls get an error observation); on shutdown it stops every
+    active run with SHUTDOWN, leaving the conversations resumable. The store and the
+    service belong to the caller, who closes them after the app has stopped.
+    """
+    state = ServerState(
+        settings=settings, store=store, service=run_service, auth=auth, metrics=ServerMetrics()
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.reconcile_on_start:
+            report = await store.reconcile_after_restart()
+            log.info(
+                "SERVER_RECONCILED",
+                conversations_errored=list(report.conversations_errored),
+                actions_reconciled=len(report.actions_reconciled),
+            )
+        log.info("SERVER_STARTED")
+        try:
+            yield
+        finally:
+            log.info("SERVER_SHUTDOWN")
+            await run_service.shutdown()
+
+    app = FastAPI(
+        title="SynthOrg agent server",
+        version="1",
+        description="Conversations, run control, confirmation, event history and live tail.",
+        lifespan=lifespan,
+    )
+    app.state.server = state
+    install_error_handlers(app)
+    for module in (ops, conversations, control, events, git, keys, ws):
+        app.include_router(module.router)
+    app.add_middleware(ObserveRequests, metrics=state.metrics)
+    return app

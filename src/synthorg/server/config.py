@@ -1,0 +1,48 @@
+"""The ``[server]`` section: where to listen, stream limits, page sizes, the key file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from synthorg.paths import synthorg_home
+
+
+class ServerSettings(BaseModel):
+    """Settings of the agent server (``[server]`` in the config, ``SYNTHORG__SERVER__*``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = Field(default="127.0.0.1", description="Interface to listen on.")
+    port: int = Field(default=8420, ge=0, le=65535, description="TCP port (0 picks a free one).")
+    keys_file: Path | None = Field(
+        default=None, description="API key file; None = SYNTHORG_HOME/server/keys.json."
+    )
+    ws_send_queue: int = Field(
+        default=256,
+        ge=1,
+        description="Frames buffered per WebSocket; a consumer that falls further behind is "
+        "closed (code 4008) and reconnects with after=<last seq>.",
+    )
+    ws_stall_timeout_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="How long a full send queue may stay full before the consumer counts as "
+        "stalled and is closed (0: close on the first overflow).",
+    )
+    ws_subscribers_per_conversation: int = Field(
+        default=32, ge=1, description="Live WebSocket subscribers allowed per conversation."
+    )
+    ws_auth_timeout_s: float = Field(
+        default=10.0, gt=0, description="Seconds a new WebSocket has to send its auth frame."
+    )
+    page_limit_max: int = Field(default=500, ge=1, description="Largest page a client may ask.")
+    reconcile_on_start: bool = Field(
+        default=True,
+        description="Run restart reconciliation at start-up (only one server per database).",
+    )
+
+    def resolved_keys_file(self) -> Path:
+        """The key file actually used."""
+        return self.keys_file or synthorg_home() / "server" / "keys.json"

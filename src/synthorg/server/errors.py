@@ -1,0 +1,81 @@
+"""HTTP mapping of SynthOrg errors: one error body, one status per error class."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from synthorg.errors import (
+    BoundaryError,
+    ConfigError,
+    ConflictError,
+    NotFoundError,
+    SynthOrgError,
+    UsageError,
+)
+from synthorg.logging import get_logger
+
+log = get_logger("synthorg.server")
+
+
+class ErrorBody(BaseModel):
+    """What every refused or failed request answers."""
+
+    detail: str = Field(description="What went wrong and, where possible, what to do.")
+    code: str = Field(description="Machine-readable class: not_found, conflict, unauthorized...")
+
+
+_STATUS: tuple[tuple[type[SynthOrgError], int, str], ...] = (
+    (NotFoundError, 404, "not_found"),
+    (ConflictError, 409, "conflict"),
+    (UsageError, 400, "bad_request"),
+    (ConfigError, 400, "bad_request"),
+    (BoundaryError, 502, "upstream_failure"),
+)
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+}
+
+
+def status_of(exc: SynthOrgError) -> tuple[int, str]:
+    """The HTTP status and code for a SynthOrg error."""
+    for cls, status, code in _STATUS:
+        if isinstance(exc, cls):
+            return status, code
+    return 500, "internal_error"
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` documenting the error statuses a route may answer."""
+    return {status: {"model": ErrorBody, "description": _HTTP_CODES[status]} for status in statuses}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer SynthOrg errors and HTTP exceptions with an ErrorBody."""
+
+    async def synthorg_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, SynthOrgError)
+        status, code = status_of(exc)
+        if status >= 500:
+            log.error("REQUEST_FAILED", path=request.url.path, error=str(exc), code=code)
+        body = ErrorBody(detail=str(exc), code=code)
+        return JSONResponse(body.model_dump(), status_code=status)
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = _HTTP_CODES.get(exc.status_code, "error")
+        body = ErrorBody(detail=str(exc.detail), code=code)
+        return JSONResponse(body.model_dump(), status_code=exc.status_code, headers=exc.headers)
+
+    app.add_exception_handler(SynthOrgError, synthorg_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)

@@ -1,0 +1,106 @@
+"""Conversation routes: create, list, count, get, delete. The run service does the work."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from synthorg.domain import ConversationStatus
+from synthorg.domain.ids import Identifier
+from synthorg.errors import ConflictError
+from synthorg.server.errors import responses
+from synthorg.server.state import Operator, State, Viewer
+from synthorg.server.wire import (
+    ConversationList,
+    ConversationView,
+    Count,
+    CreateConversation,
+    Deleted,
+)
+
+router = APIRouter(prefix="/api/conversations", tags=["conversations"])
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=ConversationView,
+    responses=responses(400, 401, 403, 404, 409),
+)
+async def create_conversation(
+    body: CreateConversation, state: State, principal: Operator
+) -> ConversationView:
+    """Create a conversation (and its worktree); start it unless ``start`` is false."""
+    service = state.service
+    record = await service.create(body.task(), body.options())
+    state.metrics.commands.labels("create").inc()
+    if body.start:
+        await service.start(record.id)
+        state.metrics.commands.labels("start").inc()
+        record = await state.store.get_conversation(record.id)
+    return ConversationView.of(record, active=service.is_active(record.id))
+
+
+@router.get("", response_model=ConversationList, responses=responses(400, 401, 403))
+async def list_conversations(
+    state: State,
+    principal: Viewer,
+    status: ConversationStatus | None = None,
+    project: Identifier | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+) -> ConversationList:
+    """Conversations newest first, filtered by status and project; pass next_cursor on."""
+    page = await state.store.list_conversations(
+        status=status,
+        project_id=project,
+        limit=min(limit, state.settings.page_limit_max),
+        cursor=cursor,
+    )
+    return ConversationList(
+        items=[ConversationView.of(r, active=state.service.is_active(r.id)) for r in page.items],
+        next_cursor=page.next_cursor,
+    )
+
+
+@router.get("/count", response_model=Count, responses=responses(401, 403))
+async def count_conversations(
+    state: State,
+    principal: Viewer,
+    status: ConversationStatus | None = None,
+    project: Identifier | None = None,
+) -> Count:
+    """How many conversations match the filters."""
+    return Count(count=await state.store.count_conversations(status=status, project_id=project))
+
+
+@router.get(
+    "/{conversation_id}", response_model=ConversationView, responses=responses(401, 403, 404)
+)
+async def get_conversation(
+    conversation_id: Identifier, state: State, principal: Viewer
+) -> ConversationView:
+    """Status, loop, usage, branch and termination of one conversation."""
+    record = await state.store.get_conversation(conversation_id)
+    return ConversationView.of(record, active=state.service.is_active(conversation_id))
+
+
+@router.delete(
+    "/{conversation_id}", response_model=Deleted, responses=responses(401, 403, 404, 409)
+)
+async def delete_conversation(
+    conversation_id: Identifier,
+    state: State,
+    principal: Operator,
+    delete_branch: bool = False,
+) -> Deleted:
+    """Remove the conversation, its events and its worktree; refused while a run is active."""
+    record = await state.store.get_conversation(conversation_id)
+    if state.service.is_active(conversation_id) or record.status.is_active:
+        raise ConflictError(
+            f"conversation {conversation_id} is {record.status.value}: cancel or interrupt "
+            "it before deleting"
+        )
+    await state.service.delete(conversation_id, delete_branch=delete_branch)
+    return Deleted(id=conversation_id, deleted=True)

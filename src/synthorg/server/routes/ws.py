@@ -1,0 +1,48 @@
+"""The event WebSocket route: auth frame first, then history and the live tail."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, WebSocket
+
+from synthorg.errors import ConflictError, NotFoundError
+from synthorg.server.state import ServerState
+from synthorg.server.stream import (
+    CLOSE_BUSY,
+    CLOSE_NOT_FOUND,
+    Close,
+    EventStream,
+    authenticate,
+    close,
+)
+
+router = APIRouter()
+
+
+@router.websocket("/api/conversations/{conversation_id}/events/ws")
+async def events_ws(
+    websocket: WebSocket,
+    conversation_id: str,
+    after: Annotated[int, Query(ge=0)] = 0,
+) -> None:
+    """Send ``{"type":"auth","token":...}`` first; then events with seq > after arrive live."""
+    state: ServerState = websocket.app.state.server
+    await websocket.accept()
+    principal = await authenticate(websocket, state)
+    if principal is None:
+        return
+    try:
+        await state.store.last_seq(conversation_id)
+    except NotFoundError:
+        await close(websocket, Close(CLOSE_NOT_FOUND, f"no conversation {conversation_id}"))
+        return
+    try:
+        state.subscribers.acquire(conversation_id)
+    except ConflictError as exc:
+        await close(websocket, Close(CLOSE_BUSY, str(exc)))
+        return
+    try:
+        await EventStream(websocket, state, conversation_id, principal, after).run()
+    finally:
+        state.subscribers.release(conversation_id)

@@ -1,0 +1,101 @@
+"""What every route reaches: the store, the run service, auth, settings, metrics, streams."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Protocol
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from synthorg.server.auth import ApiKey, Principal, Role
+from synthorg.server.config import ServerSettings
+from synthorg.server.metrics import ServerMetrics
+from synthorg.server.subscribers import SubscriberLimit
+from synthorg.service.protocol import RunService
+from synthorg.store.protocol import ConversationStore
+
+
+class Authenticator(Protocol):
+    """Turns a bearer key into a principal and manages keys (``KeyStore`` implements it)."""
+
+    def authenticate(self, key: str) -> Principal | None:
+        """The principal of a valid key; None otherwise."""
+        ...
+
+    def create(self, principal: str, roles: set[Role] | frozenset[Role]) -> tuple[ApiKey, str]:
+        """Make a key: its record and the secret (shown once)."""
+        ...
+
+    def list(self) -> list[ApiKey]:
+        """Every key record."""
+        ...
+
+    def revoke(self, key_id: str) -> ApiKey:
+        """Revoke a key by id."""
+        ...
+
+
+@dataclass
+class ServerState:
+    """The app's collaborators (one per app, on ``app.state.server``)."""
+
+    settings: ServerSettings
+    store: ConversationStore
+    service: RunService
+    auth: Authenticator
+    metrics: ServerMetrics
+    subscribers: SubscriberLimit = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.subscribers = SubscriberLimit(self.settings.ws_subscribers_per_conversation)
+
+
+def get_state(request: Request) -> ServerState:
+    """The ServerState of the app serving this request."""
+    state: ServerState = request.app.state.server
+    return state
+
+
+State = Annotated[ServerState, Depends(get_state)]
+
+_bearer = HTTPBearer(auto_error=False, description="An API key: Authorization: Bearer <key>.")
+
+
+def authenticated(
+    state: State,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The caller, or 401."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise HTTPException(
+            401,
+            "missing API key: send 'Authorization: Bearer <key>' (make one with "
+            "`synthorg serve keys create`)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    principal = state.auth.authenticate(credentials.credentials)
+    if principal is None:
+        raise HTTPException(
+            401, "invalid or revoked API key", headers={"WWW-Authenticate": "Bearer"}
+        )
+    return principal
+
+
+def require(role: Role) -> object:
+    """A dependency: the caller holding ``role``, or 403."""
+
+    def check(principal: Annotated[Principal, Depends(authenticated)]) -> Principal:
+        if not principal.can(role):
+            raise HTTPException(
+                403, f"{principal.name} lacks the {role.value} role needed for this request"
+            )
+        return principal
+
+    return Depends(check)
+
+
+Viewer = Annotated[Principal, require(Role.VIEWER)]
+Operator = Annotated[Principal, require(Role.OPERATOR)]
+Approver = Annotated[Principal, require(Role.APPROVER)]
+Admin = Annotated[Principal, require(Role.ADMIN)]

@@ -1,0 +1,326 @@
+"""Request and response models of the REST API (the OpenAPI schema is generated from them)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from decimal import Decimal
+from pathlib import PurePath
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from synthorg.domain import (
+    Complexity,
+    ConfirmationPolicy,
+    ConversationRecord,
+    ConversationStatus,
+    PendingAction,
+    StoredEvent,
+    Task,
+    TerminationReason,
+    TokenUsage,
+    WorkspaceInfo,
+    new_id,
+)
+from synthorg.domain.ids import Identifier
+from synthorg.engine.config import check_loop_type
+from synthorg.server.auth import ApiKey, Role
+from synthorg.service.options import RunOptions
+from synthorg.workspace.models import CommitInfo, FileChange
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def project_from_repository(repository: str) -> str:
+    """A project id from the repository's directory name (made identifier-safe)."""
+    name = _UNSAFE.sub("-", PurePath(repository).name).strip("-._")[:128]
+    return name or "default"
+
+
+class CreateConversation(BaseModel):
+    """A new conversation: the task, where it runs and how."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repository: str = Field(min_length=1, description="Path of the git repository on the server.")
+    prompt: str = Field(min_length=1, description="The task given to the agent.")
+    project_id: Identifier | None = Field(
+        default=None, description="Project id; default: the repository's directory name."
+    )
+    task_id: Identifier | None = Field(default=None, description="Task id; default: a new id.")
+    complexity: Complexity = Field(default=Complexity.MODERATE, description="Judged difficulty.")
+    artifacts_expected: bool = Field(
+        default=True, description="The task must change files (no tool calls => NO_OP)."
+    )
+    loop: str | None = Field(default=None, description="Force a loop; None = selection/default.")
+    model: str | None = Field(default=None, description="Model id; None = configured default.")
+    provider: str | None = Field(default=None, description="Provider; None = configured one.")
+    max_turns: int | None = Field(default=None, ge=1, le=10_000, description="Turn cap per run.")
+    budget_usd: Decimal | None = Field(default=None, ge=0, description="Cost ceiling per run.")
+    confirmation_policy: ConfirmationPolicy = Field(
+        default=ConfirmationPolicy.NEVER, description="When actions wait for a person."
+    )
+    worktree: bool = Field(default=True, description="Run in a dedicated git worktree.")
+    base_ref: str | None = Field(default=None, description="Branch or commit to start from.")
+    start: bool = Field(default=True, description="Start the run right away.")
+
+    @field_validator("loop")
+    @classmethod
+    def _known_loop(cls, value: str | None) -> str | None:
+        return None if value is None else check_loop_type(value)
+
+    def task(self) -> Task:
+        """The domain task."""
+        return Task(
+            id=self.task_id or new_id("task"),
+            project_id=self.project_id or project_from_repository(self.repository),
+            prompt=self.prompt,
+            complexity=self.complexity,
+            artifacts_expected=self.artifacts_expected,
+            repository=self.repository,
+        )
+
+    def options(self) -> RunOptions:
+        """The run options."""
+        return RunOptions(
+            loop=self.loop,
+            model=self.model,
+            provider=self.provider,
+            max_turns=self.max_turns,
+            budget_usd=self.budget_usd,
+            confirmation_policy=self.confirmation_policy,
+            worktree=self.worktree,
+            base_ref=self.base_ref,
+        )
+
+
+class TaskView(BaseModel):
+    """The task of a conversation."""
+
+    id: str = Field(description="Task id.")
+    project_id: str = Field(description="Project id.")
+    prompt: str = Field(description="The instruction.")
+    complexity: Complexity = Field(description="Judged difficulty.")
+    repository: str = Field(description="Repository path.")
+
+
+class ConversationView(BaseModel):
+    """A conversation as clients see it (secrets never leave the server)."""
+
+    id: str = Field(description="Conversation id.")
+    status: ConversationStatus = Field(description="Lifecycle status.")
+    active: bool = Field(description="A run is in progress in this server process.")
+    task: TaskView = Field(description="The task.")
+    loop_type: str = Field(description="Execution loop.")
+    model: str = Field(description="Bound model.")
+    provider: str = Field(description="Bound provider.")
+    created_at: datetime = Field(description="Creation time (UTC).")
+    updated_at: datetime = Field(description="Last change (UTC).")
+    workspace: WorkspaceInfo | None = Field(description="Worktree path, branch and base.")
+    max_turns: int = Field(description="Turn cap per run.")
+    budget_usd: Decimal | None = Field(description="Cost ceiling per run.")
+    confirmation_policy: ConfirmationPolicy = Field(description="When actions wait.")
+    execution_id: str | None = Field(description="Latest run id.")
+    runs: int = Field(description="Runs started.")
+    termination_reason: TerminationReason | None = Field(description="Why the last run ended.")
+    usage: TokenUsage = Field(description="Tokens and cost over all runs.")
+    turns: int = Field(description="Action turns over all runs.")
+    commit_sha: str | None = Field(description="Latest commit landed by the gate.")
+    error: str | None = Field(description="Latest error.")
+    labels: dict[str, str] = Field(description="Free-form labels.")
+
+    @classmethod
+    def of(cls, record: ConversationRecord, *, active: bool) -> ConversationView:
+        """The view of a stored record."""
+        return cls(
+            id=record.id,
+            status=record.status,
+            active=active,
+            task=TaskView(
+                id=record.task.id,
+                project_id=record.task.project_id,
+                prompt=record.task.prompt,
+                complexity=record.task.complexity,
+                repository=record.task.repository,
+            ),
+            loop_type=record.loop_type,
+            model=record.model,
+            provider=record.provider,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            workspace=record.workspace,
+            max_turns=record.max_turns,
+            budget_usd=record.budget_usd,
+            confirmation_policy=record.confirmation_policy,
+            execution_id=record.execution_id,
+            runs=record.runs,
+            termination_reason=record.termination_reason,
+            usage=record.usage,
+            turns=record.turns,
+            commit_sha=record.commit_sha,
+            error=record.error,
+            labels=record.labels,
+        )
+
+
+class ConversationList(BaseModel):
+    """One page of conversations, newest first."""
+
+    items: list[ConversationView] = Field(description="The conversations on this page.")
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; None at end.")
+
+
+class Count(BaseModel):
+    """How many conversations match."""
+
+    count: int = Field(ge=0, description="The number of matching conversations.")
+
+
+class Deleted(BaseModel):
+    """A conversation was removed."""
+
+    id: str = Field(description="The removed conversation.")
+    deleted: bool = Field(description="Always true.")
+
+
+class SendMessage(BaseModel):
+    """A message for the agent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, description="The message.")
+    run: bool = Field(
+        default=True, description="Start or continue a run with it (while running it steers)."
+    )
+
+
+Delivery = Literal["steered", "started", "recorded"]
+
+
+class MessageResult(BaseModel):
+    """What happened to a message."""
+
+    conversation_id: str = Field(description="The conversation.")
+    delivery: Delivery = Field(
+        description="steered: the active run reads it next turn; started: a run began with it; "
+        "recorded: appended to the log for a later run."
+    )
+
+
+ControlAction = Literal["pause", "interrupt", "resume", "cancel"]
+
+
+class ControlResult(BaseModel):
+    """A control command was accepted."""
+
+    conversation_id: str = Field(description="The conversation.")
+    action: ControlAction = Field(description="The command.")
+    status: ConversationStatus = Field(description="Status right after the command was accepted.")
+
+
+class PendingView(BaseModel):
+    """Actions waiting for a decision."""
+
+    conversation_id: str = Field(description="The conversation.")
+    status: ConversationStatus = Field(description="Its status.")
+    request_seq: int | None = Field(description="Seq of the confirmation request; None if none.")
+    pending: list[PendingAction] = Field(description="Actions still undecided.")
+
+
+class DecisionRequest(BaseModel):
+    """A decision on pending actions, by id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    accepted: list[Identifier] = Field(default_factory=list, description="Action ids to run.")
+    rejected: list[Identifier] = Field(default_factory=list, description="Action ids to refuse.")
+    reason: str = Field(default="", max_length=4000, description="Why (shown to the agent).")
+
+
+class DecisionResult(BaseModel):
+    """A decision was delivered to the run."""
+
+    conversation_id: str = Field(description="The conversation.")
+    accepted: list[str] = Field(description="Accepted ids.")
+    rejected: list[str] = Field(description="Rejected ids.")
+    approver: str = Field(description="The authenticated principal recorded as approver.")
+
+
+class EventPage(BaseModel):
+    """A page of the event log in seq order."""
+
+    items: list[StoredEvent] = Field(description="Events.")
+    last_seq: int = Field(ge=0, description="Highest seq of the conversation right now.")
+    next_after: int | None = Field(
+        description="Pass as ?after= for the following page; None when this page was not full."
+    )
+
+
+class Changes(BaseModel):
+    """Files that differ from the base ref."""
+
+    items: list[FileChange] = Field(description="Changed paths, sorted.")
+
+
+class Diff(BaseModel):
+    """A unified diff from the base ref to the worktree."""
+
+    path: str | None = Field(description="The path diffed; None for the whole worktree.")
+    diff: str = Field(description="Unified diff text.")
+
+
+class Commits(BaseModel):
+    """Commits on the conversation's branch since its base."""
+
+    items: list[CommitInfo] = Field(description="Newest first.")
+
+
+class CreateKey(BaseModel):
+    """A new API key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    principal: str = Field(min_length=1, max_length=200, description="Who it authenticates.")
+    roles: list[Role] = Field(min_length=1, description="Roles granted.")
+
+
+class KeyView(BaseModel):
+    """An API key's record (never the key)."""
+
+    id: str = Field(description="Key id.")
+    principal: str = Field(description="Principal.")
+    roles: list[Role] = Field(description="Roles.")
+    created_at: datetime = Field(description="Creation time.")
+    revoked_at: datetime | None = Field(description="Revocation time.")
+
+    @classmethod
+    def of(cls, key: ApiKey) -> KeyView:
+        """The view of a stored key."""
+        return cls(
+            id=key.id,
+            principal=key.principal,
+            roles=list(key.roles),
+            created_at=key.created_at,
+            revoked_at=key.revoked_at,
+        )
+
+
+class KeyCreated(BaseModel):
+    """A new key; the secret is shown only here."""
+
+    key: str = Field(description="The API key: send as 'Authorization: Bearer <key>'.")
+    record: KeyView = Field(description="Its record.")
+
+
+class Health(BaseModel):
+    """Liveness."""
+
+    status: Literal["ok"] = Field(description="Always ok while the process serves.")
+
+
+class Ready(BaseModel):
+    """Readiness: the store answers."""
+
+    ready: bool = Field(description="Whether requests can be served.")
+    detail: str = Field(description="Why not, when not ready.")
