@@ -7,15 +7,46 @@ import os
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
+from typing import Protocol
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.fernet import Fernet, InvalidToken
 from pydantic import SecretStr
 
 from synthorg.errors import ConfigError
 from synthorg.mcp.config import McpConfig
 
-Cipher = Fernet | MultiFernet
-"""A symmetric cipher for secrets at rest (the store's, or one from a key file)."""
+
+class Cipher(Protocol):
+    """Seals secrets at rest; the store's ``SecretCipher`` satisfies it structurally."""
+
+    def encrypt(self, value: str) -> str:
+        """The sealed form of ``value``."""
+        ...
+
+    def decrypt(self, sealed: str) -> str:
+        """The plaintext of a sealed value; raises if the key is not the one it was sealed with."""
+        ...
+
+
+class FernetCipher:
+    """A Cipher over one Fernet key (for a vault key file of its own)."""
+
+    def __init__(self, key: bytes) -> None:
+        try:
+            self._fernet = Fernet(key.strip())
+        except ValueError as exc:
+            raise ConfigError(
+                "the vault key is not a valid Fernet key (32 url-safe base64 bytes); "
+                "delete the key file to have a new one generated"
+            ) from exc
+
+    def encrypt(self, value: str) -> str:
+        """The Fernet token of ``value``."""
+        return self._fernet.encrypt(value.encode()).decode("ascii")
+
+    def decrypt(self, sealed: str) -> str:
+        """The plaintext of a Fernet token (InvalidToken with another key)."""
+        return self._fernet.decrypt(sealed.encode("ascii")).decode()
 
 
 class CredentialKind(StrEnum):
@@ -73,11 +104,8 @@ class CredentialVault:
         if config.vault_path is not None:
             if config.vault_key_path is None:
                 raise ConfigError("vault_path is set but vault_key_path is not; name the key file")
-            vault.merge(
-                cls.load(
-                    config.vault_path, Fernet(load_or_create_fernet_key(config.vault_key_path))
-                )
-            )
+            key = load_or_create_fernet_key(config.vault_key_path)
+            vault.merge(cls.load(config.vault_path, FernetCipher(key)))
         return vault
 
     def merge(self, other: CredentialVault) -> None:
@@ -85,9 +113,9 @@ class CredentialVault:
         self._items.update(other._items)
 
     def save(self, path: Path, cipher: Cipher) -> None:
-        """Write the vault encrypted (each value a Fernet token), 0600, atomically."""
+        """Write the vault encrypted (each value sealed by ``cipher``), 0600, atomically."""
         data = {
-            f"{project}/{kind}": cipher.encrypt(value.get_secret_value().encode()).decode()
+            f"{project}/{kind}": cipher.encrypt(value.get_secret_value())
             for (project, kind), value in self._items.items()
         }
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -108,14 +136,16 @@ class CredentialVault:
         for key, token in data.items():
             project, _, kind = key.rpartition("/")
             try:
-                vault.put(project, CredentialKind(kind), cipher.decrypt(token.encode()).decode())
-            except InvalidToken as exc:
+                kind_ = CredentialKind(kind)
+            except ValueError as exc:
+                raise ConfigError(f"credential vault {path}: unknown entry {key!r}") from exc
+            try:
+                vault.put(project, kind_, cipher.decrypt(token))
+            except (InvalidToken, ConfigError) as exc:
                 raise ConfigError(
                     f"credential vault {path} does not decrypt with this key; "
                     "use the key file it was written with"
                 ) from exc
-            except ValueError as exc:
-                raise ConfigError(f"credential vault {path}: unknown entry {key!r}") from exc
         return vault
 
 

@@ -223,6 +223,11 @@ class GitPushTool:
             )
         if code != 0:
             detail = ctx.redactor.text((err.strip() or out.strip())[-_STDERR_TAIL:])
+            if token is None and "could not read Username" in detail:
+                detail += (
+                    f" (the remote requires authentication and project "
+                    f"{project.project_id!r} has no git token: set git_token_env in the config)"
+                )
             raise ToolFailedError(
                 f"git push of {branch} to {remote} failed (exit {code}): {detail}"
             )
