@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from mcp_servers import (
     FetchHandler,
     ForgeHandler,
@@ -20,15 +19,15 @@ from mcp_servers import (
     GitRemoteState,
     serving,
 )
+
 from synthorg.domain import ToolAuditEvent
 from synthorg.gateway.signer import GatewaySigner, RunBinding
 from synthorg.mcp import (
-    McpToolClient,
-    ToolCallResult,
-    CredentialKind,
     CredentialVault,
     McpConfig,
     McpEndpoints,
+    McpToolClient,
+    ToolCallResult,
     create_mcp_app,
     serve_mcp,
 )
