@@ -102,7 +102,12 @@ class GatewaySigner:
                 algorithms=[_ALGORITHM],
                 audience=_AUDIENCE,
                 issuer=_ISSUER,
-                options={"require": ["exp", "iat", "jti", "aud", "iss"], "verify_iat": False},
+                # Expiry is checked below against the injected clock, not PyJWT's wall clock.
+                options={
+                    "require": ["exp", "iat", "jti", "aud", "iss"],
+                    "verify_iat": False,
+                    "verify_exp": False,
+                },
                 leeway=0,
             )
         except jwt.ExpiredSignatureError as exc:
@@ -111,6 +116,8 @@ class GatewaySigner:
             raise BearerError("bearer signature invalid (tampered or another key)") from exc
         except jwt.PyJWTError as exc:
             raise BearerError(f"bearer invalid: {exc}") from exc
+        if not isinstance(payload["exp"], int):
+            raise BearerError("bearer claims malformed: exp is not an integer")
         if payload["exp"] <= self._clock():
             raise BearerError("bearer expired; mint a new one for this run")
         try:
@@ -131,7 +138,7 @@ def load_or_create_key(path: Path) -> bytes:
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         key = secrets.token_bytes(48)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(key)

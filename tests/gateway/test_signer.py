@@ -1,0 +1,173 @@
+"""GatewaySigner and the key file: mint/verify, explicit binding, every way a bearer is refused."""
+
+from __future__ import annotations
+
+import base64
+import json
+import multiprocessing
+import stat
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import jwt
+import pytest
+
+from synthorg.errors import ConfigError
+from synthorg.gateway.signer import (
+    BearerError,
+    GatewaySigner,
+    RunBinding,
+    UnboundModelError,
+    load_or_create_key,
+)
+
+KEY = b"k" * 48
+BINDING = RunBinding(
+    execution_id="exec-1",
+    agent_id="agent-1",
+    task_id="task-1",
+    project_id="proj-1",
+    conversation_id="conv-1",
+    provider="p",
+    model_id="m",
+    cost_ceiling=Decimal("1.25"),
+)
+
+
+def served(provider: str, model: str) -> bool:
+    return (provider, model) == ("p", "m")
+
+
+def signer(clock: float | None = None, key: bytes = KEY) -> GatewaySigner:
+    if clock is None:
+        return GatewaySigner(key, served=served)
+    return GatewaySigner(key, served=served, clock=lambda: clock)
+
+
+def test_round_trip_keeps_every_claim() -> None:
+    token = signer().mint(BINDING, ttl_s=60)
+    claims = signer().verify(token)
+    assert (
+        RunBinding.model_validate(claims.model_dump(include=set(RunBinding.model_fields)))
+        == BINDING
+    )
+    assert claims.expires_at - claims.issued_at == 60
+    assert claims.cost_ceiling == Decimal("1.25")
+    assert signer().verify(signer().mint(BINDING, ttl_s=60)).token_id != claims.token_id
+
+
+def test_unbound_model_fails_loud_at_mint() -> None:
+    with pytest.raises(UnboundModelError, match="not served by provider"):
+        signer().mint(BINDING.model_copy(update={"model_id": "other"}), ttl_s=60)
+    with pytest.raises(UnboundModelError):
+        signer().mint(BINDING.model_copy(update={"provider": "q"}), ttl_s=60)
+
+
+def test_bad_ttl_and_short_key_are_config_errors() -> None:
+    with pytest.raises(ConfigError):
+        signer().mint(BINDING, ttl_s=0)
+    with pytest.raises(ConfigError, match="at least 32 bytes"):
+        GatewaySigner(b"short", served=served)
+
+
+def test_expired_by_the_injected_clock() -> None:
+    now = time.time()
+    token = signer(clock=now).mint(BINDING, ttl_s=10)
+    assert signer(clock=now + 9).verify(token).execution_id == "exec-1"
+    with pytest.raises(BearerError, match="expired"):
+        signer(clock=now + 10).verify(token)
+
+
+def test_a_clock_in_the_past_is_honoured_both_ways() -> None:
+    """The injected clock, not PyJWT's wall clock, decides expiry."""
+    past = time.time() - 10_000
+    token = signer(clock=past).mint(BINDING, ttl_s=10)
+    assert signer(clock=past + 1).verify(token).model_id == "m"
+    with pytest.raises(BearerError, match="expired"):
+        signer().verify(token)
+
+
+def test_other_key_is_refused() -> None:
+    token = signer(key=b"x" * 48).mint(BINDING, ttl_s=60)
+    with pytest.raises(BearerError, match="signature invalid"):
+        signer().verify(token)
+
+
+def _tamper(token: str, **changes: object) -> str:
+    header, payload, signature = token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims.update(changes)
+    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    return f"{header}.{forged}.{signature}"
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"model_id": "gpt-x"}, {"provider": "q"}, {"cost_ceiling": "1000"}, {"exp": 4_000_000_000}],
+)
+def test_tampered_claims_are_refused(changes: dict[str, object]) -> None:
+    token = signer().mint(BINDING, ttl_s=60)
+    with pytest.raises(BearerError, match="signature invalid"):
+        signer().verify(_tamper(token, **changes))
+
+
+def test_alg_none_and_garbage_are_refused() -> None:
+    claims = {
+        **BINDING.model_dump(mode="json"),
+        "iat": 1,
+        "exp": 4_000_000_000,
+        "jti": "x",
+        "aud": "synthorg-run",
+        "iss": "synthorg-gateway",
+    }
+    unsigned = jwt.encode(claims, key=None, algorithm="none")
+    with pytest.raises(BearerError):
+        signer().verify(unsigned)
+    with pytest.raises(BearerError):
+        signer().verify("not-a-jwt")
+
+
+def test_wrong_audience_or_missing_claims_are_refused() -> None:
+    base = {
+        **BINDING.model_dump(mode="json"),
+        "iat": 1,
+        "exp": 4_000_000_000,
+        "jti": "x",
+        "iss": "synthorg-gateway",
+    }
+    with pytest.raises(BearerError, match="invalid"):
+        signer().verify(jwt.encode({**base, "aud": "someone-else"}, KEY, algorithm="HS256"))
+    with pytest.raises(BearerError):
+        signer().verify(
+            jwt.encode({**base, "aud": "synthorg-run", "execution_id": ""}, KEY, algorithm="HS256")
+        )
+    no_exp = {k: v for k, v in base.items() if k != "exp"} | {"aud": "synthorg-run"}
+    with pytest.raises(BearerError):
+        signer().verify(jwt.encode(no_exp, KEY, algorithm="HS256"))
+
+
+def test_key_file_created_private_and_reused(tmp_path: Path) -> None:
+    path = tmp_path / "keys" / "gateway-signing.key"
+    key = load_or_create_key(path)
+    assert len(key) >= 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_or_create_key(path) == key
+    assert [p.name for p in path.parent.iterdir()] == [path.name], "no temp files left"
+
+
+def _load(path: str, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    queue.put(load_or_create_key(Path(path)))
+
+
+def test_key_file_race_between_processes_yields_one_key(tmp_path: Path) -> None:
+    path = tmp_path / "race" / "k.key"
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_load, args=(str(path), queue)) for _ in range(8)]
+    for proc in procs:
+        proc.start()
+    keys = {queue.get(timeout=30) for _ in procs}
+    for proc in procs:
+        proc.join(timeout=30)
+    assert keys == {path.read_bytes()}
