@@ -176,7 +176,7 @@ async def test_script_exhausted_is_loud(harness: Harness) -> None:
         {"role": "user", "content": "again"},
     ] * 3
     async with harness.client(token) as client:
-        with pytest.raises(openai.InternalServerError, match="tool-script.*ran out of turns"):
+        with pytest.raises(openai.InternalServerError, match=r"tool-script.*ran out of turns"):
             await client.chat.completions.create(model=LOCAL_MODEL, messages=history)  # type: ignore[arg-type]
         # A stream fails before its first byte: a proper 500, not a broken 200.
         with pytest.raises(openai.InternalServerError, match="ran out of turns"):
