@@ -1,0 +1,75 @@
+"""The plan_execute loop: plan, run each step as a bounded react sub-loop, re-plan on failure."""
+
+from __future__ import annotations
+
+from synthorg.domain import ExecutionResult, TerminationReason
+from synthorg.engine.native.phases import Ending, plan_phase, restore_plan, step_phase
+from synthorg.engine.native.prompts import ASK_PLAN, PLAN_EXECUTE, replan_prompt, step_prompt
+from synthorg.engine.native.runtime import NativeLoopDeps, control_tools, native_run
+from synthorg.engine.native.tools import ToolSet
+from synthorg.engine.native.turn import TurnEngine
+from synthorg.engine.protocol import LoopContext
+
+
+class PlanExecuteLoop:
+    """Plan, then one step at a time; a failed or stuck step triggers a re-plan.
+
+    Ends COMPLETED when every step is done (or on ``finish``), ERROR after ``max_replans``
+    re-plans, MAX_TURNS at the run's cap, or whatever the sink asks for. A resumed run picks
+    the plan and the steps done back up from the log.
+    """
+
+    def __init__(self, deps: NativeLoopDeps) -> None:
+        self._deps = deps
+
+    def get_loop_type(self) -> str:
+        return "plan_execute"
+
+    async def execute(self, context: LoopContext) -> ExecutionResult:
+        async with native_run(self._deps, context, "plan_execute", PLAN_EXECUTE) as (
+            engine,
+            work,
+            stop,
+        ):
+            end = await self._run(engine, work, context) if stop is None else Ending(stop)
+            return await engine.result(end.reason, final_message=end.message, error=end.error)
+
+    async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> Ending:
+        s = self._deps.settings
+        plan_tools = work.with_tools(*control_tools("write_plan"))
+        step_tools = work.with_tools(*control_tools("complete_step", "finish"))
+        restored = restore_plan(context.prior_events)
+        steps, done = restored if restored is not None else ((), 0)
+        replans, failure = 0, None
+        summaries: list[str] = []
+        while True:
+            if not steps or failure is not None:
+                if failure is not None:
+                    replans += 1
+                    if replans > s.max_replans:
+                        return Ending(
+                            TerminationReason.ERROR,
+                            error=f"gave up after {s.max_replans} re-plans: {failure}",
+                        )
+                prompt = ASK_PLAN if failure is None else replan_prompt(steps, done, failure)
+                if (stop := await engine.say(prompt)) is not None:
+                    return Ending(stop)
+                planned = await plan_phase(engine, plan_tools, s.planning_attempts)
+                if isinstance(planned, Ending):
+                    return planned
+                steps, done, failure = planned, 0, None
+            if done >= len(steps):
+                return Ending(
+                    TerminationReason.COMPLETED,
+                    message="\n".join(summaries) or f"completed all {len(steps)} plan steps",
+                )
+            if (stop := await engine.say(step_prompt(steps, done))) is not None:
+                return Ending(stop)
+            step = await step_phase(engine, step_tools, s.step_max_turns)
+            if isinstance(step, Ending):
+                return step
+            if step.done:
+                done += 1
+                summaries.append(f"{done}. {step.summary}")
+            else:
+                failure = step.summary

@@ -1,0 +1,111 @@
+"""What a native loop needs per run (NativeLoopDeps) and the set-up every loop shares."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from synthorg.domain import TerminationReason
+from synthorg.engine.native.model import ModelClient, OpenAICompatClient
+from synthorg.engine.native.settings import NativeLoopSettings
+from synthorg.engine.native.tools import (
+    McpClientFactory,
+    Tool,
+    ToolExecutor,
+    ToolSet,
+    complete_step_tool,
+    file_editor_tool,
+    finish_tool,
+    mcp_tools,
+    terminal_tool,
+    think_tool,
+    write_plan_tool,
+)
+from synthorg.engine.native.turn import CheckpointHook, TurnEngine
+from synthorg.engine.protocol import GatewayAccess, LoopContext
+
+ModelClientFactory = Callable[[GatewayAccess, str, NativeLoopSettings], ModelClient]
+"""(gateway access, model id, settings) -> a model client for one run."""
+
+
+def http_model_client(
+    gateway: GatewayAccess, model: str, settings: NativeLoopSettings
+) -> ModelClient:
+    """The default: chat completions to the gateway with the run's bearer."""
+    return OpenAICompatClient(
+        gateway.base_url,
+        gateway.bearer,
+        model,
+        temperature=settings.temperature,
+        max_tokens=settings.max_tokens,
+        timeout_s=settings.request_timeout_s,
+    )
+
+
+@dataclass(frozen=True)
+class NativeLoopDeps:
+    """Dependencies of the native loops for one run (required via ``LoopDependencies``)."""
+
+    executor: ToolExecutor
+    """Runs terminal commands and file edits: the run's sandbox toolbox."""
+    checkpoint: CheckpointHook | None = None
+    """Snapshots the workspace before each mutating action (None: no checkpoints)."""
+    mcp_client_factory: McpClientFactory | None = None
+    """Builds the MCP client when the run has an MCP endpoint (None: no MCP tools)."""
+    model_client_factory: ModelClientFactory = http_model_client
+    """Builds the model client; the default talks HTTP to the gateway."""
+    settings: NativeLoopSettings = field(default_factory=NativeLoopSettings)
+    """Model call, tool and loop bounds."""
+
+    def work_tools(self) -> list[Tool]:
+        """Terminal, file editor and think."""
+        s = self.settings
+        return [
+            terminal_tool(
+                self.executor,
+                default_timeout_s=s.command_timeout_s,
+                max_timeout_s=s.max_command_timeout_s,
+                max_output=s.max_output_bytes,
+            ),
+            file_editor_tool(self.executor),
+            think_tool(),
+        ]
+
+
+CONTROL_TOOLS: dict[str, Callable[[], Tool]] = {
+    "finish": finish_tool,
+    "think": think_tool,
+    "write_plan": write_plan_tool,
+    "complete_step": complete_step_tool,
+}
+
+
+def control_tools(*names: str) -> list[Tool]:
+    """Fresh control tools by name."""
+    return [CONTROL_TOOLS[name]() for name in names]
+
+
+@asynccontextmanager
+async def native_run(
+    deps: NativeLoopDeps, context: LoopContext, loop_type: str, prompt: str
+) -> AsyncIterator[tuple[TurnEngine, ToolSet, TerminationReason | None]]:
+    """A started engine, the work tools (native + MCP) and the start-up stop reason, if any."""
+    model = deps.model_client_factory(context.gateway, context.model, deps.settings)
+    try:
+        tools = deps.work_tools()
+        if deps.mcp_client_factory is not None and context.gateway.mcp_base_url:
+            client = deps.mcp_client_factory(context.gateway.mcp_base_url, context.gateway.bearer)
+            reserved = [t.name for t in tools] + list(CONTROL_TOOLS)
+            tools += await mcp_tools(client, reserved)
+        engine = TurnEngine(
+            context,
+            loop_type,
+            model,
+            checkpoint=deps.checkpoint,
+            stuck_after=deps.settings.stuck_after,
+        )
+        stop = await engine.start(prompt.format(workspace=deps.executor.workspace))
+        yield engine, ToolSet(tools), stop
+    finally:
+        await model.aclose()

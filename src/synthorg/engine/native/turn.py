@@ -1,0 +1,287 @@
+"""The turn engine shared by every native loop: model call -> actions -> tools -> observations.
+
+Every event goes through the run's sink, whose answer is honoured at once: a stop reason ends
+the turn, and actions that did not run get a 'not executed' observation so the log stays
+consistent for resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+
+from synthorg.domain import (
+    ActionEvent,
+    CheckpointEvent,
+    ConfirmationDecisionEvent,
+    ConfirmationRequestEvent,
+    ConversationEvent,
+    ErrorEvent,
+    ExecutionResult,
+    FinishedEvent,
+    MessageEvent,
+    ObservationEvent,
+    PendingAction,
+    TerminationReason,
+    TokenUsage,
+    new_id,
+)
+from synthorg.domain.ids import is_valid_id
+from synthorg.engine.native.errors import ModelBudgetExhausted, ModelCallError
+from synthorg.engine.native.history import NOT_EXECUTED, History, rebuild_messages
+from synthorg.engine.native.model import ModelClient, ModelReply
+from synthorg.engine.native.prompts import RESUMED
+from synthorg.engine.native.tools.base import Finish, ParsedCall, Signal, ToolResult, ToolSet
+from synthorg.engine.protocol import LoopContext
+from synthorg.engine.termination import TurnLedger, finish_run
+
+CheckpointHook = Callable[[str], Awaitable[CheckpointEvent | None]]
+"""Snapshot the workspace before the action with this id; the event to log, if one was made."""
+
+
+@dataclass
+class TurnOutcome:
+    """How one turn ended; at most one of stop / finished / reply_text is set."""
+
+    stop: TerminationReason | None = None
+    error: str | None = None
+    finished: str | None = None
+    reply_text: str | None = None
+    signals: list[Signal] = field(default_factory=list)
+    repeated: str | None = None
+
+
+class _Stop(Exception):  # internal control flow, never escapes the engine
+    def __init__(self, reason: TerminationReason, error: str | None = None) -> None:
+        self.reason, self.error = reason, error
+
+
+class TurnEngine:
+    """One run's conversation with the model and the tools."""
+
+    def __init__(
+        self,
+        context: LoopContext,
+        loop_type: str,
+        model: ModelClient,
+        *,
+        checkpoint: CheckpointHook | None = None,
+        stuck_after: int = 3,
+    ) -> None:
+        self.context = context
+        self.loop_type = loop_type
+        self._model = model
+        self._checkpoint = checkpoint
+        self._stuck_after = stuck_after
+        self.history = History("")
+        self.ledger = TurnLedger(TokenUsage())
+        self._seen_ids: set[str] = set()
+        self._last_signature: str | None = None
+        self._repeats = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def start(self, system_prompt: str) -> TerminationReason | None:
+        """Baseline the cost ledger and seed the history (fresh, or rebuilt when resumed)."""
+        self.ledger = TurnLedger(await self.context.gateway.usage())
+        self.history = History(system_prompt)
+        prior = rebuild_messages(self.context.prior_events)
+        self._seen_ids = {
+            e.event.action_id for e in self.context.prior_events if isinstance(e.event, ActionEvent)
+        }
+        if not any(m["role"] == "user" for m in prior):
+            prior.insert(0, {"role": "user", "content": self.context.task.prompt})
+            self.history.extend(prior)
+            return await self.emit(MessageEvent(role="user", text=self.context.task.prompt))
+        self.history.extend(prior)
+        return await self.say(RESUMED)
+
+    async def emit(self, event: ConversationEvent) -> TerminationReason | None:
+        """Report one event; the sink's answer is the stop reason, if any."""
+        return await self.context.emit(event)
+
+    async def say(self, text: str) -> TerminationReason | None:
+        """A loop instruction: a user turn for the model, a system message in the log."""
+        self.history.add_user(text)
+        return await self.emit(MessageEvent(role="system", text=text))
+
+    async def result(
+        self, reason: TerminationReason, *, final_message: str = "", error: str | None = None
+    ) -> ExecutionResult:
+        """Close the run: a FinishedEvent on completion, an ErrorEvent on error, NO_OP applied."""
+        if reason is TerminationReason.COMPLETED:
+            await self.emit(FinishedEvent(message=final_message))
+        elif error is not None:
+            await self.emit(ErrorEvent(message=error, code=reason.value))
+        accumulated = await self.context.gateway.usage()
+        return finish_run(
+            self.context,
+            loop_type=self.loop_type,
+            reason=reason,
+            ledger=self.ledger,
+            accumulated=accumulated,
+            final_message=final_message,
+            error=error,
+        )
+
+    def forget_repetition(self) -> None:
+        """Start counting repeats afresh (the loop reacted to the agent being stuck)."""
+        self._last_signature, self._repeats = None, 0
+
+    @property
+    def turns(self) -> int:
+        """Model calls made in this run."""
+        return len(self.ledger.turns)
+
+    # -- one turn -------------------------------------------------------------------------
+    async def turn(self, tools: ToolSet) -> TurnOutcome:
+        """Steering, one model call, its actions run (after confirmation), observations logged."""
+        try:
+            return await self._turn(tools)
+        except _Stop as stop:
+            return TurnOutcome(stop=stop.reason, error=stop.error)
+
+    async def _turn(self, tools: ToolSet) -> TurnOutcome:
+        for text in self.context.control.drain_steering():
+            self.history.add_user(text)
+            await self._checked(MessageEvent(role="user", text=text))
+        if self.turns >= self.context.max_turns:
+            raise _Stop(TerminationReason.MAX_TURNS, f"reached the turn cap of {self.turns}")
+        try:
+            reply = await self._model.complete(self.history.messages, tools.specs)
+        except ModelBudgetExhausted as exc:
+            raise _Stop(TerminationReason.BUDGET_EXHAUSTED, exc.message) from exc
+        except ModelCallError as exc:
+            raise _Stop(TerminationReason.ERROR, f"model call failed: {exc.message}") from exc
+        calls = [tools.parse(self._action_id(c.id), c.name, c.arguments) for c in reply.calls]
+        accumulated = await self.context.gateway.usage()
+        usage = self.ledger.record(accumulated, [c.name for c in calls]).usage
+        # The history uses our action ids as call ids, exactly as a rebuilt history will.
+        self.history.add_assistant(_with_ids(reply, calls))
+        if not calls:
+            await self._checked(MessageEvent(role="assistant", text=reply.text, usage=usage))
+            return TurnOutcome(reply_text=reply.text)
+        outcome = TurnOutcome(repeated=self._repetition(calls))
+        pending = list(calls)
+        try:
+            for i, call in enumerate(calls):
+                await self._checked(
+                    ActionEvent(
+                        action_id=call.call_id,
+                        tool_name=call.name,
+                        arguments=call.arguments,
+                        summary=call.summary(),
+                        thought=reply.text if i == 0 else "",
+                        risk=call.risk(),
+                        usage=usage if i == 0 else None,
+                    )
+                )
+            rejected = await self._confirm(calls)
+            while pending:
+                result = await self._execute(pending[0], rejected)
+                call = pending.pop(0)
+                self.history.add_tool_result(call.call_id, result.content)
+                if result.signal is not None:
+                    outcome.signals.append(result.signal)
+                    if isinstance(result.signal, Finish):
+                        outcome.finished = result.signal.message
+                await self._checked(
+                    ObservationEvent(
+                        action_id=call.call_id,
+                        content=result.content,
+                        is_error=result.is_error,
+                        exit_code=result.exit_code,
+                    )
+                )
+        except _Stop as stop:
+            await self._abandon(pending, stop.reason)
+            raise
+        return outcome
+
+    # -- helpers --------------------------------------------------------------------------
+    async def _checked(self, event: ConversationEvent) -> None:
+        reason = await self.emit(event)
+        if reason is not None:
+            raise _Stop(reason)
+
+    async def _confirm(self, calls: list[ParsedCall]) -> dict[str, str]:
+        """Wait for a decision on the calls the policy holds back; rejected id -> message."""
+        policy = self.context.confirmation_policy
+        held = [c for c in calls if c.valid and policy.requires_confirmation(c.risk(), c.name)]
+        if not held:
+            return {}
+        await self._checked(
+            ConfirmationRequestEvent(
+                pending=tuple(
+                    PendingAction(
+                        action_id=c.call_id, tool_name=c.name, summary=c.summary(), risk=c.risk()
+                    )
+                    for c in held
+                )
+            )
+        )
+        decision = await self.context.control.wait_for_decision(frozenset(c.call_id for c in held))
+        await self._checked(
+            ConfirmationDecisionEvent(
+                accepted=tuple(sorted(decision.accepted)),
+                rejected=tuple(sorted(decision.rejected)),
+                reason=decision.reason,
+                approver=decision.approver,
+            )
+        )
+        why = f": {decision.reason}" if decision.reason else ""
+        return {i: f"rejected by {decision.approver}{why}; not executed" for i in decision.rejected}
+
+    async def _execute(self, call: ParsedCall, rejected: dict[str, str]) -> ToolResult:
+        if call.error is not None:
+            return ToolResult(content=call.error, is_error=True)
+        if call.call_id in rejected:
+            return ToolResult(content=rejected[call.call_id], is_error=True)
+        assert call.tool is not None
+        if self._checkpoint is not None and call.tool.mutates(call.args):
+            event = await self._checkpoint(call.call_id)
+            if event is not None:
+                await self._checked(event)
+        try:
+            return await call.tool.run(call.args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the executor itself failed: the run cannot go on safely
+            message = f"tool {call.name} failed to run: {type(exc).__name__}: {exc}"
+            await self.emit(
+                ObservationEvent(
+                    action_id=call.call_id, content=message, is_error=True, non_retryable=True
+                )
+            )
+            raise _Stop(TerminationReason.ERROR, message) from exc
+
+    async def _abandon(self, pending: list[ParsedCall], reason: TerminationReason) -> None:
+        for call in pending:
+            await self.emit(
+                ObservationEvent(
+                    action_id=call.call_id,
+                    content=f"{NOT_EXECUTED} (run {reason.value})",
+                    is_error=True,
+                )
+            )
+
+    def _action_id(self, call_id: str) -> str:
+        action_id = call_id if is_valid_id(call_id) and call_id not in self._seen_ids else ""
+        action_id = action_id or new_id("act")
+        self._seen_ids.add(action_id)
+        return action_id
+
+    def _repetition(self, calls: list[ParsedCall]) -> str | None:
+        """The repeated action when this turn repeats the previous one ``stuck_after`` times."""
+        signature = json.dumps([[c.name, c.arguments] for c in calls], sort_keys=True)
+        self._repeats = self._repeats + 1 if signature == self._last_signature else 1
+        self._last_signature = signature
+        if self._repeats >= self._stuck_after:
+            return "; ".join(c.summary() for c in calls)
+        return None
+
+
+def _with_ids(reply: ModelReply, calls: list[ParsedCall]) -> ModelReply:
+    renamed = tuple(replace(c, id=p.call_id) for c, p in zip(reply.calls, calls, strict=True))
+    return replace(reply, calls=renamed)
