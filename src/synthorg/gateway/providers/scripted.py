@@ -47,7 +47,7 @@ class ScriptedProvider:
     ) -> None:
         self._scripts = dict(scripts)
         self._default = default
-        self._latency_s = latency_s
+        self.latency_s = latency_s
         self._chars_per_token = chars_per_token
 
     @classmethod
@@ -76,8 +76,8 @@ class ScriptedProvider:
                 status=404,
                 type_="invalid_request_error",
             )
-        if self._latency_s:
-            await asyncio.sleep(self._latency_s)
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
         try:
             turn = script(request.messages, request.tools)
         except ScriptExhausted as exc:
