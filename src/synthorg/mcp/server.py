@@ -78,7 +78,14 @@ class _ToolDispatcher:
                     f"unknown tool {params.name!r}; available: {', '.join(sorted(self._tools))}"
                 )
             scope = resolve_scope(self._config, claims)
-            args = parse_args(tool, params.arguments)
+            raw = dict(params.arguments or {})
+            if redactor.value(raw) != raw:
+                # E.g. a URL carrying a token to an allow-listed host: never send it anywhere.
+                raise ToolRefusedError(
+                    "the arguments contain a credential held by this server; "
+                    "credentials are never passed through tool arguments"
+                )
+            args = parse_args(tool, raw)
             text = await tool.run(ToolContext(scope, self._vault, redactor, self._locks), args)
         except ToolRefusedError as exc:
             outcome, text = "refused", f"refused: {exc}"

@@ -45,8 +45,8 @@ class HttpFetchTool:
         allow = AllowList(policy.allow)
         if not allow.allows(args.url):
             raise ToolRefusedError(
-                f"URL {args.url!r} is not on project {ctx.scope.project.project_id!r}'s "
-                "http_fetch allow-list"
+                f"URL {args.url!r} is not on the http_fetch allow-list of project "
+                f"{ctx.scope.project.project_id!r}"
                 + ("" if allow else " (the list is empty: http_fetch is disabled)")
             )
         cap = min(args.max_bytes or policy.max_bytes, policy.max_bytes)

@@ -1,0 +1,115 @@
+"""The credentials never leave the server: not in events, logs, tool outputs, files or argv."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+from pathlib import Path
+
+import pytest
+import structlog
+
+from conftest import CONVERSATION, FORGE_TOKEN, GIT_TOKEN, World, call
+from synthorg.mcp import McpEndpoints
+
+BRANCH = f"synthorg/{CONVERSATION}"
+
+
+def _forms(token: str) -> list[str]:
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    return [token, basic, token[4:-4]]
+
+
+def _leaks(text: str) -> list[str]:
+    return [form for t in (GIT_TOKEN, FORGE_TOKEN) for form in _forms(t) if form in text]
+
+
+@pytest.fixture
+def argv_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every git command line the server runs, recorded by a wrapper first on PATH."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "git-argv.log"
+    wrapper = bindir / "git"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec /usr/bin/git "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+async def test_no_credential_escapes_a_push_and_pull_request_session(
+    world: World,
+    endpoints: McpEndpoints,
+    argv_log: Path,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    outputs: list[str] = []
+    with structlog.testing.capture_logs() as structured:
+        bearer = world.bearer()
+        world.commit_on(BRANCH)
+        for tool, arguments in [
+            ("git_push", {}),
+            ("open_pull_request", {"title": "Ship it", "body": "see branch"}),
+            ("open_pull_request", {"title": "echo"}),  # the forge echoes the token back
+            ("git_push", {"branch": "main"}),
+            ("http_fetch", {"url": f"{world.fetch_url}/allowed/hello"}),
+        ]:
+            result = await call(endpoints, bearer, tool, arguments)
+            outputs.append(result.text)
+
+    # The calls did what they should (so the test exercised the credentials for real).
+    assert outputs[0].startswith("pushed") and outputs[1].startswith("opened pull request #1")
+    assert "[REDACTED]" in outputs[2] and "HTTP 422" in outputs[2]
+    assert world.git_state.authorized > 0
+    assert world.forge_state.auth_headers[0] == f"Bearer {FORGE_TOKEN}"
+
+    events = world.audit.of(CONVERSATION)
+    assert len(events) == len(outputs)
+    event_text = "\n".join(e.model_dump_json() for e in events)
+    assert "[REDACTED]" in event_text  # the echoed token, redacted from the detail
+
+    seen = {
+        "tool outputs": "\n".join(outputs),
+        "audit events": event_text,
+        "structured logs": repr(structured),
+        "stdlib logs": "\n".join(f"{r.name} {r.getMessage()} {r.__dict__}" for r in caplog.records),
+        "stdout/stderr": "".join(capfd.readouterr()),
+        "git command lines": argv_log.read_text(),
+    }
+    assert "push" in seen["git command lines"]
+    for where, text in seen.items():
+        assert _leaks(text) == [], f"credential found in {where}"
+
+    # Nothing was persisted to disk: not in the project repo, the remote, or anywhere else
+    # under the test's directories (git config, reflogs, credential stores, temp files).
+    for path in world.tmp.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes().decode("latin-1")
+            assert _leaks(data) == [], f"credential written to {path}"
+
+
+async def test_a_secret_sent_by_the_caller_is_redacted_from_audit_and_outputs(
+    world: World, endpoints: McpEndpoints
+) -> None:
+    # A run that somehow learned a credential must not get it recorded or echoed back
+    # (the caller's own transport logs are the caller's business).
+    bearer = world.bearer()
+    with structlog.testing.capture_logs() as structured:
+        fetched = await call(
+            endpoints, bearer, "http_fetch", {"url": f"{world.fetch_url}/allowed/x?t={GIT_TOKEN}"}
+        )
+        pushed = await call(endpoints, bearer, "git_push", {"branch": f"synthorg/{FORGE_TOKEN}"})
+    assert fetched.is_error and pushed.is_error
+    assert "the arguments contain a credential held by this server" in fetched.text
+    assert [e.outcome for e in world.audit.of(CONVERSATION)] == ["refused", "refused"]
+    events = world.audit.of(CONVERSATION)
+    for where, text in {
+        "tool outputs": fetched.text + pushed.text,
+        "audit events": "\n".join(e.model_dump_json() for e in events),
+        "structured logs": repr(structured),
+    }.items():
+        assert _leaks(text) == [], f"credential found in {where}"
+        assert where == "tool outputs" or "[REDACTED]" in text

@@ -1,0 +1,126 @@
+"""open_pull_request against a loopback forge implementing GitHub's pulls endpoint."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import CONVERSATION, FORGE_TOKEN, OTHER_CONVERSATION, World, call
+from synthorg.mcp import (
+    CredentialKind,
+    CredentialVault,
+    McpClientError,
+    McpEndpoints,
+    create_mcp_app,
+    serve_mcp,
+)
+
+BRANCH = f"synthorg/{CONVERSATION}"
+
+
+async def _push(world: World, endpoints: McpEndpoints) -> None:
+    world.commit_on(BRANCH)
+    pushed = await call(endpoints, world.bearer(), "git_push", {})
+    assert not pushed.is_error, pushed.text
+
+
+async def test_opens_a_pull_request_for_the_pushed_branch(
+    world: World, endpoints: McpEndpoints
+) -> None:
+    await _push(world, endpoints)
+    result = await call(
+        endpoints,
+        world.bearer(),
+        "open_pull_request",
+        {"title": "Add the change", "body": "Done by the agent.", "draft": True},
+    )
+    assert not result.is_error, result.text
+    assert result.text == (
+        f"opened pull request #1 ({BRANCH} -> main): https://forge.test/acme/widgets/pull/1"
+    )
+    assert world.forge_state.pulls == [
+        {
+            "title": "Add the change",
+            "head": BRANCH,
+            "base": "main",
+            "body": "Done by the agent.",
+            "draft": True,
+        }
+    ]
+    assert world.forge_state.auth_headers == [f"Bearer {FORGE_TOKEN}"]
+    events = world.audit.of(CONVERSATION)
+    assert [(e.tool, e.outcome) for e in events] == [
+        ("git_push", "ok"),
+        ("open_pull_request", "ok"),
+    ]
+    assert events[1].arguments["title"] == "Add the change"
+
+
+async def test_the_forge_validation_error_is_reported(
+    world: World, endpoints: McpEndpoints
+) -> None:
+    # Not pushed yet: the forge answers 422 like GitHub does.
+    result = await call(endpoints, world.bearer(), "open_pull_request", {"title": "Too early"})
+    assert result.is_error
+    assert "the forge refused the pull request (HTTP 422)" in result.text
+    assert f"{BRANCH} does not exist" in result.text
+    assert world.audit.of(CONVERSATION)[0].outcome == "error"
+
+
+async def test_a_wrong_forge_token_is_refused_by_the_forge(world: World) -> None:
+    vault = CredentialVault()
+    vault.put("alpha", CredentialKind.FORGE, "ghp_wrong_token_0000")
+    app = create_mcp_app(world.config, world.signer, vault, world.audit)
+    async with serve_mcp(app, host="127.0.0.1") as ends:
+        result = await call(ends, world.bearer(), "open_pull_request", {"title": "x"})
+    assert result.is_error and "HTTP 401" in result.text and "Bad credentials" in result.text
+    assert world.forge_state.pulls == []
+
+
+async def test_without_a_forge_token_nothing_is_sent(world: World) -> None:
+    app = create_mcp_app(world.config, world.signer, CredentialVault(), world.audit)
+    async with serve_mcp(app, host="127.0.0.1") as ends:
+        result = await call(ends, world.bearer(), "open_pull_request", {"title": "x"})
+    assert result.is_error and "has no forge token in the vault" in result.text
+    assert world.forge_state.auth_headers == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"title": "x", "head": f"synthorg/{OTHER_CONVERSATION}"}, "wrong branch"),
+        ({"title": "x", "head": "main"}, "is protected"),
+        ({"title": "x", "base": BRANCH}, "base and head are both"),
+        ({"title": "x", "base": "bad..name"}, "is not a valid branch name"),
+        ({"title": ""}, "invalid arguments for open_pull_request: title"),
+        ({"title": "x", "project_id": "beta"}, "cannot act on project 'beta'"),
+    ],
+)
+async def test_out_of_scope_requests_are_refused(
+    world: World, endpoints: McpEndpoints, arguments: dict[str, object], message: str
+) -> None:
+    result = await call(endpoints, world.bearer(), "open_pull_request", arguments)
+    assert result.is_error and message in result.text, result.text
+    assert world.forge_state.auth_headers == []
+    [event] = world.audit.of(CONVERSATION)
+    assert event.outcome == "refused"
+
+
+async def test_another_projects_bearer_cannot_open_a_pull_request_here(
+    world: World, endpoints: McpEndpoints
+) -> None:
+    beta = world.bearer(project="beta", conversation="conv-beta-1")
+    named = await call(endpoints, beta, "open_pull_request", {"title": "x", "project_id": "alpha"})
+    assert named.is_error and "scoped to project 'beta'" in named.text
+    own = await call(endpoints, beta, "open_pull_request", {"title": "x"})
+    assert own.is_error and "not configured for project 'beta'" in own.text
+    assert world.forge_state.auth_headers == []
+
+
+async def test_expired_bearer_cannot_open_a_pull_request(
+    world: World, endpoints: McpEndpoints
+) -> None:
+    token = world.bearer(ttl_s=1)
+    world.clock.now += 2
+    with pytest.raises(McpClientError, match="bearer expired"):
+        await call(endpoints, token, "open_pull_request", {"title": "x"})
+    assert world.forge_state.auth_headers == []
