@@ -82,7 +82,7 @@ class ObserveRequests:
             template = getattr(route, "path", None) or "unmatched"
             self.metrics.requests.labels(scope["method"], template, str(status)).inc()
             self.metrics.latency.labels(template).observe(elapsed)
-            log.info(
+            log.debug(
                 "HTTP_REQUEST",
                 method=scope["method"],
                 route=template,

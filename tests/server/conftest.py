@@ -1,0 +1,159 @@
+"""Server fixtures: a real git repo, a real SQLite store, real keys, the app in-process and on
+loopback behind uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from synthorg.server import KeyStore, Role, ServerSettings, create_app
+from synthorg.store import open_store
+from synthorg.store.sqlite import SqliteStore
+
+from .helpers import IDENTITY, make_repo
+from .scripted_service import ScriptedRunService
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_git(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No global git config; an identity from the environment."""
+    empty = tmp_path_factory.mktemp("gitconfig") / "empty"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for key, value in IDENTITY.items():
+        monkeypatch.setenv(key, value)
+
+
+@dataclass
+class Keys:
+    """One key per role, plus a key holding no write role at all."""
+
+    viewer: str
+    operator: str
+    approver: str
+    admin: str
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with one commit."""
+    path = tmp_path / "project"
+    make_repo(path, {"README.md": b"hello\n", "src/app.py": b"print('hi')\n"})
+    return path
+
+
+@pytest.fixture
+def key_store(tmp_path: Path) -> KeyStore:
+    """A key file in the test's temp dir."""
+    return KeyStore(tmp_path / "keys" / "keys.json")
+
+
+@pytest.fixture
+def keys(key_store: KeyStore) -> Keys:
+    """Keys for alice (viewer), olga (operator), abe (approver), ada (admin)."""
+    return Keys(
+        viewer=key_store.create("alice", {Role.VIEWER})[1],
+        operator=key_store.create("olga", {Role.OPERATOR})[1],
+        approver=key_store.create("abe", {Role.APPROVER})[1],
+        admin=key_store.create("ada", {Role.ADMIN})[1],
+    )
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    """A real SQLite store."""
+    opened = await open_store(tmp_path / "store.db")
+    assert isinstance(opened, SqliteStore)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+def settings() -> ServerSettings:
+    """Server settings for tests (small stream limits so they are reachable)."""
+    return ServerSettings(
+        ws_send_queue=16, ws_subscribers_per_conversation=4, ws_stall_timeout_s=0.5
+    )
+
+
+@pytest.fixture
+def service(store: SqliteStore, tmp_path: Path) -> ScriptedRunService:
+    """The in-test run service over the real runner, worktrees and store."""
+    return ScriptedRunService(store, tmp_path / "home")
+
+
+@pytest.fixture
+async def app(
+    settings: ServerSettings, store: SqliteStore, service: ScriptedRunService, key_store: KeyStore
+) -> AsyncIterator[FastAPI]:
+    """The app with its lifespan entered."""
+    application = create_app(settings, store=store, run_service=service, auth=key_store)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+def client_for(app: FastAPI, key: str | None) -> httpx.AsyncClient:
+    """An in-process client authenticated with ``key``."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://testserver", headers=headers
+    )
+
+
+@pytest.fixture
+async def operator(app: FastAPI, keys: Keys) -> AsyncIterator[httpx.AsyncClient]:
+    """An operator's client."""
+    async with client_for(app, keys.operator) as client:
+        yield client
+
+
+def free_port() -> int:
+    """A free loopback port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.asynccontextmanager
+async def serving(app: FastAPI) -> AsyncIterator[str]:
+    """Run ``app`` under uvicorn on loopback in this event loop; yields its base URL."""
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", ws="websockets-sansio"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 15)
+
+
+@pytest.fixture
+async def live(
+    settings: ServerSettings, store: SqliteStore, service: ScriptedRunService, key_store: KeyStore
+) -> AsyncIterator[str]:
+    """The app served by uvicorn on loopback; yields its base URL."""
+    application = create_app(settings, store=store, run_service=service, auth=key_store)
+    async with serving(application) as url:
+        yield url

@@ -1,0 +1,75 @@
+"""Small helpers shared by the server tests."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from synthorg.workspace.git import run_git_sync
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.test",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.test",
+}
+
+
+def make_repo(path: Path, files: dict[str, bytes]) -> None:
+    """A fresh repository at ``path`` with ``files`` committed on main."""
+    path.mkdir(parents=True, exist_ok=True)
+    run_git_sync(["init", "-q", "-b", "main"], path)
+    for rel, content in files.items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_bytes(content)
+    run_git_sync(["add", "-A"], path)
+    run_git_sync(["commit", "-q", "-m", "initial"], path)
+
+
+async def create(
+    client: httpx.AsyncClient, repo: object, *, start: bool = False, **extra: Any
+) -> dict[str, Any]:
+    """Create a conversation through the API; returns its view."""
+    response = await client.post(
+        "/api/conversations",
+        json={"repository": str(repo), "prompt": "append progress", "start": start, **extra},
+    )
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def wait_status(
+    client: httpx.AsyncClient, conversation_id: str, *wanted: str, timeout: float = 20
+) -> dict[str, Any]:
+    """Poll until the conversation has one of ``wanted`` statuses and no active run."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    body: dict[str, Any] = {}
+    while asyncio.get_running_loop().time() < deadline:
+        body = (await client.get(f"/api/conversations/{conversation_id}")).json()
+        if body["status"] in wanted and not body["active"]:
+            return body
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"status stayed {body.get('status')}, wanted {wanted}")
+
+
+async def events(
+    client: httpx.AsyncClient, conversation_id: str, **params: Any
+) -> list[dict[str, Any]]:
+    """Every event of the conversation (following pages)."""
+    items: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        page = (
+            await client.get(
+                f"/api/conversations/{conversation_id}/events",
+                params={"after": after, "limit": 200, **params},
+            )
+        ).json()
+        items.extend(page["items"])
+        if page["next_after"] is None:
+            return items
+        after = page["next_after"]

@@ -1,0 +1,110 @@
+"""Conversation routes in-process: create, list, filters, pagination, get, count, delete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from .helpers import create, events, wait_status
+from .scripted_service import ScriptedRunService
+
+
+async def test_create_without_start_makes_worktree_and_created_conversation(
+    operator: httpx.AsyncClient, repo: Path
+) -> None:
+    body = await create(operator, repo, model="m-1", max_turns=7, budget_usd="1.5")
+    assert body["status"] == "created" and body["active"] is False
+    assert body["model"] == "m-1" and body["max_turns"] == 7 and body["budget_usd"] == "1.5"
+    assert body["task"]["project_id"] == "project"
+    workspace = body["workspace"]
+    assert workspace["is_worktree"] is True
+    assert workspace["branch"] == f"synthorg/{body['id']}"
+    assert Path(workspace["path"]).is_dir() and Path(workspace["path"]) != repo
+    assert "secrets" not in body
+
+
+async def test_create_starts_by_default_and_run_finishes(
+    operator: httpx.AsyncClient, repo: Path
+) -> None:
+    response = await operator.post(
+        "/api/conversations", json={"repository": str(repo), "prompt": "do it"}
+    )
+    assert response.status_code == 201
+    cid = response.json()["id"]
+    assert response.json()["status"] in {"created", "running"}
+    done = await wait_status(operator, cid, "finished")
+    assert done["termination_reason"] == "completed" and done["runs"] == 1
+    kinds = [e["event"]["kind"] for e in await events(operator, cid)]
+    assert kinds[0] == "status_change" and kinds[-1] == "status_change"
+    assert kinds.count("action") == 3 and kinds.count("observation") == 3
+    progress = Path(done["workspace"]["path"]) / "progress.txt"
+    assert progress.read_text() == "0\n1\n2\n"
+
+
+async def test_create_refuses_unknown_loop_and_bad_input(
+    operator: httpx.AsyncClient, repo: Path
+) -> None:
+    bad = await operator.post(
+        "/api/conversations", json={"repository": str(repo), "prompt": "x", "loop": "nope"}
+    )
+    assert bad.status_code == 422
+    empty = await operator.post("/api/conversations", json={"repository": str(repo), "prompt": ""})
+    assert empty.status_code == 422
+    missing = await operator.post(
+        "/api/conversations", json={"repository": str(repo / "absent"), "prompt": "x"}
+    )
+    assert missing.status_code == 404
+    assert missing.json()["code"] == "not_found"
+
+
+async def test_list_filters_and_cursor_pagination(operator: httpx.AsyncClient, repo: Path) -> None:
+    made = [await create(operator, repo, project_id=f"p{i % 2}") for i in range(7)]
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params: dict[str, object] = {"limit": 3}
+        if cursor:
+            params["cursor"] = cursor
+        page = (await operator.get("/api/conversations", params=params)).json()
+        seen += [item["id"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [c["id"] for c in reversed(made)]
+    p1 = (await operator.get("/api/conversations", params={"project": "p1"})).json()
+    assert {i["id"] for i in p1["items"]} == {
+        c["id"] for c in made if c["task"]["project_id"] == "p1"
+    }
+    count = (await operator.get("/api/conversations/count", params={"project": "p0"})).json()
+    assert count == {"count": 4}
+    created = (await operator.get("/api/conversations/count", params={"status": "created"})).json()
+    assert created == {"count": 7}
+    none = (await operator.get("/api/conversations", params={"status": "running"})).json()
+    assert none == {"items": [], "next_cursor": None}
+    bad = await operator.get("/api/conversations", params={"cursor": "%%%"})
+    assert bad.status_code == 400
+
+
+async def test_get_unknown_is_404(operator: httpx.AsyncClient) -> None:
+    response = await operator.get("/api/conversations/conv-missing")
+    assert response.status_code == 404 and response.json()["code"] == "not_found"
+
+
+async def test_delete_removes_worktree_and_is_refused_while_running(
+    operator: httpx.AsyncClient, repo: Path, service: ScriptedRunService
+) -> None:
+    service.delay = 0.5
+    body = await create(operator, repo, start=True)
+    cid = body["id"]
+    refused = await operator.delete(f"/api/conversations/{cid}")
+    assert refused.status_code == 409 and "running" in refused.json()["detail"]
+    assert (await operator.post(f"/api/conversations/{cid}/cancel")).status_code == 200
+    await wait_status(operator, cid, "cancelled")
+    worktree = Path(body["workspace"]["path"])
+    assert worktree.is_dir()
+    deleted = await operator.delete(f"/api/conversations/{cid}")
+    assert deleted.status_code == 200 and deleted.json() == {"id": cid, "deleted": True}
+    assert not worktree.exists()
+    assert (await operator.get(f"/api/conversations/{cid}")).status_code == 404
+    assert (await operator.delete(f"/api/conversations/{cid}")).status_code == 404
