@@ -288,6 +288,19 @@ class Driver:
         self.translator = translator
         self.running = False
         self.stdin_open = True
+        # Actions left without an observation by a previous process: the SDK's cold-load
+        # view drops them (tool-call matching), so once all are answered the view is
+        # rebuilt, or the model would see tool results without the calls that made them.
+        self.stale_view_actions: set[str] = set()
+
+    def on_event(self, event: Any) -> None:
+        """The SDK callback: stream the event, then repair the view after a resume."""
+        self.writer.emit(self.translator.translate(event))
+        action_id = getattr(event, "action_id", None)
+        if action_id in self.stale_view_actions:
+            self.stale_view_actions.discard(action_id)
+            if not self.stale_view_actions:
+                self.conversation.state.rebuild_view()
 
     def status(self, summary: str, **extra: Any) -> None:
         cost = self.translator.totals()[0]
@@ -444,10 +457,14 @@ def main() -> int:
         return 2
     prepare_environment(spec)
     translator = Translator()
-    conversation = build_conversation(spec, lambda event: writer.emit(translator.translate(event)))
+    drivers: list[Driver] = []  # the callback exists before the driver does
+    conversation = build_conversation(spec, lambda event: drivers[0].on_event(event))
     translator.attach(conversation)
     driver = Driver(conversation, writer, translator)
+    drivers.append(driver)
     resumed = len(conversation.state.events) > 0
+    if resumed:
+        driver.stale_view_actions = {a.id for a in driver.pending_actions()}
     driver.status(
         "resumed" if resumed else "started",
         conversation_id=str(conversation.id),

@@ -201,12 +201,12 @@ def build_runtime(
         for stale in parent.glob(".building-*"):
             shutil.rmtree(stale, ignore_errors=True)
         python = find_base_python(base_python)
+        _check_version(python)
         started = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix=f".building-{digest}-", dir=parent))
         try:
             _stream([str(python), "-m", "venv", str(tmp)], on_output, "creating the venv")
             venv_python = tmp / "bin" / "python"
-            _check_version(venv_python)
             pip = [str(venv_python), "-m", "pip", "install", "--disable-pip-version-check"]
             _stream(
                 [*pip, "--require-hashes", "--no-deps", "-r", str(lockfile)],
@@ -246,12 +246,16 @@ def build_runtime(
 
 
 def _check_version(python: Path) -> None:
-    out = subprocess.run(
-        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    try:
+        out = subprocess.run(
+            [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=_clean_env(),
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ConfigError(f"cannot run {python} to check its version: {exc}") from exc
     want = "%d.%d" % RUNTIME_PYTHON
     if out != want:
         raise ConfigError(
