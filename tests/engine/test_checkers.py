@@ -69,3 +69,13 @@ def test_turn_deltas_sum_to_run_total(
     assert sum(t.tokens_in for t in ledger.turns) == total.tokens_in
     assert sum(t.tokens_out for t in ledger.turns) == total.tokens_out
     assert ledger.tool_calls == len(steps)
+
+
+def test_only_control_tools_do_not_count_as_work() -> None:
+    ledger = TurnLedger(TokenUsage())
+    ledger.record(TokenUsage(tokens_in=1), ["think"])
+    ledger.record(TokenUsage(tokens_in=2), ["finish"])
+    assert ledger.tool_calls == 2
+    assert ledger.work_tool_calls == 0
+    ledger.record(TokenUsage(tokens_in=3), ["terminal", "finish"])
+    assert ledger.work_tool_calls == 1

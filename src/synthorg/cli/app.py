@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -9,6 +10,9 @@ import typer
 from synthorg.cli import conversations
 from synthorg.cli import doctor as doctor_checks
 from synthorg.cli.common import ConfigOption, settings_from
+from synthorg.logging import configure_logging
+from synthorg.cli.demo import demo as demo_command
+from synthorg.cli.run import run as run_command
 
 app = typer.Typer(
     name="synthorg",
@@ -18,11 +22,15 @@ app = typer.Typer(
 )
 
 app.add_typer(conversations.app, name="conversations")
+app.command("run")(run_command)
+app.command("demo")(demo_command)
 
 
 @app.callback()
 def _root() -> None:
     """SynthOrg: a self-hosted control plane for autonomous coding agents."""
+    # Interactive commands print for people; structured logs only at WARNING unless asked.
+    configure_logging(os.environ.get("SYNTHORG_LOG_LEVEL", "WARNING"))
 
 
 @app.command()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from synthorg.domain import ExecutionResult, TerminationReason, TokenUsage, TurnRecord
-from synthorg.engine.no_op import is_no_op
+from synthorg.engine.no_op import CONTROL_TOOLS, is_no_op
 from synthorg.engine.protocol import LoopContext
 from synthorg.logging import get_logger
 
@@ -50,6 +50,13 @@ class TurnLedger:
         """Tool calls over all turns."""
         return sum(len(turn.tool_names) for turn in self._turns)
 
+    @property
+    def work_tool_calls(self) -> int:
+        """Tool calls that act on the world (not finish/think/plan bookkeeping)."""
+        return sum(
+            1 for turn in self._turns for name in turn.tool_names if name not in CONTROL_TOOLS
+        )
+
     def total(self, accumulated: TokenUsage) -> TokenUsage:
         """Run total at ``accumulated``: the sum of turn deltas plus calls after the last turn."""
         return accumulated.minus(self._baseline)
@@ -67,7 +74,7 @@ def finish_run(
 ) -> ExecutionResult:
     """The ExecutionResult of a run, NO_OP applied, with EXECUTION_LOOP_TERMINATED logged."""
     if reason is TerminationReason.COMPLETED and is_no_op(
-        context.task, tool_calls=ledger.tool_calls, resumed=context.resumed
+        context.task, tool_calls=ledger.work_tool_calls, resumed=context.resumed
     ):
         reason = TerminationReason.NO_OP
         error = error or "the task expected changes but the agent made no tool call"

@@ -23,28 +23,26 @@ def mul(a: int, b: int) -> int:
     return a * b
 '''
 
-_TEST = '''"""Tests of calc (plain asserts: runnable with `python3 test_calc.py`)."""
+_TEST = '''"""Tests of calc: `python3 -m unittest -v` (or pytest)."""
+
+import unittest
 
 from calc import add, mul
 
 
-def test_add() -> None:
-    assert add(2, 3) == 5, f"add(2, 3) returned {add(2, 3)}"
+class CalcTest(unittest.TestCase):
+    def test_add(self) -> None:
+        self.assertEqual(add(2, 3), 5)
 
-
-def test_mul() -> None:
-    assert mul(4, 5) == 20
+    def test_mul(self) -> None:
+        self.assertEqual(mul(4, 5), 20)
 
 
 if __name__ == "__main__":
-    for name, test in sorted(globals().items()):
-        if name.startswith("test_") and callable(test):
-            test()
-            print(f"{name}: ok")
-    print("all tests passed")
+    unittest.main()
 '''
 
-_README = "# calc\n\nA demo repository for SynthOrg. Run `python3 test_calc.py`.\n"
+_README = "# calc\n\nA demo repository for SynthOrg. Run `python3 -m unittest -v`.\n"
 
 _GITIGNORE = "__pycache__/\n*.pyc\n"
 

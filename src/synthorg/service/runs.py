@@ -67,12 +67,20 @@ class RunSetup:
     bearer: str
 
 
+@dataclass(frozen=True)
+class LoopEndpoints:
+    """Where the loop's own code reaches the gateway and the MCP server."""
+
+    gateway_base_url: str
+    mcp_base_url: str | None = None
+
+
 class LoopProvisioner(Protocol):
     """Builds a run's loop dependencies (sandbox, tool executor, endpoints) for its lifetime."""
 
     def __call__(
         self, setup: RunSetup
-    ) -> AbstractAsyncContextManager[tuple[LoopDependencies, GatewayAccess]]: ...
+    ) -> AbstractAsyncContextManager[tuple[LoopDependencies, LoopEndpoints]]: ...
 
 
 @dataclass
@@ -249,7 +257,7 @@ class LocalRunService:
             budget=budget_checker(usage, record.budget_usd),
         )
         try:
-            async with self._provision(setup) as (deps, access):
+            async with self._provision(setup) as (deps, endpoints):
                 loop = self.registry.build(record.loop_type, deps)
                 context = LoopContext(
                     task=record.task,
@@ -260,10 +268,10 @@ class LocalRunService:
                     provider=record.provider,
                     workspace=workspace.info(),
                     gateway=GatewayAccess(
-                        base_url=access.base_url,
+                        base_url=endpoints.gateway_base_url,
                         bearer=bearer,
                         usage=usage,
-                        mcp_base_url=access.mcp_base_url,
+                        mcp_base_url=endpoints.mcp_base_url,
                     ),
                     emit=self._runner.sink(record.id, checkers, active.control),
                     control=active.control,

@@ -1,0 +1,103 @@
+"""``synthorg demo``: the whole pipeline on a sample repository with a scripted model."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import typer
+from rich.panel import Panel
+from rich.syntax import Syntax
+
+from synthorg.cli.common import ConfigOption, console, run_async, settings_from
+from synthorg.cli.run import execute_run
+from synthorg.domain import Complexity, Task, TerminationReason, new_id
+from synthorg.service.demo import DEMO_TASK, create_demo_repo
+from synthorg.service.options import RunOptions
+from synthorg.settings import Settings
+
+DEMO_SCRIPT = "synthorg.engine.native.scripts:demo_fix_script"
+DEMO_PROVIDER = "scripted-demo"
+DEMO_MODEL = "scripted-demo"
+
+
+def demo_settings(settings: Settings) -> Settings:
+    """``settings`` with one scripted provider serving the demo model with the demo-fix script.
+
+    Providers that already serve the demo model are dropped so the binding stays explicit.
+    """
+    gateway = dict(settings.sections.get("gateway", {}))
+    providers = [
+        p
+        for p in gateway.get("providers", [])
+        if p.get("name") != DEMO_PROVIDER and DEMO_MODEL not in p.get("models", [])
+    ]
+    providers.append(
+        {
+            "name": DEMO_PROVIDER,
+            "kind": "scripted",
+            "models": [DEMO_MODEL],
+            "script": DEMO_SCRIPT,
+            "latency_ms": 20,
+        }
+    )
+    gateway["providers"] = providers
+    return settings.model_copy(update={"sections": {**settings.sections, "gateway": gateway}})
+
+
+def demo(
+    loop: str = typer.Option("react", help="Loop: react, plan_execute, hybrid, openhands."),
+    directory: Path | None = typer.Option(
+        None, help="Where to create the sample repository (default: under SYNTHORG_HOME)."
+    ),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Fix a failing test in a sample repo, end to end, with a SCRIPTED model (no key needed)."""
+    settings = demo_settings(settings_from(config))
+    repo = directory or settings.home / "demo" / new_id("repo")
+    create_demo_repo(repo)
+    console.print(
+        Panel.fit(
+            f"sample repository: {repo}\n"
+            "model: [bold magenta]SCRIPTED[/] (a deterministic demo model served by the gateway's "
+            "scripted provider; no model key is used)\n"
+            "pipeline: worktree → gateway (bearer, metering) → bwrap sandbox → tools → commit gate",
+            title="synthorg demo",
+        )
+    )
+    before = _tests(repo)
+    console.print(f"tests before, on main: {'PASS' if before.returncode == 0 else 'FAIL'}")
+    task = Task(
+        id=new_id("task"),
+        project_id="demo",
+        prompt=DEMO_TASK,
+        complexity=Complexity.SIMPLE,
+        repository=str(repo),
+    )
+    options = RunOptions(loop=loop, model=DEMO_MODEL, provider=DEMO_PROVIDER)
+    result, record = run_async(execute_run(settings, task, options, None, None))
+    if record.workspace is None or result.commit_sha is None:
+        console.print("[bold red]the demo did not land a commit[/]")
+        raise typer.Exit(1)
+    after = _tests(Path(record.workspace.path))
+    console.print(Panel(after.stdout + after.stderr, title=f"tests on {result.branch}"))
+    diff = subprocess.run(
+        ["git", "-C", record.workspace.path, "show", "--format=%H%n%s%n%n%b", result.commit_sha],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    console.print(Syntax(diff, "diff", theme="ansi_dark"))
+    passed = after.returncode == 0 and result.termination_reason is TerminationReason.COMPLETED
+    console.print(
+        f"[bold {'green' if passed else 'red'}]"
+        f"tests {'PASS' if passed else 'FAIL'} on branch {result.branch}, "
+        f"commit {result.commit_sha[:12]}[/]"
+    )
+    raise typer.Exit(0 if passed else 1)
+
+
+def _tests(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["python3", "-m", "unittest", "-v"], cwd=path, capture_output=True, text=True, check=False
+    )

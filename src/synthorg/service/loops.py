@@ -1,0 +1,65 @@
+"""The default loop registry and the per-run provisioning of each loop's dependencies."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+from synthorg.domain import CheckpointEvent
+from synthorg.engine import LoopDependencies, LoopRegistry
+from synthorg.engine.native import NATIVE_FACTORIES, NativeLoopDeps
+from synthorg.engine.native.turn import CheckpointHook
+from synthorg.mcp.client import McpToolClient
+from synthorg.sandbox import SandboxRequest, ToolboxClient
+from synthorg.service.boot import ProvisionContext
+from synthorg.service.runs import LoopEndpoints, LoopProvisioner, RunSetup
+from synthorg.workspace.checkpoints import CheckpointStore
+from synthorg.workspace.models import Workspace
+
+
+def default_registry() -> LoopRegistry:
+    """Every loop this build can construct."""
+    return LoopRegistry({**NATIVE_FACTORIES})
+
+
+def _checkpoint_hook(checkpoints: CheckpointStore, workspace: Workspace) -> CheckpointHook | None:
+    if not workspace.is_git:
+        return None
+
+    async def snapshot(action_id: str) -> CheckpointEvent | None:
+        checkpoint = await checkpoints.create(workspace, workspace.conversation_id)
+        return CheckpointEvent(index=checkpoint.index, ref=checkpoint.ref, action_id=action_id)
+
+    return snapshot
+
+
+def default_provisioner(ctx: ProvisionContext) -> LoopProvisioner:
+    """Provision native loops: a sandbox toolbox on the worktree, checkpoints, MCP tools."""
+
+    def provision(
+        setup: RunSetup,
+    ) -> AbstractAsyncContextManager[tuple[LoopDependencies, LoopEndpoints]]:
+        return _native(ctx, setup)
+
+    return provision
+
+
+@asynccontextmanager
+async def _native(
+    ctx: ProvisionContext, setup: RunSetup
+) -> AsyncIterator[tuple[LoopDependencies, LoopEndpoints]]:
+    request = SandboxRequest(
+        argv=ctx.sandbox.toolbox_argv(),
+        workspace=setup.workspace.path,
+        limits=ctx.sandbox_settings.limits,
+        conversation_id=setup.record.id,
+    )
+    gateway_url = ctx.gateway_endpoints.tcp_base_url
+    assert gateway_url is not None, "the embedded gateway serves TCP for host-side loops"
+    async with ToolboxClient(ctx.sandbox, request) as toolbox:
+        deps = NativeLoopDeps(
+            executor=toolbox,
+            checkpoint=_checkpoint_hook(ctx.checkpoints, setup.workspace),
+            mcp_client_factory=McpToolClient,
+        )
+        yield LoopDependencies(deps), LoopEndpoints(gateway_url, ctx.mcp_endpoints.url)
