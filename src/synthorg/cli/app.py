@@ -10,9 +10,9 @@ import typer
 from synthorg.cli import conversations
 from synthorg.cli import doctor as doctor_checks
 from synthorg.cli.common import ConfigOption, settings_from
-from synthorg.logging import configure_logging
 from synthorg.cli.demo import demo as demo_command
 from synthorg.cli.run import run as run_command
+from synthorg.logging import configure_logging
 
 app = typer.Typer(
     name="synthorg",
