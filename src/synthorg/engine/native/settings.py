@@ -36,5 +36,5 @@ class NativeLoopSettings(BaseModel):
         default=2, ge=0, description="hybrid: stuck-triggered revisions before the run errors."
     )
     planning_attempts: int = Field(
-        default=3, ge=1, description="Turns a model gets to produce a valid plan."
+        default=5, ge=1, description="Turns a model gets (to look around and) write a plan."
     )

@@ -160,7 +160,9 @@ class TurnEngine:
         # The history uses our action ids as call ids, exactly as a rebuilt history will.
         self.history.add_assistant(_with_ids(reply, calls))
         if not calls:
-            await self._checked(MessageEvent(role="assistant", text=reply.text, usage=usage))
+            await self._checked(
+                MessageEvent(kind="message", role="assistant", text=reply.text, usage=usage)
+            )
             return TurnOutcome(reply_text=reply.text)
         outcome = TurnOutcome(repeated=self._repetition(calls))
         pending = list(calls)
@@ -168,6 +170,7 @@ class TurnEngine:
             for i, call in enumerate(calls):
                 await self._checked(
                     ActionEvent(
+                        kind="action",
                         action_id=call.call_id,
                         tool_name=call.name,
                         arguments=call.arguments,
