@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from mcp_servers import (
     serving,
 )
 
-from synthorg.domain import ToolAuditEvent
+from synthorg.domain import AgentIdentity, ConversationRecord, Task, ToolAuditEvent
 from synthorg.gateway.signer import GatewaySigner, RunBinding
 from synthorg.mcp import (
     CredentialVault,
@@ -31,6 +32,7 @@ from synthorg.mcp import (
     create_mcp_app,
     serve_mcp,
 )
+from synthorg.store.sqlite import SqliteStore
 
 GIT_TOKEN = "ghs_gitPUSHtoken_5b1f0e9a7c3d4e2f8a6b"
 FORGE_TOKEN = "ghp_forgeAPItoken_9d8c7b6a5f4e3d2c1b0a"
@@ -56,18 +58,46 @@ def git(*args: str, cwd: Path | None = None) -> str:
     return done.stdout.strip()
 
 
-class MemoryAudit:
-    """An in-memory audit sink (the store's append, minus durability)."""
+KNOWN_CONVERSATIONS = (
+    (CONVERSATION, "alpha"),
+    (OTHER_CONVERSATION, "alpha"),
+    ("conv-beta-1", "beta"),
+    ("conv-g", "gamma"),
+)
 
-    def __init__(self) -> None:
-        self.events: list[tuple[str, ToolAuditEvent]] = []
+
+class StoreAudit:
+    """The audit sink of the tests: the real SQLite store, read back through its history."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
 
     async def append(self, conversation_id: str, event: ToolAuditEvent, /) -> object:
-        self.events.append((conversation_id, event))
-        return None
+        return await self.store.append(conversation_id, event)
 
-    def of(self, conversation_id: str) -> list[ToolAuditEvent]:
-        return [e for c, e in self.events if c == conversation_id]
+    async def of(self, conversation_id: str) -> list[ToolAuditEvent]:
+        stored = await self.store.history(
+            conversation_id, kinds=frozenset({"tool_audit"}), limit=1000
+        )
+        events = [s.event for s in stored]
+        assert all(isinstance(e, ToolAuditEvent) for e in events)
+        return events  # type: ignore[return-value]
+
+    async def all(self) -> list[ToolAuditEvent]:
+        return [e for cid, _ in KNOWN_CONVERSATIONS for e in await self.of(cid)]
+
+
+def _record(conversation_id: str, project_id: str) -> ConversationRecord:
+    now = datetime.now(UTC)
+    return ConversationRecord(
+        id=conversation_id,
+        task=Task(id=f"task-{conversation_id}", project_id=project_id, prompt="p", repository="/r"),
+        agent=AgentIdentity(id="agent-1"),
+        loop_type="react",
+        model="scripted-1",
+        created_at=now,
+        updated_at=now,
+    )
 
 
 @dataclass
@@ -93,7 +123,7 @@ class World:
     fetch_url: str
     config: McpConfig
     vault: CredentialVault
-    audit: MemoryAudit
+    audit: StoreAudit
     clock: Clock
     signer: GatewaySigner
     tmp: Path
@@ -135,7 +165,7 @@ def make_config(data: dict[str, Any]) -> McpConfig:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
+async def world(tmp_path: Path) -> AsyncIterator[World]:
     repo = tmp_path / "project"
     repo.mkdir()
     git("init", "-q", "-b", "main", str(repo))
@@ -183,6 +213,9 @@ def world(tmp_path: Path) -> Iterator[World]:
         vault = CredentialVault.from_config(
             config, {"ALPHA_GIT_TOKEN": GIT_TOKEN, "ALPHA_FORGE_TOKEN": FORGE_TOKEN}
         )
+        store = await SqliteStore.open(tmp_path / "store.db")
+        for conversation_id, project_id in KNOWN_CONVERSATIONS:
+            await store.create_conversation(_record(conversation_id, project_id))
         clock = Clock()
         signer = GatewaySigner(b"k" * 48, served=lambda p, m: True, clock=clock)
         yield World(
@@ -195,11 +228,12 @@ def world(tmp_path: Path) -> Iterator[World]:
             fetch_url=fetch_url,
             config=config,
             vault=vault,
-            audit=MemoryAudit(),
+            audit=StoreAudit(store),
             clock=clock,
             signer=signer,
             tmp=tmp_path,
         )
+        await store.close()
 
 
 @pytest.fixture

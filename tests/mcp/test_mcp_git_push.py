@@ -37,7 +37,7 @@ async def test_pushes_the_runs_branch_with_the_vault_credential(
     assert "[new branch]" in result.text
     assert remote_sha(world, BRANCH) == sha
     assert world.git_state.authorized > 0
-    [event] = world.audit.of(CONVERSATION)
+    [event] = await world.audit.of(CONVERSATION)
     assert (event.tool, event.outcome, event.arguments) == ("git_push", "ok", {})
     assert event.duration_ms > 0
 
@@ -58,7 +58,7 @@ async def test_without_the_credential_the_remote_refuses_the_push(world: World) 
     assert "the remote requires authentication" in result.text
     assert remote_sha(world, BRANCH) is None
     assert world.git_state.refused > 0 and world.git_state.authorized == 0
-    [event] = world.audit.of(CONVERSATION)
+    [event] = await world.audit.of(CONVERSATION)
     assert event.outcome == "error"
 
 
@@ -87,7 +87,7 @@ async def test_another_conversations_branch_is_refused(
     assert f"only act on its own branch '{BRANCH}'" in result.text
     assert remote_sha(world, f"synthorg/{OTHER_CONVERSATION}") is None
     assert world.git_state.authorized == 0
-    [event] = world.audit.of(CONVERSATION)
+    [event] = await world.audit.of(CONVERSATION)
     assert event.outcome == "refused"
     assert event.arguments == {"branch": f"synthorg/{OTHER_CONVERSATION}"}
 
@@ -102,7 +102,7 @@ async def test_protected_branches_are_refused(world: World, endpoints: McpEndpoi
     assert remote_sha(world, "main") == before
     assert remote_sha(world, "release/1.0") is None
     assert world.git_state.authorized == 0
-    assert {e.outcome for e in world.audit.of(CONVERSATION)} == {"refused"}
+    assert {e.outcome for e in await world.audit.of(CONVERSATION)} == {"refused"}
 
 
 async def test_another_projects_bearer_cannot_push_this_project(
@@ -120,8 +120,8 @@ async def test_another_projects_bearer_cannot_push_this_project(
     own = await call(endpoints, beta, "git_push", {})
     assert own.is_error and "git_push is not configured for project 'beta'" in own.text
     assert remote_sha(world, BRANCH) is None and world.git_state.authorized == 0
-    assert [e.outcome for e in world.audit.of("conv-beta-1")] == ["refused"] * 3
-    assert world.audit.of(CONVERSATION) == []
+    assert [e.outcome for e in await world.audit.of("conv-beta-1")] == ["refused"] * 3
+    assert await world.audit.of(CONVERSATION) == []
 
 
 async def test_expired_bearer_cannot_push(world: World, endpoints: McpEndpoints) -> None:

@@ -16,7 +16,7 @@ async def test_fetches_an_allow_listed_url(world: World, endpoints: McpEndpoints
     assert not result.is_error, result.text
     assert result.text.startswith(f"HTTP 200 text/plain from {url}; 26 bytes")
     assert result.text.endswith("hello from the allow-list\n")
-    [event] = world.audit.of(CONVERSATION)
+    [event] = await world.audit.of(CONVERSATION)
     assert (event.tool, event.outcome, event.arguments) == ("http_fetch", "ok", {"url": url})
 
 
@@ -47,7 +47,7 @@ async def test_urls_off_the_allow_list_are_refused(
     assert (
         result.is_error and "is not on the http_fetch allow-list of project 'alpha'" in result.text
     )
-    assert world.audit.of(CONVERSATION)[0].outcome == "refused"
+    assert (await world.audit.of(CONVERSATION))[0].outcome == "refused"
 
 
 async def test_a_redirect_off_the_list_is_refused(world: World, endpoints: McpEndpoints) -> None:
@@ -78,7 +78,7 @@ async def test_the_time_cap_ends_a_slow_fetch(world: World, endpoints: McpEndpoi
     )
     assert time.monotonic() - started < 2.5
     assert result.is_error and "took longer than 1s" in result.text
-    assert world.audit.of(CONVERSATION)[0].outcome == "error"
+    assert (await world.audit.of(CONVERSATION))[0].outcome == "error"
 
 
 async def test_each_project_has_its_own_list(world: World, endpoints: McpEndpoints) -> None:
@@ -101,4 +101,4 @@ async def test_expired_bearer_cannot_fetch(world: World, endpoints: McpEndpoints
     world.clock.now += 1
     with pytest.raises(McpClientError, match="bearer expired"):
         await call(endpoints, token, "http_fetch", {"url": f"{world.fetch_url}/allowed/hello"})
-    assert world.audit.events == []
+    assert await world.audit.all() == []

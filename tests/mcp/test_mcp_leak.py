@@ -66,7 +66,7 @@ async def test_no_credential_escapes_a_push_and_pull_request_session(
     assert world.git_state.authorized > 0
     assert world.forge_state.auth_headers[0] == f"Bearer {FORGE_TOKEN}"
 
-    events = world.audit.of(CONVERSATION)
+    events = await world.audit.of(CONVERSATION)
     assert len(events) == len(outputs)
     event_text = "\n".join(e.model_dump_json() for e in events)
     assert "[REDACTED]" in event_text  # the echoed token, redacted from the detail
@@ -104,8 +104,8 @@ async def test_a_secret_sent_by_the_caller_is_redacted_from_audit_and_outputs(
         pushed = await call(endpoints, bearer, "git_push", {"branch": f"synthorg/{FORGE_TOKEN}"})
     assert fetched.is_error and pushed.is_error
     assert "the arguments contain a credential held by this server" in fetched.text
-    assert [e.outcome for e in world.audit.of(CONVERSATION)] == ["refused", "refused"]
-    events = world.audit.of(CONVERSATION)
+    assert [e.outcome for e in await world.audit.of(CONVERSATION)] == ["refused", "refused"]
+    events = await world.audit.of(CONVERSATION)
     for where, text in {
         "tool outputs": fetched.text + pushed.text,
         "audit events": "\n".join(e.model_dump_json() for e in events),

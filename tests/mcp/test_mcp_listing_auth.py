@@ -86,7 +86,7 @@ async def test_expired_bearer_is_refused_and_nothing_runs(
         await McpToolClient(endpoints.url, token).list_tools()
     with pytest.raises(McpClientError, match="bearer expired"):
         await call(endpoints, token, "git_push", {})
-    assert world.git_state.authorized == 0 and world.audit.events == []
+    assert world.git_state.authorized == 0 and await world.audit.all() == []
 
 
 async def test_bearer_renewed_mid_session_is_picked_up(
@@ -112,7 +112,7 @@ async def test_unknown_tool_and_bad_arguments_are_refused_and_audited(
     bad = await call(endpoints, bearer, "http_fetch", {"url": 42, "verb": "DELETE"})
     assert bad.is_error and "invalid arguments for http_fetch" in bad.text
     assert "url" in bad.text and "verb" in bad.text
-    outcomes = [(e.tool, e.outcome) for e in world.audit.of("conv-alpha-1")]
+    outcomes = [(e.tool, e.outcome) for e in await world.audit.of("conv-alpha-1")]
     assert outcomes == [("rm_rf", "refused"), ("http_fetch", "refused")]
 
 
@@ -127,5 +127,5 @@ async def test_a_project_without_tool_config_is_refused(
     )
     assert result.is_error
     assert "project 'gamma' has no credentialed tools configured" in result.text
-    [event] = world.audit.of("conv-g")
+    [event] = await world.audit.of("conv-g")
     assert event.outcome == "refused"

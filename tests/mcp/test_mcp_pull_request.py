@@ -47,7 +47,7 @@ async def test_opens_a_pull_request_for_the_pushed_branch(
         }
     ]
     assert world.forge_state.auth_headers == [f"Bearer {FORGE_TOKEN}"]
-    events = world.audit.of(CONVERSATION)
+    events = await world.audit.of(CONVERSATION)
     assert [(e.tool, e.outcome) for e in events] == [
         ("git_push", "ok"),
         ("open_pull_request", "ok"),
@@ -63,7 +63,7 @@ async def test_the_forge_validation_error_is_reported(
     assert result.is_error
     assert "the forge refused the pull request (HTTP 422)" in result.text
     assert f"{BRANCH} does not exist" in result.text
-    assert world.audit.of(CONVERSATION)[0].outcome == "error"
+    assert (await world.audit.of(CONVERSATION))[0].outcome == "error"
 
 
 async def test_a_wrong_forge_token_is_refused_by_the_forge(world: World) -> None:
@@ -101,7 +101,7 @@ async def test_out_of_scope_requests_are_refused(
     result = await call(endpoints, world.bearer(), "open_pull_request", arguments)
     assert result.is_error and message in result.text, result.text
     assert world.forge_state.auth_headers == []
-    [event] = world.audit.of(CONVERSATION)
+    [event] = await world.audit.of(CONVERSATION)
     assert event.outcome == "refused"
 
 

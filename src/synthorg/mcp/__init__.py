@@ -12,7 +12,7 @@ from synthorg.mcp.config import (
     load_mcp_config,
 )
 from synthorg.mcp.errors import ToolFailedError, ToolRefusedError
-from synthorg.mcp.runner import McpEndpoints, serve_forever, serve_mcp
+from synthorg.mcp.runner import McpEndpoints, serve_mcp
 from synthorg.mcp.scope import run_branch
 from synthorg.mcp.server import MCP_PATH, create_mcp_app
 from synthorg.mcp.vault import CredentialKind, CredentialVault, load_or_create_fernet_key
@@ -37,6 +37,5 @@ __all__ = [
     "load_mcp_config",
     "load_or_create_fernet_key",
     "run_branch",
-    "serve_forever",
     "serve_mcp",
 ]

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,22 +80,16 @@ async def serve_mcp(
     port: int = 0,
 ) -> AsyncIterator[McpEndpoints]:
     """Serve ``app`` until the block exits; yields the endpoints (port 0 picks a free one)."""
-    async with _serving(app, uds=uds, host=host, port=port, handle_signals=False) as (ends, _):
-        yield ends
-
-
-@contextlib.asynccontextmanager
-async def _serving(
-    app: ASGIApp, *, uds: Path | None, host: str | None, port: int, handle_signals: bool
-) -> AsyncIterator[tuple[McpEndpoints, asyncio.Task[None]]]:
     if uds is None and host is None:
         raise UsageError("serve_mcp needs a unix socket path, a TCP host, or both")
     sockets: list[socket.socket] = []
+    bound_uds: Path | None = None
     try:
         if host is not None:
             sockets.append(_bind_tcp(host, port))
         if uds is not None:
             sockets.append(_bind_uds(uds))
+            bound_uds = uds
         config = uvicorn.Config(
             app,
             lifespan="on",
@@ -105,14 +99,14 @@ async def _serving(
             ws="none",
             timeout_graceful_shutdown=int(_STOP_TIMEOUT_S),
         )
-        server = uvicorn.Server(config) if handle_signals else _EmbeddedServer(config)
+        server = _EmbeddedServer(config)
         task = asyncio.create_task(server.serve(sockets=sockets), name="synthorg-mcp-server")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _START_TIMEOUT_S
         while not server.started:
             if task.done() or loop.time() > deadline:
                 server.should_exit = True
-                with contextlib.suppress(BaseException):
+                with contextlib.suppress(Exception, SystemExit):  # uvicorn exits on failure
                     await task
                 raise BoundaryError("the MCP server failed to start (see its log)")
             await asyncio.sleep(0.01)
@@ -122,7 +116,7 @@ async def _serving(
             shown = f"[{host}]" if ":" in host else host
             url = f"http://{shown}:{bound_port}{MCP_PATH}"
         try:
-            yield McpEndpoints(url=url, uds=uds), task
+            yield McpEndpoints(url=url, uds=uds)
         finally:
             server.should_exit = True
             try:
@@ -135,20 +129,6 @@ async def _serving(
     finally:
         for sock in sockets:
             sock.close()
-        if uds is not None:
+        if bound_uds is not None:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(uds)  # a quick local syscall; no need for a thread
-
-
-async def serve_forever(
-    app: ASGIApp,
-    *,
-    uds: Path | None,
-    host: str | None,
-    port: int,
-    on_ready: Callable[[McpEndpoints], None] = lambda _: None,
-) -> None:
-    """Serve until SIGINT/SIGTERM (the standalone ``synthorg mcp serve``)."""
-    async with _serving(app, uds=uds, host=host, port=port, handle_signals=True) as (ends, task):
-        on_ready(ends)
-        await asyncio.shield(task)
+                os.unlink(bound_uds)  # a quick local syscall; no need for a thread
