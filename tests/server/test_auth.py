@@ -1,4 +1,4 @@
-"""Auth: the key file, and every route's refusals (401 without a valid key, 403 without the role)."""
+"""Auth: the key file, and every route's refusals (401 without a valid key, 403 without a role)."""
 
 from __future__ import annotations
 

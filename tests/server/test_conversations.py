@@ -63,7 +63,7 @@ async def test_list_filters_and_cursor_pagination(operator: httpx.AsyncClient, r
     seen: list[str] = []
     cursor = None
     while True:
-        params: dict[str, object] = {"limit": 3}
+        params: dict[str, str | int] = {"limit": 3}
         if cursor:
             params["cursor"] = cursor
         page = (await operator.get("/api/conversations", params=params)).json()
