@@ -103,9 +103,7 @@ def demo_fix_script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTu
     """
     names = offered(tools)
     steps = steps_of(messages)
-    if "write_plan" in names and (
-        not any(s.name == "write_plan" for s in steps) or _asked_to_replan(messages)
-    ):
+    if needs_plan(messages, tools):
         return ScriptedTurn.call("write_plan", "I will plan first.", steps=list(DEMO_PLAN))
     work = [s for s in steps if s.name in ("terminal", "file_editor")]
     if "complete_step" in names and steps and steps[-1].name in ("terminal", "file_editor"):
@@ -126,9 +124,25 @@ def demo_fix_script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTu
     return ScriptedTurn.say(message)
 
 
-def _asked_to_replan(messages: Sequence[ChatMessage]) -> bool:
+def needs_plan(messages: Sequence[ChatMessage], tools: Tools) -> bool:
+    """write_plan is offered and no plan exists yet, or the loop just asked for a revision."""
+    if "write_plan" not in offered(tools):
+        return False
     last = messages[-1] if messages else None
-    return last is not None and last.role == "user" and "revised plan" in last.text()
+    if last is not None and last.role == "user" and "revised plan" in last.text():
+        return True
+    return not any(s.name == "write_plan" for s in steps_of(messages))
+
+
+def with_planning(script: ScriptedModel, steps: Sequence[str] = ("Do the work",)) -> ScriptedModel:
+    """``script``, preceded by writing ``steps`` as the plan whenever a loop asks for one."""
+
+    def planned(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
+        if needs_plan(messages, tools):
+            return ScriptedTurn.call("write_plan", steps=list(steps))
+        return script(messages, tools)
+
+    return planned
 
 
 def _was_retest(work: list[Step]) -> bool:
@@ -261,6 +275,15 @@ def endless_script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTur
 def repeating_script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
     """Runs the same command forever: stuck."""
     return ScriptedTurn.call("terminal", command="ls")
+
+
+def idle_script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
+    """Plans if asked, closes every step and finishes without doing any work (NO_OP)."""
+    if needs_plan(messages, tools):
+        return ScriptedTurn.call("write_plan", steps=["Decide that nothing needs doing"])
+    if "complete_step" in offered(tools):
+        return ScriptedTurn.call("complete_step", outcome="done", summary="nothing to do")
+    return ScriptedTurn.call("finish", message="nothing to do")
 
 
 def chatty_script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:

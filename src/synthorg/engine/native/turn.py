@@ -33,7 +33,15 @@ from synthorg.engine.native.errors import ModelBudgetExhausted, ModelCallError
 from synthorg.engine.native.history import NOT_EXECUTED, History, rebuild_messages
 from synthorg.engine.native.model import ModelClient, ModelReply
 from synthorg.engine.native.prompts import RESUMED
-from synthorg.engine.native.tools.base import Finish, ParsedCall, Signal, ToolResult, ToolSet
+from synthorg.engine.native.tools.base import (
+    CONTROL_TOOL_NAMES,
+    Finish,
+    ParsedCall,
+    Signal,
+    ToolResult,
+    ToolSet,
+)
+from synthorg.engine.no_op import is_no_op
 from synthorg.engine.protocol import LoopContext
 from synthorg.engine.termination import TurnLedger, finish_run
 
@@ -80,6 +88,7 @@ class TurnEngine:
         self._seen_ids: set[str] = set()
         self._last_signature: str | None = None
         self._repeats = 0
+        self.work_calls = 0
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self, system_prompt: str) -> TerminationReason | None:
@@ -109,7 +118,16 @@ class TurnEngine:
     async def result(
         self, reason: TerminationReason, *, final_message: str = "", error: str | None = None
     ) -> ExecutionResult:
-        """Close the run: a FinishedEvent on completion, an ErrorEvent on error, NO_OP applied."""
+        """Close the run: FinishedEvent on completion, ErrorEvent otherwise when there is one.
+
+        NO_OP counts only work tools (terminal, file editor, MCP): a run that just planned,
+        thought and finished did nothing.
+        """
+        if reason is TerminationReason.COMPLETED and is_no_op(
+            self.context.task, tool_calls=self.work_calls, resumed=self.context.resumed
+        ):
+            reason = TerminationReason.NO_OP
+            error = "the task expected changes but the agent ran no work tool (terminal, edit)"
         if reason is TerminationReason.COMPLETED:
             await self.emit(FinishedEvent(message=final_message))
         elif error is not None:
@@ -247,7 +265,7 @@ class TurnEngine:
             if event is not None:
                 await self._checked(event)
         try:
-            return await call.tool.run(call.args)
+            result = await call.tool.run(call.args)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the executor itself failed: the run cannot go on safely
@@ -258,6 +276,9 @@ class TurnEngine:
                 )
             )
             raise _Stop(TerminationReason.ERROR, message) from exc
+        if call.name not in CONTROL_TOOL_NAMES:
+            self.work_calls += 1
+        return result
 
     async def _abandon(self, pending: list[ParsedCall], reason: TerminationReason) -> None:
         for call in pending:
