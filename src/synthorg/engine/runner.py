@@ -75,20 +75,28 @@ class LoopRunner:
         loop: ExecutionLoop,
         context: LoopContext,
         *,
-        cancel_reason: Callable[[], TerminationReason] = lambda: TerminationReason.CANCELLED,
+        requested_stop: Callable[[], TerminationReason | None] = lambda: None,
     ) -> ExecutionResult:
         """Execute ``loop`` and record the terminal transition.
 
-        When the awaiting task is cancelled, ``cancel_reason`` says why (an interrupt leaves
-        the conversation PAUSED, a process shutdown SHUTDOWN, a cancel CANCELLED).
+        When the awaiting task is cancelled, ``requested_stop`` says whether the caller asked
+        for it and why (an interrupt leaves the conversation PAUSED, a shutdown SHUTDOWN, a
+        cancel CANCELLED): then the result is returned. A cancellation nobody requested is
+        recorded as CANCELLED and propagated.
         """
         await self._set_status(context, ConversationStatus.RUNNING, "run started")
         try:
             result = await loop.execute(context)
         except asyncio.CancelledError:
-            result = self._crashed(loop, context, cancel_reason(), None)
+            requested = requested_stop()
+            reason = requested or TerminationReason.CANCELLED
+            result = self._crashed(loop, context, reason, None)
             await asyncio.shield(self._finish(context, result))
-            raise
+            task = asyncio.current_task()
+            if requested is None or task is None:
+                raise
+            task.uncancel()
+            return result
         except Exception as exc:  # the loop failed; the conversation must not stay running
             message = f"{type(exc).__name__}: {exc}"
             result = self._crashed(loop, context, TerminationReason.ERROR, message)

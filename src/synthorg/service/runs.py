@@ -87,7 +87,7 @@ class LoopProvisioner(Protocol):
 class _ActiveRun:
     control: RunControl
     cancelled: asyncio.Event
-    cancel_reason: TerminationReason = TerminationReason.CANCELLED
+    stop_requested: TerminationReason | None = None
     task: asyncio.Task[ExecutionResult] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -282,7 +282,7 @@ class LocalRunService:
                     prior_events=prior,
                 )
                 result = await self._runner.run(
-                    loop, context, cancel_reason=lambda: active.cancel_reason
+                    loop, context, requested_stop=lambda: active.stop_requested
                 )
         finally:
             await asyncio.shield(self.gateway.finish_execution(execution_id, "run ended"))
@@ -386,7 +386,7 @@ class LocalRunService:
         await self._cancel(active, TerminationReason.CANCELLED)
 
     async def _cancel(self, active: _ActiveRun, reason: TerminationReason) -> None:
-        active.cancel_reason = reason
+        active.stop_requested = reason
         if active.task is not None and not active.task.done():
             active.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,66 @@
+"""Boot the real service (store, gateway, MCP, bwrap sandbox, worktrees) around scripted models."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from synthorg.domain import Task, new_id
+from synthorg.service.boot import Components, boot
+from synthorg.service.demo import DEMO_TASK, create_demo_repo
+from synthorg.service.loops import default_provisioner, default_registry
+from synthorg.settings import Settings
+
+SCRIPTS = "synthorg.engine.native.scripts"
+MODEL = "scripted-test"
+
+Booter = Callable[..., AbstractAsyncContextManager[Components]]
+
+
+@pytest.fixture
+def booted(tmp_path: Path) -> Booter:
+    """``async with booted(script, latency_ms=0) as components`` — a fully wired service."""
+
+    @asynccontextmanager
+    async def start(
+        script: str, latency_ms: float = 0.0, **sections: dict[str, object]
+    ) -> AsyncIterator[Components]:
+        settings = Settings(
+            home=tmp_path / "home",
+            sections={
+                "gateway": {
+                    "providers": [
+                        {
+                            "name": "scripted",
+                            "kind": "scripted",
+                            "models": [MODEL],
+                            "script": script if ":" in script else f"{SCRIPTS}:{script}",
+                            "latency_ms": latency_ms,
+                        }
+                    ],
+                    "prices": {MODEL: {"input_per_mtok_usd": 3, "output_per_mtok_usd": 15}},
+                },
+                "run": {"model": MODEL, "shutdown_grace_s": 0.5},
+                **sections,
+            },
+        )
+        async with boot(
+            settings, registry=default_registry(), provisioner=default_provisioner
+        ) as components:
+            yield components
+
+    return start
+
+
+@pytest.fixture
+def demo_repo(tmp_path: Path) -> Path:
+    """The demo's sample repository (calc.py has a bug; test_calc.py fails)."""
+    return create_demo_repo(tmp_path / "calc")
+
+
+def make_task(repo: Path, prompt: str = DEMO_TASK, **fields: object) -> Task:
+    """A task on ``repo``."""
+    return Task(id=new_id("task"), project_id="proj", prompt=prompt, repository=str(repo), **fields)  # type: ignore[arg-type]
