@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import subprocess
 from collections.abc import AsyncIterator
@@ -23,7 +24,7 @@ from synthorg.domain import (
     TokenUsage,
     WorkspaceInfo,
 )
-from synthorg.engine import LoopRunner, RunCheckers, RunControl
+from synthorg.engine import LoopRunner, RunCheckers, RunControl, budget_checker, flag_checker
 from synthorg.engine.native import NativeLoopDeps, NativeLoopSettings, OpenAICompatClient
 from synthorg.engine.native.factories import NATIVE_FACTORIES
 from synthorg.engine.native.turn import CheckpointHook
@@ -107,8 +108,8 @@ class Run:
 
     context: LoopContext
     control: RunControl
-    cancel: "asyncio.Event"
-    shutdown: "asyncio.Event"
+    cancel: asyncio.Event
+    shutdown: asyncio.Event
     binding: RunBinding
 
 
@@ -147,10 +148,6 @@ class Harness:
         policy: ConfirmationPolicy = ConfirmationPolicy.NEVER,
         prior: tuple[StoredEvent, ...] = (),
     ) -> Run:
-        import asyncio
-
-        from synthorg.engine import budget_checker, flag_checker
-
         self.provider.set_script(MODEL, script)
         cid = conversation_id or f"conv-{secrets.token_hex(4)}"
         task = Task(
@@ -246,6 +243,7 @@ class Harness:
 
 @asynccontextmanager
 async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    """A harness in ``tmp_path``; the store and repository are reused when they exist."""
     store = await open_store(tmp_path / "store.db")
     provider = ScriptedProvider({})
     config = GatewayConfig(
@@ -258,13 +256,16 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     )
     signer = GatewaySigner(secrets.token_bytes(32), served=config.serves)
     gateway = Gateway(config, signer, store, {"scripted": provider})
+    repo = tmp_path / "repo"
+    if not repo.exists():
+        make_repo(repo)
     try:
         yield Harness(
             store=store,
             gateway=gateway,
             app=GatewayApp(gateway),
             provider=provider,
-            repo=make_repo(tmp_path / "repo"),
+            repo=repo,
             runner=LoopRunner(store),
         )
     finally:
