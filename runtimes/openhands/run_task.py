@@ -252,7 +252,10 @@ def build_conversation(spec: RunSpec, on_event: Any) -> Any:
         }
     agent = Agent(
         llm=llm,
-        tools=[Tool(name=TerminalTool.name, params=terminal_params), Tool(name=FileEditorTool.name)],
+        tools=[
+            Tool(name=TerminalTool.name, params=terminal_params),
+            Tool(name=FileEditorTool.name),
+        ],
         mcp_config=mcp_config,
     )
     conversation = LocalConversation(
@@ -279,9 +282,7 @@ def build_conversation(spec: RunSpec, on_event: Any) -> Any:
 class Driver:
     """Runs the conversation on a worker thread; applies control lines between and during runs."""
 
-    def __init__(
-        self, conversation: Any, writer: EventWriter, translator: Translator
-    ) -> None:
+    def __init__(self, conversation: Any, writer: EventWriter, translator: Translator) -> None:
         self.conversation = conversation
         self.writer = writer
         self.inbox: queue.Queue[Any] = queue.Queue()
@@ -321,7 +322,9 @@ class Driver:
     def pending_actions(self) -> list[Any]:
         from openhands.sdk.conversation.state import ConversationState
 
-        return list(ConversationState.get_unmatched_actions(self.conversation.state.active_branch()))
+        return list(
+            ConversationState.get_unmatched_actions(self.conversation.state.active_branch())
+        )
 
     def after_run(self, error: BaseException | None) -> int | None:
         """Emit the outcome of a run() call; return an exit code when the process is done."""

@@ -9,7 +9,6 @@ import pytest
 
 from synthorg.runtime import OpenHandsRuntime, build_runtime
 
-
 # Read at import, before the suite-wide autouse fixture points SYNTHORG_HOME at a temp dir.
 _OPERATOR_HOME = os.environ.get("SYNTHORG_HOME")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import subprocess
@@ -73,7 +74,9 @@ class EntrypointRun:
     def finish(self, timeout: float = 60) -> int:
         """Drain the stream to its end and return the exit code."""
         deadline = time.monotonic() + timeout
-        while (record := self._queue.get(timeout=max(0.1, deadline - time.monotonic()))) is not None:
+        while (
+            record := self._queue.get(timeout=max(0.1, deadline - time.monotonic()))
+        ) is not None:
             self.events.append(record)
         code = self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         self._close_pipes()
@@ -87,10 +90,9 @@ class EntrypointRun:
     def _close_pipes(self) -> None:
         for pipe in (self.proc.stdin, self.proc.stdout):
             if pipe is not None and not pipe.closed:
-                try:
+                # The process may be gone: nothing left to flush.
+                with contextlib.suppress(BrokenPipeError):
                     pipe.close()
-                except BrokenPipeError:  # the process is gone; nothing left to flush
-                    pass
         self._stderr.close()
 
     def kinds(self) -> list[str]:

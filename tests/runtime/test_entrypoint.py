@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from synthorg.runtime import OpenHandsRuntime
+
 from .entrypoint_driver import EntrypointRun
 from .scripted_openai import (
     COMPLETION_TOKENS,
@@ -129,9 +130,7 @@ def test_pause_then_steering_message_continues(
 
 
 def risky_spec(tmp_path: Path, server: ScriptedServer) -> dict[str, Any]:
-    return make_spec(
-        tmp_path, server, confirmation_policy="risky", security_analyzer=True
-    )
+    return make_spec(tmp_path, server, confirmation_policy="risky", security_analyzer=True)
 
 
 def two_risky_calls(workspace: Path) -> Reply:

@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from synthorg.errors import BoundaryError, ConfigError
+from synthorg.paths import synthorg_home
 from synthorg.runtime.files import entrypoint_path, lockfile_path
 
 MARKER_NAME = ".synthorg-runtime.json"
@@ -29,12 +30,9 @@ RUNTIME_PYTHON = (3, 12)
 OutputCallback = Callable[[str], None]
 
 
-def synthorg_home(home: Path | None = None) -> Path:
-    """The data dir: ``home`` if given, else ``$SYNTHORG_HOME``, else ``~/.synthorg``."""
-    if home is not None:
-        return home
-    env = os.environ.get("SYNTHORG_HOME")
-    return Path(env) if env else Path.home() / ".synthorg"
+def _home(home: Path | None) -> Path:
+    """``home`` if given, else the data dir (``$SYNTHORG_HOME``, default ``~/.synthorg``)."""
+    return home if home is not None else synthorg_home()
 
 
 class OpenHandsRuntime(BaseModel):
@@ -71,7 +69,7 @@ def lock_hash(lockfile: Path | None = None) -> str:
 
 def runtime_dir(home: Path | None = None, lockfile: Path | None = None) -> Path:
     """``SYNTHORG_HOME/runtimes/openhands/<lock hash>``."""
-    return synthorg_home(home) / "runtimes" / "openhands" / lock_hash(lockfile)
+    return _home(home) / "runtimes" / "openhands" / lock_hash(lockfile)
 
 
 def _runtime_from_dir(venv: Path, digest: str) -> OpenHandsRuntime | None:
@@ -99,7 +97,7 @@ def _runtime_from_dir(venv: Path, digest: str) -> OpenHandsRuntime | None:
 def find_runtime(home: Path | None = None) -> OpenHandsRuntime | None:
     """The built runtime matching the current lockfile, or None if it was never built."""
     digest = lock_hash()
-    return _runtime_from_dir(synthorg_home(home) / "runtimes" / "openhands" / digest, digest)
+    return _runtime_from_dir(_home(home) / "runtimes" / "openhands" / digest, digest)
 
 
 def runtime_status(home: Path | None = None) -> RuntimeStatus:
@@ -190,7 +188,7 @@ def build_runtime(
     """
     lockfile = lockfile_path()
     digest = lock_hash(lockfile)
-    parent = synthorg_home(home) / "runtimes" / "openhands"
+    parent = _home(home) / "runtimes" / "openhands"
     final = parent / digest
     with _build_lock(parent):
         existing = _runtime_from_dir(final, digest)
@@ -256,7 +254,7 @@ def _check_version(python: Path) -> None:
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError) as exc:
         raise ConfigError(f"cannot run {python} to check its version: {exc}") from exc
-    want = "%d.%d" % RUNTIME_PYTHON
+    want = "{}.{}".format(*RUNTIME_PYTHON)
     if out != want:
         raise ConfigError(
             f"{python} is Python {out}; the OpenHands lockfile is for Python {want}. "
