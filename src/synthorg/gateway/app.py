@@ -137,6 +137,7 @@ class GatewayApp:
             await _error(send, refusal.status, refusal.message, refusal.type, refusal.code)
             return
         upstream = request.model_copy(update={"model": ticket.model})
+        status = 499  # the caller went away before an answer
         try:
             if request.stream:
                 status = await self._stream(ticket, upstream, request.wants_usage_in_stream(), send)
@@ -144,9 +145,10 @@ class GatewayApp:
                 status = await self._complete(ticket, upstream, send)
         finally:
             await self.gateway.settle(ticket, ticket.usage)
+            elapsed = time.perf_counter() - started
+            self.metrics.observe(ticket, status, elapsed)
+            log_request(ticket, status, elapsed, stream=request.stream)
             await self.gateway.persist(ticket)
-        self.metrics.observe(ticket, status, time.perf_counter() - started)
-        log_request(ticket, status, time.perf_counter() - started, stream=request.stream)
 
     async def _complete(self, ticket: Ticket, request: ChatRequest, send: Send) -> int:
         try:

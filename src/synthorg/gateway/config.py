@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from decimal import Decimal
 from pathlib import Path
@@ -12,16 +11,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from synthorg.errors import ConfigError
+from synthorg.paths import synthorg_home
 
 ProviderKind = Literal["openai", "anthropic", "scripted"]
 
 DEMO_MODEL = "scripted-demo"
 """The model the built-in scripted provider serves; priced so demos show a cost."""
-
-
-def synthorg_home() -> Path:
-    """The data dir: ``$SYNTHORG_HOME`` or ``~/.synthorg``."""
-    return Path(os.environ.get("SYNTHORG_HOME") or Path.home() / ".synthorg")
 
 
 class ProviderConfig(BaseModel):

@@ -1,0 +1,190 @@
+"""Standalone serving (CLI subprocess, TCP + unix socket), embedding, metrics and the access log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from typer.testing import CliRunner
+
+from synthorg.cli.gateway import app as gateway_cli
+from synthorg.gateway.embedded import serve_embedded
+
+from .harness import UPSTREAM_MODEL, Harness
+
+CONFIG = """
+home = "{home}"
+
+[gateway]
+token_ttl_s = 120
+
+[[gateway.providers]]
+name = "scripted"
+kind = "scripted"
+models = ["scripted-demo", "echo-model"]
+script = "echo"
+
+[gateway.prices.echo-model]
+input_per_mtok_usd = 10
+output_per_mtok_usd = 20
+"""
+
+
+def _config(tmp_path: Path) -> Path:
+    path = tmp_path / "synthorg.toml"
+    path.write_text(CONFIG.format(home=tmp_path / "home"))
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_mint_prints_a_bearer_and_refuses_unbound_models(tmp_path: Path) -> None:
+    runner = CliRunner()
+    config = _config(tmp_path)
+    result = runner.invoke(
+        gateway_cli,
+        [
+            "mint",
+            "--model",
+            "echo-model",
+            "--ceiling",
+            "0.5",
+            "--json",
+            "--execution",
+            "exec-cli",
+            "--config",
+            str(config),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    minted = json.loads(result.stdout)
+    assert minted["provider"] == "scripted" and minted["execution_id"] == "exec-cli"
+    assert minted["bearer"].count(".") == 2
+    assert (tmp_path / "home" / "keys" / "gateway-signing.key").exists()
+    result = runner.invoke(gateway_cli, ["mint", "--model", "gpt-4o", "--config", str(config)])
+    assert result.exit_code != 0
+    assert "no provider" in result.output
+    result = runner.invoke(
+        gateway_cli,
+        ["mint", "--model", "echo-model", "--provider", "other", "--config", str(config)],
+    )
+    assert result.exit_code != 0 and "not served by provider" in result.output
+
+
+@pytest.mark.slow
+async def test_serve_subprocess_over_tcp_and_unix_socket(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    port, uds = _free_port(), tmp_path / "gw.sock"
+    token = (
+        CliRunner()
+        .invoke(gateway_cli, ["mint", "--model", "echo-model", "--config", str(config)])
+        .stdout.strip()
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from synthorg.cli.gateway import app; app()",
+            "serve",
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+            "--uds",
+            str(uds),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not uds.exists():
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, "gateway did not start"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)
+        async with openai.AsyncOpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key=token, max_retries=0
+        ) as client:
+            reply = await client.chat.completions.create(
+                model="openai/echo-model", messages=[{"role": "user", "content": "over tcp"}]
+            )
+        assert reply.choices[0].message.content == "echo: over tcp"
+        transport = httpx.AsyncHTTPTransport(uds=str(uds))
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway/v1") as http:
+            response = await http.post(
+                "/chat/completions",
+                headers={"authorization": f"Bearer {token}"},
+                json={"model": "echo-model", "messages": [{"role": "user", "content": "uds"}]},
+            )
+            assert response.status_code == 200
+            assert response.json()["choices"][0]["message"]["content"] == "echo: uds"
+            metrics = (await http.get("http://gateway/metrics")).text
+        answered = 'requests_total{model="echo-model",provider="scripted",status="200"} 2.0'
+        assert answered in metrics
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 0, stderr.decode()
+    assert not uds.exists(), "the unix socket is removed on shutdown"
+    access = [json.loads(line) for line in stderr.decode().splitlines() if line.startswith("{")]
+    assert [a["model"] for a in access] == ["echo-model", "echo-model"]
+    assert all(a["tokens_out"] > 0 and float(a["cost_usd"]) > 0 for a in access)
+
+
+async def test_embedded_serves_tcp_and_uds_at_once(harness: Harness, tmp_path: Path) -> None:
+    _, token = await harness.run()
+    uds = tmp_path / "embedded.sock"
+    async with serve_embedded(harness.app, uds=uds, tcp_port=0) as endpoints:
+        assert endpoints.tcp_base_url and endpoints.uds_path == uds
+        assert oct(uds.stat().st_mode & 0o777) == "0o600"
+        transport = httpx.AsyncHTTPTransport(uds=str(uds))
+        async with httpx.AsyncClient(transport=transport, base_url="http://x") as http:
+            assert (await http.get("/health")).json() == {"status": "ok"}
+        async with openai.AsyncOpenAI(
+            base_url=endpoints.tcp_base_url, api_key=token, max_retries=0
+        ) as client:
+            reply = await client.chat.completions.create(
+                model=UPSTREAM_MODEL, messages=[{"role": "user", "content": "x"}]
+            )
+            assert reply.choices[0].message.tool_calls
+    assert not uds.exists()
+
+
+async def test_metrics_and_access_log(harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    binding, token = await harness.run()
+    caplog.set_level(logging.INFO, logger="synthorg.gateway.access")
+    async with harness.client(token) as client:
+        await client.chat.completions.create(
+            model=UPSTREAM_MODEL, messages=[{"role": "user", "content": "x"}]
+        )
+        with pytest.raises(openai.PermissionDeniedError):
+            await client.chat.completions.create(
+                model="nope", messages=[{"role": "user", "content": "x"}]
+            )
+    records = [json.loads(r.message) for r in caplog.records if r.name == "synthorg.gateway.access"]
+    assert len(records) == 1
+    record = records[0]
+    assert record["execution_id"] == binding.execution_id and record["model"] == UPSTREAM_MODEL
+    assert record["tokens_in"] > 0 and record["tokens_out"] > 0 and record["latency_ms"] > 0
+    usage = await harness.gateway.usage(binding.execution_id)
+    assert record["cost_usd"] == str(usage.cost_usd)
+    async with httpx.AsyncClient(base_url=harness.base_url.removesuffix("/v1")) as http:
+        text = (await http.get("/metrics")).text
+    assert 'synthorg_gateway_refusals_total{code="model_mismatch"} 1.0' in text
+    assert f'synthorg_gateway_tokens_total{{direction="out",model="{UPSTREAM_MODEL}"}}' in text
+    assert "synthorg_gateway_request_seconds_bucket" in text
