@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from synthorg.cli.common import ConfigOption, console, fail, run_async, settings_from
 from synthorg.cli.gateway import gateway_config
@@ -20,6 +21,11 @@ app = typer.Typer(
     help="The credentialed-tool MCP server (git push, pull requests, allow-listed fetch).",
     no_args_is_help=True,
 )
+
+
+@app.callback()
+def _group() -> None:
+    """The credentialed-tool MCP server (git push, pull requests, allow-listed fetch)."""
 
 
 def mcp_config(settings: Settings) -> McpConfig:
@@ -53,7 +59,12 @@ def serve(
     if no_tcp and uds is None:
         fail("--no-tcp needs --uds PATH")
     if not mcp.projects:
-        fail("no [[mcp.projects]] configured: every tool call would be refused; add a project")
+        fail(
+            escape(
+                "no [[mcp.projects]] configured: every tool call would be refused; "
+                "add a project to the config"
+            )
+        )
     assert mcp.signing_key_path is not None
     try:
         vault = CredentialVault.from_config(mcp)
@@ -72,7 +83,9 @@ def serve(
                 mcp_app, uds=uds, host=None if no_tcp else host, port=port
             ) as ends:
                 where = [str(u) for u in (ends.url, ends.uds) if u]
-                console.print(f"mcp listening on {', '.join(where)}", highlight=False)
+                console.print(
+                    f"mcp listening on {', '.join(where)}", highlight=False, soft_wrap=True
+                )
                 stop = asyncio.Event()
                 loop = asyncio.get_running_loop()
                 for sig in (signal.SIGINT, signal.SIGTERM):
