@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from mcp_servers import FetchHandler, serving
+from mcp_world import _record
 
-from conftest import _record
 from synthorg.gateway.signer import GatewaySigner, RunBinding, load_or_create_key
 from synthorg.mcp import McpToolClient
 from synthorg.store.sqlite import SqliteStore

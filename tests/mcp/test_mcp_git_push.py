@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 
-from conftest import CONVERSATION, OTHER_CONVERSATION, World, call, git
-from synthorg.mcp import CredentialVault, McpEndpoints, create_mcp_app, serve_mcp
+from mcp_world import CONVERSATION, OTHER_CONVERSATION, World, call, git
+
+from synthorg.mcp import CredentialKind, CredentialVault, McpEndpoints, create_mcp_app, serve_mcp
 
 BRANCH = f"synthorg/{CONVERSATION}"
 
@@ -65,8 +67,6 @@ async def test_without_the_credential_the_remote_refuses_the_push(world: World) 
 async def test_a_wrong_vault_credential_is_refused_by_the_remote(world: World) -> None:
     world.commit_on(BRANCH)
     vault = CredentialVault()
-    from synthorg.mcp import CredentialKind
-
     vault.put("alpha", CredentialKind.GIT, "not-the-token")
     app = create_mcp_app(world.config, world.signer, vault, world.audit)
     async with serve_mcp(app, host="127.0.0.1") as ends:
@@ -172,3 +172,17 @@ async def test_repository_config_planted_by_the_sandbox_is_never_read(
     assert remote_sha(world, BRANCH) == sha
     # The push reached the real remote despite the rewrite, and the hook never ran.
     assert not trap.exists()
+
+
+async def test_concurrent_pushes_of_one_branch_are_serialised(
+    world: World, endpoints: McpEndpoints
+) -> None:
+    sha = world.commit_on(BRANCH)
+    results = await asyncio.gather(
+        *(call(endpoints, world.bearer(), "git_push", {}) for _ in range(4))
+    )
+    assert [r.is_error for r in results] == [False] * 4, [r.text for r in results]
+    summaries = sorted(r.text.rsplit(": ", 1)[1] for r in results)
+    assert summaries == ["[new branch]", "[up to date]", "[up to date]", "[up to date]"]
+    assert remote_sha(world, BRANCH) == sha
+    assert len(await world.audit.of(CONVERSATION)) == 4

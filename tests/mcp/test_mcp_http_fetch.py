@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from mcp_world import CONVERSATION, World, call
 
-from conftest import CONVERSATION, World, call
 from synthorg.mcp import McpClientError, McpEndpoints
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import structlog
+from mcp_world import CONVERSATION, FORGE_TOKEN, GIT_TOKEN, World, call
 
-from conftest import CONVERSATION, FORGE_TOKEN, GIT_TOKEN, World, call
 from synthorg.mcp import McpEndpoints
 
 BRANCH = f"synthorg/{CONVERSATION}"

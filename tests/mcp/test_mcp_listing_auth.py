@@ -6,8 +6,8 @@ import httpx2
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_world import World, call
 
-from conftest import World, call
 from synthorg.mcp import McpClientError, McpEndpoints, McpToolClient
 
 TOOLS = {"git_push", "open_pull_request", "http_fetch"}

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from mcp_world import CONVERSATION, FORGE_TOKEN, OTHER_CONVERSATION, World, call
 
-from conftest import CONVERSATION, FORGE_TOKEN, OTHER_CONVERSATION, World, call
 from synthorg.mcp import (
     CredentialKind,
     CredentialVault,

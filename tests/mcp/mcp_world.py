@@ -1,0 +1,256 @@
+"""The MCP test world: a project repo, its authenticated loopback remote and forge, the server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_servers import (
+    FetchHandler,
+    ForgeHandler,
+    ForgeState,
+    GitRemoteHandler,
+    GitRemoteState,
+    serving,
+)
+
+from synthorg.domain import AgentIdentity, ConversationRecord, Task, ToolAuditEvent
+from synthorg.gateway.signer import GatewaySigner, RunBinding
+from synthorg.mcp import (
+    CredentialVault,
+    McpConfig,
+    McpEndpoints,
+    McpToolClient,
+    ToolCallResult,
+    create_mcp_app,
+    serve_mcp,
+)
+from synthorg.store.sqlite import SqliteStore
+
+GIT_TOKEN = "ghs_gitPUSHtoken_5b1f0e9a7c3d4e2f8a6b"
+FORGE_TOKEN = "ghp_forgeAPItoken_9d8c7b6a5f4e3d2c1b0a"
+CONVERSATION = "conv-alpha-1"
+OTHER_CONVERSATION = "conv-alpha-2"
+
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "SynthOrg Test",
+    "GIT_AUTHOR_EMAIL": "test@synthorg.invalid",
+    "GIT_COMMITTER_NAME": "SynthOrg Test",
+    "GIT_COMMITTER_EMAIL": "test@synthorg.invalid",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(*args: str, cwd: Path | None = None) -> str:
+    """Run git for test setup with a fixed identity and no user config."""
+    env = {**os.environ, **_IDENTITY}
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+KNOWN_CONVERSATIONS = (
+    (CONVERSATION, "alpha"),
+    (OTHER_CONVERSATION, "alpha"),
+    ("conv-beta-1", "beta"),
+    ("conv-g", "gamma"),
+)
+
+
+class StoreAudit:
+    """The audit sink of the tests: the real SQLite store, read back through its history."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    async def append(self, conversation_id: str, event: ToolAuditEvent, /) -> object:
+        return await self.store.append(conversation_id, event)
+
+    async def of(self, conversation_id: str) -> list[ToolAuditEvent]:
+        stored = await self.store.history(
+            conversation_id, kinds=frozenset({"tool_audit"}), limit=1000
+        )
+        events = [s.event for s in stored]
+        assert all(isinstance(e, ToolAuditEvent) for e in events)
+        return events  # type: ignore[return-value]
+
+    async def all(self) -> list[ToolAuditEvent]:
+        return [e for cid, _ in KNOWN_CONVERSATIONS for e in await self.of(cid)]
+
+
+def _record(conversation_id: str, project_id: str) -> ConversationRecord:
+    now = datetime.now(UTC)
+    return ConversationRecord(
+        id=conversation_id,
+        task=Task(id=f"task-{conversation_id}", project_id=project_id, prompt="p", repository="/r"),
+        agent=AgentIdentity(id="agent-1"),
+        loop_type="react",
+        model="scripted-1",
+        created_at=now,
+        updated_at=now,
+    )
+
+
+@dataclass
+class Clock:
+    """A settable clock for the signer (to expire bearers without sleeping)."""
+
+    now: float = field(default_factory=time.time)
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class World:
+    """Everything one test acts on."""
+
+    repo: Path
+    remote: Path
+    remote_url: str
+    git_state: GitRemoteState
+    forge_state: ForgeState
+    forge_url: str
+    fetch_url: str
+    config: McpConfig
+    vault: CredentialVault
+    audit: StoreAudit
+    clock: Clock
+    signer: GatewaySigner
+    tmp: Path
+
+    def bearer(
+        self, project: str = "alpha", conversation: str = CONVERSATION, ttl_s: int = 600
+    ) -> str:
+        binding = RunBinding(
+            execution_id=f"exec-{conversation}",
+            agent_id="agent-1",
+            task_id="task-1",
+            project_id=project,
+            conversation_id=conversation,
+            provider="scripted",
+            model_id="scripted-1",
+        )
+        return self.signer.mint(binding, ttl_s=ttl_s)
+
+    def commit_on(self, branch: str, name: str = "change.txt") -> str:
+        exists = (
+            subprocess.run(
+                ["git", "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"],
+                cwd=self.repo,
+                capture_output=True,
+            ).returncode
+            == 0
+        )
+        git("checkout", "-q", *(() if exists else ("-b",)), branch, cwd=self.repo)
+        (self.repo / name).write_text(f"work on {branch} at {time.time_ns()}\n")
+        git("add", name, cwd=self.repo)
+        git("commit", "-q", "-m", f"work on {branch}", cwd=self.repo)
+        sha = git("rev-parse", "HEAD", cwd=self.repo)
+        git("checkout", "-q", "main", cwd=self.repo)
+        return sha
+
+
+def make_config(data: dict[str, Any]) -> McpConfig:
+    return McpConfig.model_validate(data)
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", str(repo))
+    (repo / "README.md").write_text("project\n")
+    git("add", "README.md", cwd=repo)
+    git("commit", "-q", "-m", "initial", cwd=repo)
+
+    served = tmp_path / "served"
+    remote = served / "widgets.git"
+    git("init", "-q", "--bare", "-b", "main", str(remote))
+    git("--git-dir", str(repo / ".git"), "push", "-q", str(remote), "main:main")
+
+    git_state = GitRemoteState(root=served, username="x-access-token", token=GIT_TOKEN)
+    forge_state = ForgeState(owner="acme", repo="widgets", token=FORGE_TOKEN, remote=remote)
+    with (
+        serving(GitRemoteHandler, git_state) as git_url,
+        serving(ForgeHandler, forge_state) as forge_url,
+        serving(FetchHandler, None) as fetch_url,
+    ):
+        config = make_config(
+            {
+                "projects": [
+                    {
+                        "project_id": "alpha",
+                        "repository": str(repo),
+                        "remote_url": f"{git_url}/widgets.git",
+                        "git_token_env": "ALPHA_GIT_TOKEN",
+                        "protected_branches": ["main", "master", "release/*"],
+                        "forge": {
+                            "api_base_url": f"{forge_url}/api/v3",
+                            "owner": "acme",
+                            "repo": "widgets",
+                            "token_env": "ALPHA_FORGE_TOKEN",
+                        },
+                        "fetch": {
+                            "allow": [f"{fetch_url}/allowed/"],
+                            "max_bytes": 65536,
+                            "timeout_s": 1.0,
+                        },
+                    },
+                    {"project_id": "beta", "fetch": {"allow": [f"{fetch_url}/private/"]}},
+                ]
+            }
+        )
+        vault = CredentialVault.from_config(
+            config, {"ALPHA_GIT_TOKEN": GIT_TOKEN, "ALPHA_FORGE_TOKEN": FORGE_TOKEN}
+        )
+        store = await SqliteStore.open(tmp_path / "store.db")
+        for conversation_id, project_id in KNOWN_CONVERSATIONS:
+            await store.create_conversation(_record(conversation_id, project_id))
+        clock = Clock()
+        signer = GatewaySigner(b"k" * 48, served=lambda p, m: True, clock=clock)
+        yield World(
+            repo=repo,
+            remote=remote,
+            remote_url=f"{git_url}/widgets.git",
+            git_state=git_state,
+            forge_state=forge_state,
+            forge_url=forge_url,
+            fetch_url=fetch_url,
+            config=config,
+            vault=vault,
+            audit=StoreAudit(store),
+            clock=clock,
+            signer=signer,
+            tmp=tmp_path,
+        )
+        await store.close()
+
+
+@pytest.fixture
+async def endpoints(world: World) -> AsyncIterator[McpEndpoints]:
+    app = create_mcp_app(world.config, world.signer, world.vault, world.audit)
+    # A short socket path: AF_UNIX paths are limited to ~108 bytes.
+    uds = Path(f"/tmp/synthorg-mcp-test-{os.getpid()}-{time.monotonic_ns()}.sock")
+    async with serve_mcp(app, uds=uds, host="127.0.0.1", port=0) as ends:
+        yield ends
+
+
+BearerFactory = Callable[..., str]
+
+
+async def call(
+    ends: McpEndpoints, bearer: str, tool: str, arguments: dict[str, Any] | None = None
+) -> ToolCallResult:
+    """One tool call over streamable HTTP on loopback TCP."""
+    assert ends.url is not None
+    return await McpToolClient(ends.url, bearer).call_tool(tool, arguments or {})
