@@ -14,6 +14,7 @@ from synthorg.domain import (
     MessageEvent,
     ObservationEvent,
     StatusChangeEvent,
+    StoredEvent,
 )
 from synthorg.errors import ConflictError, NotFoundError, UsageError
 from synthorg.store import Store
@@ -51,7 +52,8 @@ async def test_append_numbers_from_one_per_conversation(store: Store) -> None:
     await store.create_conversation(a)
     await store.create_conversation(b)
     assert await store.last_seq(a.id) == 0
-    seqs_a = [(await store.append(a.id, message(i))).seq for i in range(5)]
+    acked = [await store.append(a.id, message(i)) for i in range(5)]
+    seqs_a = [s.seq for s in acked]
     seqs_b = [(await store.append(b.id, message(i))).seq for i in range(3)]
     assert seqs_a == [1, 2, 3, 4, 5]
     assert seqs_b == [1, 2, 3]
@@ -60,6 +62,10 @@ async def test_append_numbers_from_one_per_conversation(store: Store) -> None:
     assert [s.event for s in stored] == [message(i) for i in range(5)]
     assert all(s.conversation_id == a.id for s in stored)
     assert [s.timestamp for s in stored] == sorted(s.timestamp for s in stored)
+    # what history reads back is exactly what append acknowledged, and a valid model
+    assert stored == acked
+    assert [StoredEvent.model_validate(s.model_dump()) for s in stored] == acked
+    assert all(s.timestamp.utcoffset() == timedelta(0) for s in stored)
 
 
 async def test_concurrent_appends_get_distinct_consecutive_seqs(store: Store) -> None:

@@ -102,3 +102,26 @@ async def test_sigkill_mid_stream_loses_no_acknowledged_event(store_url: str) ->
         assert (await store.append(rec.id, MessageEvent(role="user", text="after"))).seq == last + 1
     finally:
         await store.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_followers_are_woken_by_notify_not_polling(pg_schema_url: str) -> None:
+    """With polling effectively off, another process's appends still arrive promptly."""
+    from synthorg.store.postgres import PostgresStore
+
+    follower = await PostgresStore.open(pg_schema_url, poll_interval=600)
+    try:
+        rec = record()
+        await follower.create_conversation(rec)
+        stream = follower.tail(rec.id)
+        first = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0.2)  # the follower has read the (empty) history and waits
+        proc = await _spawn(pg_schema_url, rec.id, 5, 0.05, 1)
+        got = [await asyncio.wait_for(first, 10)]
+        while len(got) < 5:
+            got.append(await asyncio.wait_for(anext(stream), 10))
+        assert [s.seq for s in got] == [1, 2, 3, 4, 5]
+        assert await proc.wait() == 0
+        await stream.aclose()
+    finally:
+        await follower.close()

@@ -1,4 +1,4 @@
-"""The PostgreSQL LISTEN connection that wakes this process's followers on others' appends."""
+"""PostgreSQL LISTEN/NOTIFY: wake followers in every process when events are appended."""
 
 from __future__ import annotations
 
@@ -70,3 +70,69 @@ class Listener:
                     self._conn = None
             first = False
             await asyncio.sleep(_RECONNECT_DELAY)
+
+
+class Notifier:
+    """Sends this process's append notifications after commit, coalesced, off the append path.
+
+    Why not ``pg_notify`` inside the append transaction: PostgreSQL serialises the commits
+    of all notifying transactions on one database-wide lock held through the WAL flush, so
+    8 concurrent appenders then commit one at a time (measured ~190 ev/s against ~1,300 for
+    plain inserts). A notification sent in its own read-only transaction holds that lock
+    only briefly. The cost: if this process dies between an append's commit and the
+    notification, other processes' followers see the event at their next poll instead.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._pending: set[str] = set()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+
+    def start(self) -> None:
+        """Start the sending task."""
+        self._task = asyncio.create_task(self._run(), name="synthorg-pg-notifier")
+
+    def notify(self, conversation_id: str) -> None:
+        """Queue a notification for a committed append (coalesced with queued ones)."""
+        self._pending.add(conversation_id)
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Send what is queued (best effort), then stop."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+        if self._pending:
+            with contextlib.suppress(psycopg.Error):
+                await self._send()
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    async def _send(self) -> None:
+        if self._conn is None or self._conn.closed:
+            self._conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+        batch, self._pending = sorted(self._pending), set()
+        try:
+            await self._conn.execute(
+                "SELECT pg_notify(%s, cid) FROM unnest(%s::text[]) AS cid", (CHANNEL, batch)
+            )
+        except psycopg.Error:
+            self._pending.update(batch)
+            raise
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._send()
+            except psycopg.Error:
+                # The database is unreachable: followers fall back to polling; retry later.
+                await asyncio.sleep(_RECONNECT_DELAY)
+                self._wake.set()

@@ -1,11 +1,13 @@
 """The PostgreSQL backend of the store (psycopg 3, async pool), for several processes or hosts.
 
 An append is one statement, so one round trip and one transaction: it bumps the
-conversation's ``last_seq`` (the row lock orders concurrent appends of one conversation),
-inserts the event with that seq and calls ``pg_notify``, which PostgreSQL delivers only when
-the transaction commits. Each store keeps one LISTEN connection; a notification only wakes
-followers, who then read ``seq > last delivered`` from the table (see ``tail.py``), so lost,
-duplicated or reordered notifications cannot cause gaps or duplicates.
+conversation's ``last_seq`` (the row lock orders concurrent appends of one conversation) and
+inserts the event with that seq. After the commit the store wakes its own followers and
+queues a NOTIFY for other processes (sent outside the append transaction; see ``Notifier``
+for why). Each store keeps one LISTEN connection. A notification only wakes followers, who
+then read ``seq > last delivered`` from the table (see ``tail.py``), so lost, duplicated or
+reordered notifications cannot cause gaps or duplicates; followers also re-read every
+``poll_interval`` seconds in case a notification was lost.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from synthorg.domain import ConversationEvent, ConversationRecord, ConversationS
 from synthorg.errors import BoundaryError, ConflictError, NotFoundError
 from synthorg.store import codec
 from synthorg.store.config import describe
-from synthorg.store.pg_listen import CHANNEL, Listener
+from synthorg.store.pg_listen import Listener, Notifier
 from synthorg.store.protocol import (
     ConversationPage,
     ExecutionStatus,
@@ -47,7 +49,7 @@ WITH bumped AS (
     SELECT id, last_seq, clock_timestamp(), %(kind)s, %(body)s::jsonb FROM bumped
     RETURNING seq, ts
 )
-SELECT seq, ts, pg_notify(%(channel)s, %(cid)s) FROM inserted
+SELECT seq, ts FROM inserted
 """
 
 
@@ -71,7 +73,7 @@ class PostgresStore:
         url: str,
         *,
         cipher: SecretCipher | None = None,
-        poll_interval: float = 2.0,
+        poll_interval: float = 1.0,
         max_size: int = 10,
     ) -> None:
         self.url = url
@@ -82,6 +84,7 @@ class PostgresStore:
             url, min_size=1, max_size=max_size, kwargs={"autocommit": True}, open=False
         )
         self._listener = Listener(url, self._hub)
+        self._notifier = Notifier(url)
 
     @classmethod
     async def open(
@@ -89,7 +92,7 @@ class PostgresStore:
         url: str,
         *,
         cipher: SecretCipher | None = None,
-        poll_interval: float = 2.0,
+        poll_interval: float = 1.0,
         max_size: int = 10,
     ) -> PostgresStore:
         """Connect, apply pending migrations, start listening for other processes' appends."""
@@ -105,6 +108,7 @@ class PostgresStore:
         try:
             await store.migrate()
             await store._listener.start()
+            store._notifier.start()
         except BaseException:
             await store.close()
             raise
@@ -237,8 +241,8 @@ class PostgresStore:
             await conn.execute(
                 "DELETE FROM executions WHERE conversation_id = %s", (conversation_id,)
             )
-            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, conversation_id))
         self._hub.notify(conversation_id)
+        self._notifier.notify(conversation_id)
 
     # -- event log -------------------------------------------------------------------------
 
@@ -247,15 +251,14 @@ class PostgresStore:
             "cid": conversation_id,
             "kind": event.kind,
             "body": codec.event_json(event),
-            "channel": CHANNEL,
         }
         rows = await self._all(_APPEND, params)
         if not rows:
             raise NotFoundError(f"no conversation {conversation_id}")
-        # Committed (autocommit): wake local followers now rather than after the round trip
-        # of our own notification.
+        # Committed (autocommit): wake local followers now, other processes' soon.
         self._hub.notify(conversation_id)
-        seq, moment, _ = rows[0]
+        self._notifier.notify(conversation_id)
+        seq, moment = rows[0]
         return StoredEvent(
             conversation_id=conversation_id, seq=seq, timestamp=codec.utc(moment), event=event
         )
@@ -294,7 +297,7 @@ class PostgresStore:
         rows = await self._all(sql, [*params, limit])
         if backwards:
             rows.reverse()
-        return [codec.stored_event(conversation_id, r[0], r[1], r[2]) for r in rows]
+        return codec.stored_events(conversation_id, rows)
 
     async def _exists(self, conversation_id: str) -> bool:
         rows = await self._all("SELECT 1 FROM conversations WHERE id = %s", (conversation_id,))
@@ -332,6 +335,7 @@ class PostgresStore:
         return await reconcile(self)
 
     async def close(self) -> None:
+        await self._notifier.stop()
         await self._listener.stop()
         await self._pool.close()
 

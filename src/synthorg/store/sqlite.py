@@ -259,7 +259,7 @@ class SqliteStore:
         rows = await self._readers.run(lambda c: c.execute(sql, params).fetchall())
         if backwards:
             rows.reverse()
-        return [codec.stored_event(conversation_id, r[0], r[1], r[2]) for r in rows]
+        return codec.stored_events(conversation_id, rows)
 
     async def _exists(self, conversation_id: str) -> bool:
         row = await self._readers.run(
@@ -345,7 +345,9 @@ class SqliteStore:
 
         def work(conn: sqlite3.Connection) -> dict[str, Any]:
             # One statement: concurrent recorders (threads or processes) never lose an add.
-            row = conn.execute(
+            cur = conn.cursor()
+            cur.row_factory = sqlite3.Row
+            row = cur.execute(
                 "UPDATE executions SET requests = requests + 1, tokens_in = tokens_in + ?,"
                 " tokens_out = tokens_out + ?, cost_usd = dec_add(cost_usd, ?), updated_at = ?"
                 " WHERE execution_id = ? RETURNING *",
@@ -379,9 +381,9 @@ class SqliteStore:
 
 
 def _execution_row(conn: sqlite3.Connection, execution_id: str) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT * FROM executions WHERE execution_id = ?", (execution_id,)
-    ).fetchone()
+    cur = conn.cursor()
+    cur.row_factory = sqlite3.Row
+    row = cur.execute("SELECT * FROM executions WHERE execution_id = ?", (execution_id,)).fetchone()
     if row is None:
         raise NotFoundError(f"no execution {execution_id} in the ledger")
     return dict(row)

@@ -51,7 +51,6 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.create_function("dec_add", 2, _dec_add, deterministic=True)
     except sqlite3.Error as exc:
         raise BoundaryError(f"cannot open the SQLite store at {path}: {exc}") from exc
-    conn.row_factory = sqlite3.Row
     return conn
 
 
@@ -135,19 +134,24 @@ class SqliteWriter:
         live = [job for job in batch if job.future.set_running_or_notify_cancel()]
         if not live:
             return
+        # A lone job needs no savepoint: if it fails, the whole transaction is rolled back.
+        alone = len(live) == 1
         try:
             conn.execute("BEGIN IMMEDIATE")
             for job in live:
-                conn.execute("SAVEPOINT job")
+                if not alone:
+                    conn.execute("SAVEPOINT job")
                 try:
                     job.result = job.work(conn)
                     job.ran = True
                 except Exception as exc:
                     # One job's failure (a conflict, an unknown id) must not undo the others.
                     job.error = exc
-                    conn.execute("ROLLBACK TO job")
-                conn.execute("RELEASE job")
-            conn.execute("COMMIT")
+                    if not alone:
+                        conn.execute("ROLLBACK TO job")
+                if not alone:
+                    conn.execute("RELEASE job")
+            conn.execute("ROLLBACK" if alone and not live[0].ran else "COMMIT")
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
