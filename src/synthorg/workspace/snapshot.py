@@ -17,6 +17,7 @@ from pathlib import Path
 
 from synthorg.workspace.errors import NotAGitWorkspaceError
 from synthorg.workspace.git import run_git, run_git_retrying
+from synthorg.workspace.journal import JOURNALS, Journal
 from synthorg.workspace.locks import exclusive
 from synthorg.workspace.models import Workspace
 
@@ -143,11 +144,65 @@ class SnapshotIndex:
             seeded_for = self._head_marker.read_text(encoding="utf-8")
         except FileNotFoundError:
             seeded_for = None
+        full = False
         if seeded_for is None or not self.path.is_file() or seeded_for != (head or ""):
             # HEAD moved (someone committed): files it now tracks may be ignored ones.
             await self._seed(head)
-        await run_git_retrying([*FAST_CONFIG, "add", "-A"], self.ws.path, env=self.env)
+            full = True
+        journal = JOURNALS.get(str(self.path))
+        restart = journal is None
+        if journal is not None:
+            changes = journal.drain()
+            # Unsure (overflow, a moved directory) or a changed .gitignore, which can
+            # un-ignore directories that are not watched: watch afresh and scan everything.
+            restart = changes.everything or any(_is_ignore_file(p) for p in changes.paths)
+            if not (full or restart) and changes.paths:
+                full = not await self._add_paths(changes.paths)
+        if restart:
+            await self._start_journal()  # before the scan, so nothing falls in between
+        if full or restart:
+            await run_git_retrying([*FAST_CONFIG, "add", "-A"], self.ws.path, env=self.env)
         return head
+
+    async def _add_paths(self, paths: set[str]) -> bool:
+        """``git add -A`` limited to ``paths``; False when only a full scan will do."""
+        specs = _pathspecs(self.ws.path, paths)
+        if specs is None:
+            return False
+        out = await run_git(
+            [
+                *FAST_CONFIG,
+                "-c",
+                "advice.addIgnoredFile=false",
+                "--literal-pathspecs",
+                "add",
+                "-A",
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+            ],
+            self.ws.path,
+            env=self.env,
+            stdin=b"".join(os.fsencode(s) + b"\0" for s in specs),
+            check=False,
+        )
+        # Exit 1 listing ignored paths still adds the rest: that is the outcome we want.
+        return out.returncode == 0 or (
+            out.returncode == 1 and out.stderr.startswith("The following paths are ignored")
+        )
+
+    async def _start_journal(self) -> None:
+        """(Re)start watching the worktree; wholly ignored directories are not watched."""
+        key = str(self.path)
+        JOURNALS.discard(key)
+        listed = await run_git(
+            ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
+            self.ws.path,
+            env=self.env,
+        )
+        skip = {p.rstrip("/") for p in listed.text.split("\0") if p.endswith("/")}
+        journal = Journal(self.ws.path, skip)
+        if journal.start():
+            JOURNALS.add(key, journal)
 
     async def write_tree(self) -> str:
         """The tree of the private index."""
@@ -172,6 +227,33 @@ class SnapshotIndex:
             self.ws.path,
             env=self.env,
         )
+
+
+def _is_ignore_file(path: str) -> bool:
+    # A changed .gitignore can un-ignore directories the journal does not watch.
+    return path == ".gitignore" or path.endswith("/.gitignore")
+
+
+def _pathspecs(root: Path, paths: set[str]) -> list[str] | None:
+    """Each changed path, or for a vanished one its nearest existing parent directory.
+
+    None when that parent is the root itself (then only a full scan is as cheap).
+    """
+    specs: set[str] = set()
+    for rel in paths:
+        candidate = rel
+        while candidate and not os.path.lexists(root / candidate):
+            candidate = candidate.rpartition("/")[0]
+        if not candidate:
+            return None
+        specs.add(candidate)
+    return sorted(specs)
+
+
+def forget(ws: Workspace) -> None:
+    """Stop watching a checkout (its worktree is being removed)."""
+    if ws.git_dir is not None:
+        JOURNALS.discard(str(state_dir(ws.git_dir) / "snapshot.index"))
 
 
 async def snapshot_tree(ws: Workspace) -> Snapshot:

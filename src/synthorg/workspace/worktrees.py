@@ -23,7 +23,7 @@ from synthorg.workspace.repo import (
     resolve_commit,
     stored_base,
 )
-from synthorg.workspace.snapshot import state_dir
+from synthorg.workspace.snapshot import forget, state_dir
 
 _METADATA = "workspace.json"
 
@@ -211,6 +211,7 @@ class WorktreeManager:
         if not workspace.is_worktree or workspace.common_dir is None:
             return
         common = workspace.common_dir
+        forget(workspace)
         async with exclusive(state_dir(common) / "worktrees.lock"):
             if workspace.path.exists():
                 out = await run_git(
