@@ -1,0 +1,102 @@
+"""The inotify change journal: what it reports, when it gives up, and checkpoints through it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from synthorg.workspace.checkpoints import CheckpointStore
+from synthorg.workspace.journal import JOURNALS, Journal, JournalRegistry
+from synthorg.workspace.snapshot import state_dir
+from synthorg.workspace.worktrees import WorktreeManager
+
+from .gitfixtures import git, make_repo, tree_state
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="inotify is Linux-only")
+
+
+def test_reports_files_dirs_and_deletions(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "old.txt").write_text("x")
+    (tmp_path / "skipme").mkdir()
+    journal = Journal(tmp_path, skip={"skipme"})
+    assert journal.start()
+    try:
+        assert journal.drain().paths == set()
+        (tmp_path / "d" / "old.txt").write_text("changed")
+        (tmp_path / "top.txt").write_text("new")
+        (tmp_path / "skipme" / "ignored.bin").write_text("not watched")
+        os.makedirs(tmp_path / "n1" / "n2")
+        (tmp_path / "n1" / "n2" / "deep.txt").write_text("deep")
+        first = journal.drain()
+        assert not first.everything
+        assert {"d/old.txt", "top.txt", "n1"} <= first.paths
+        assert not any(p.startswith("skipme") for p in first.paths)
+        # The new directory is watched from now on.
+        (tmp_path / "n1" / "n2" / "later.txt").write_text("later")
+        (tmp_path / "d" / "old.txt").unlink()
+        second = journal.drain()
+        assert second.paths == {"n1/n2/later.txt", "d/old.txt"}
+        assert journal.drain().paths == set()
+        # A watched directory moving makes every remembered path suspect.
+        os.rename(tmp_path / "n1", tmp_path / "moved")
+        assert journal.drain().everything
+    finally:
+        journal.close()
+    assert not journal.active and journal.drain().everything
+
+
+def test_registry_evicts_and_closes() -> None:
+    registry = JournalRegistry(limit=2)
+    journals = []
+    for i in range(3):
+        journal = Journal(Path("/"), skip=set())
+        journal._fd = os.open(os.devnull, os.O_RDONLY)  # a stand-in fd: only closing is tested
+        journals.append(journal)
+        registry.add(str(i), journal)
+    assert not journals[0].active and journals[1].active and journals[2].active
+    assert registry.get("0") is None and registry.get("2") is journals[2]
+    registry.discard("1")
+    registry.discard("2")
+    assert not journals[1].active and not journals[2].active
+
+
+async def test_checkpoints_go_through_the_journal(tmp_path: Path, home: Path) -> None:
+    repo = tmp_path / "proj"
+    make_repo(repo, {".gitignore": b"out/\n", "a.txt": b"a\n", "src/m.py": b"m = 1\n"})
+    ws = await WorktreeManager(home).create(repo, "conv-j")
+    assert ws.git_dir is not None
+    key = str(state_dir(ws.git_dir) / "snapshot.index")
+    store = CheckpointStore()
+    await store.create(ws)
+    journal = JOURNALS.get(key)
+    assert journal is not None and journal.active
+
+    # Quick nested creation right after a mkdir, an edit, and an ignored dir.
+    os.makedirs(ws.path / "x" / "y" / "z")
+    (ws.path / "x" / "y" / "z" / "f.txt").write_text("nested\n")
+    (ws.path / "src" / "m.py").write_text("m = 2\n")
+    (ws.path / "out").mkdir()
+    (ws.path / "out" / "build.bin").write_text("ignored\n")
+    cp = await store.create(ws)
+    names = git(repo, "ls-tree", "-r", "--name-only", cp.tree).split()
+    assert "x/y/z/f.txt" in names and "out/build.bin" not in names
+    assert git(repo, "show", f"{cp.tree}:src/m.py") == "m = 2\n"
+    assert JOURNALS.get(key) is journal  # no restart was needed
+
+    # Un-ignoring a directory the journal never watched is still picked up.
+    (ws.path / ".gitignore").write_text("")
+    cp2 = await store.create(ws)
+    assert "out/build.bin" in git(repo, "ls-tree", "-r", "--name-only", cp2.tree).split()
+
+    # Rollback through the journal, then removal stops watching.
+    expected = tree_state(ws.path)
+    (ws.path / "x" / "y" / "z" / "f.txt").unlink()
+    (ws.path / "brand.txt").write_text("new\n")
+    await store.rollback(ws, cp2.index)
+    assert tree_state(ws.path) == expected
+    await WorktreeManager(home).remove(ws)
+    assert JOURNALS.get(key) is None
