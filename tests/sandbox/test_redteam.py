@@ -181,7 +181,8 @@ def test_cannot_see_host_processes(bwrap: BwrapSandbox, workspace: Path) -> None
     host = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker])
     try:
         assert processes_with(marker)  # control: the host sees it
-        body = """
+        body = (
+            """
 pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
 cmdlines = []
 for pid in pids:
@@ -190,7 +191,9 @@ for pid in pids:
     except OSError:
         pass
 results = {"pids": pids, "cmdlines": cmdlines, "kill_host": probe(os.kill, %d, 9)}
-""" % host.pid
+"""
+            % host.pid
+        )
         results = asyncio.run(attack(bwrap, workspace, PROBE + body + "print(json.dumps(results))"))
     finally:
         host.kill()
@@ -233,7 +236,9 @@ async def test_fork_bomb_is_stopped_by_the_process_cap(
 ) -> None:
     cap = 32
     limits = SandboxLimits(max_processes=cap, wall_timeout_s=2, idle_timeout_s=None)
-    req = request(workspace, ["bash", "-c", "echo started; :(){ :|:& };:; read; read"], limits=limits)
+    req = request(
+        workspace, ["bash", "-c", "echo started; :(){ :|:& };:; read; read"], limits=limits
+    )
     lines, ended = await collect(bwrap, req)
     assert lines[:1] == ["started"]
     assert ended.reason is ExitReason.PROCESS_LIMIT, ended

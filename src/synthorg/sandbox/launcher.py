@@ -1,11 +1,14 @@
 """STDLIB-ONLY in-sandbox launcher: forward 127.0.0.1 ports to unix sockets, then run argv.
 
-Usage: python3 -I -S launcher.py [--forward PORT=SOCKET]... -- PROGRAM [ARGS...]
+Usage: python3 -I -S launcher.py [--subreaper] [--forward PORT=SOCKET]... -- PROGRAM [ARGS...]
 
 Each forwarder listens on 127.0.0.1:PORT inside the sandbox's own network namespace and
 relays every connection, byte for byte, to the unix socket bound in from the host (the
 gateway or the MCP server), so ordinary ``http://127.0.0.1:PORT`` base URLs work while no
 other route out exists. The listeners are bound before PROGRAM starts, so it never races them.
+
+With --subreaper (the unisolated local backend, which has no pid namespace to do it) the
+launcher adopts orphaned descendants and kills them all when PROGRAM ends.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import subprocess
 import sys
 import threading
 
@@ -69,29 +71,76 @@ def start_forwarder(port: int, socket_path: str) -> socket.socket:
     return listener
 
 
-def parse_args(args: list[str]) -> tuple[list[tuple[int, str]], list[str]]:
-    """Split the command line into (port, socket) forwards and the program's argv."""
+def parse_args(args: list[str]) -> tuple[bool, list[tuple[int, str]], list[str]]:
+    """Split the command line into the subreaper flag, (port, socket) forwards and argv."""
+    subreaper = bool(args) and args[0] == "--subreaper"
+    args = args[1:] if subreaper else args
     forwards: list[tuple[int, str]] = []
     while args and args[0] == "--forward":
         port, _, path = args[1].partition("=")
         forwards.append((int(port), path))
         args = args[2:]
     if not args or args[0] != "--" or len(args) < 2:
-        raise SystemExit("usage: launcher.py [--forward PORT=SOCKET]... -- PROGRAM [ARGS...]")
-    return forwards, args[1:]
+        raise SystemExit("usage: launcher.py [--subreaper] [--forward PORT=SOCKET]... -- ARGV")
+    return subreaper, forwards, args[1:]
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants get reparented to us instead of init (prctl via ctypes)."""
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+
+
+def kill_descendants() -> None:
+    """SIGKILL every descendant and reap them, until none is left."""
+    me = os.getpid()
+    while True:
+        parents: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as fh:
+                        parents[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    pass
+        found, frontier = [], {me}
+        while frontier:
+            frontier = {pid for pid, ppid in parents.items() if ppid in frontier}
+            found += frontier
+        for pid in found:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            if not found:
+                return
+        if not found:
+            return
 
 
 def main(args: list[str]) -> int:
-    forwards, argv = parse_args(args)
+    subreaper, forwards, argv = parse_args(args)
+    if subreaper:
+        become_subreaper()
     for port, path in forwards:
         start_forwarder(port, path)
-    try:
-        child = subprocess.Popen(argv)
+    try:  # posix_spawn, not subprocess: importing subprocess costs more than the spawn
+        child = os.posix_spawnp(argv[0], argv, os.environ)
     except OSError as exc:
         sys.stderr.write(f"synthorg-launcher: cannot start {argv[0]}: {exc}\n")
         return 127
-    rc = child.wait()
-    return 128 - rc if rc < 0 else rc  # mirror a shell: killed by signal N => 128+N
+    status = os.waitpid(child, 0)[1]
+    if subreaper:
+        kill_descendants()
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)  # mirror a shell: killed by signal N => 128+N
+    return os.waitstatus_to_exitcode(status)
 
 
 if __name__ == "__main__":

@@ -71,15 +71,15 @@ class LocalSandbox:
         home = Path(tempfile.mkdtemp(prefix="synthorg-local-home-"))
         path = f"{host_python_dir()}/bin:/usr/local/bin:/usr/bin:/bin"
         env = {"PATH": path, "HOME": str(home), "LANG": "C.UTF-8", **request.env}
-        argv = request.argv
-        if request.endpoints:  # host loopback ports, relayed to the same unix sockets
-            forwards = [
-                a
-                for ep in request.endpoints
-                for a in ("--forward", f"{ep.sandbox_port}={ep.host_socket}")
-            ]
-            launcher = [host_python(), "-I", "-S", str(_PACKAGE_DIR / "launcher.py")]
-            argv = [*launcher, *forwards, "--", *argv]
+        # Always behind the launcher: it adopts orphans (no pid namespace here) and runs
+        # the forwarders on the host's loopback, relaying to the same unix sockets.
+        forwards = [
+            a
+            for ep in request.endpoints
+            for a in ("--forward", f"{ep.sandbox_port}={ep.host_socket}")
+        ]
+        launcher = [host_python(), "-I", "-S", str(_PACKAGE_DIR / "launcher.py"), "--subreaper"]
+        argv = [*launcher, *forwards, "--", *request.argv]
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,

@@ -68,6 +68,7 @@ class ManagedProcess:
             asyncio.create_task(self._read_stdout(proc.stdout)),
             asyncio.create_task(self._read_stderr(proc.stderr)),
             asyncio.create_task(self._watchdog()),
+            asyncio.create_task(self._reap_leftovers()),
         ]
 
     @property
@@ -224,6 +225,11 @@ class ManagedProcess:
             self._stderr_size += len(chunk)
             while self._stderr_size - len(self._stderr[0]) >= _STDERR_TAIL:
                 self._stderr_size -= len(self._stderr.popleft())
+
+    async def _reap_leftovers(self) -> None:
+        """When the main process ends, kill what it left (it may hold stdout open)."""
+        await self._proc.wait()
+        self._control.kill()
 
     async def _watchdog(self) -> None:
         wall_deadline = self._started + self._limits.wall_timeout_s
