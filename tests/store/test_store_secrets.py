@@ -81,3 +81,42 @@ def test_key_from_file_and_bad_keys(tmp_path: pytest.TempPathFactory) -> None:
         SecretCipher.from_file(Path(str(tmp_path)) / "missing.key")
     with pytest.raises(ValueError, match="not both"):
         StoreConfig(encryption_key=key, encryption_key_file=key_file)  # type: ignore[arg-type]
+
+
+async def test_saving_without_the_key_keeps_encrypted_secrets(store_url: str) -> None:
+    """A keyless process (reconciliation, a CLI) re-saving a record must not destroy them."""
+    value = _plaintext()
+    key = SecretCipher.generate_key()
+    keyed = await open_store(store_url, cipher=SecretCipher(key))
+    rec = record(secrets={"api_key": value, "other": "x"})
+    try:
+        await keyed.create_conversation(rec)
+    finally:
+        await keyed.close()
+    keyless = await open_store(store_url)
+    try:
+        seen = await keyless.get_conversation(rec.id)
+        assert seen.secrets == {"api_key": REDACTED, "other": REDACTED}
+        # one secret replaced with a new value (redacted, as there is no key), one kept
+        changed = dict(seen.secrets, other="new")
+        await keyless.save_conversation(seen.model_copy(update={"runs": 3, "secrets": changed}))
+    finally:
+        await keyless.close()
+    again = await open_store(store_url, cipher=SecretCipher(key))
+    try:
+        after = await again.get_conversation(rec.id)
+        assert after.runs == 3
+        assert after.secrets == {"api_key": value, "other": REDACTED}
+    finally:
+        await again.close()
+
+
+async def test_unreachable_postgres_is_a_clear_boundary_error() -> None:
+    from synthorg.errors import BoundaryError
+
+    with pytest.raises(BoundaryError, match="is the server running"):
+        await open_store("postgresql://postgres:hunter2@127.0.0.1:1/test")
+    try:
+        await open_store("postgresql://postgres:hunter2@127.0.0.1:1/test")
+    except BoundaryError as exc:
+        assert "hunter2" not in str(exc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -15,7 +16,7 @@ from synthorg.domain import ConversationEvent, ConversationRecord, StoredEvent
 from synthorg.domain.events import EVENT_ADAPTER
 from synthorg.errors import UsageError
 from synthorg.store.protocol import ExecutionStatus, ExecutionUsage
-from synthorg.store.secrets import SecretCipher, open_secrets, seal_secrets
+from synthorg.store.secrets import REDACTED, SecretCipher, open_secrets, seal_secrets
 
 RESTART_OBSERVATION = "the server restarted while this tool was in progress; its effect is unknown"
 
@@ -44,10 +45,27 @@ def parse_ts(value: str | datetime) -> datetime:
     return datetime.fromisoformat(value)
 
 
-def record_json(record: ConversationRecord, cipher: SecretCipher | None) -> str:
-    """The base state as saved: secrets encrypted or redacted, never in clear."""
-    sealed = record.model_copy(update={"secrets": seal_secrets(record.secrets, cipher)})
-    return sealed.model_dump_json()
+def record_json(
+    record: ConversationRecord, cipher: SecretCipher | None, previous: str | None = None
+) -> str:
+    """The base state as saved: secrets encrypted or redacted, never in clear.
+
+    A secret the caller only knows as redacted keeps the sealed value saved in ``previous``
+    (the stored state), so a process without the key cannot destroy encrypted secrets by
+    saving a record it read.
+    """
+    sealed = seal_secrets(record.secrets, cipher)
+    if previous is not None and REDACTED in record.secrets.values():
+        stored: dict[str, str] = json.loads(previous).get("secrets", {})
+        for name, value in record.secrets.items():
+            if value == REDACTED and name in stored:
+                sealed[name] = stored[name]
+    return record.model_copy(update={"secrets": sealed}).model_dump_json()
+
+
+def needs_previous(record: ConversationRecord) -> bool:
+    """Whether saving ``record`` must read the stored state first (see :func:`record_json`)."""
+    return REDACTED in record.secrets.values()
 
 
 def record_from_json(text: str | bytes, cipher: SecretCipher | None) -> ConversationRecord:

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from synthorg.domain import ConversationEvent, ConversationRecord, ConversationStatus, StoredEvent
 from synthorg.errors import BoundaryError, ConflictError, NotFoundError
@@ -96,15 +96,18 @@ class PostgresStore:
         max_size: int = 10,
     ) -> PostgresStore:
         """Connect, apply pending migrations, start listening for other processes' appends."""
-        store = cls(url, cipher=cipher, poll_interval=poll_interval, max_size=max_size)
         try:
-            await store._pool.open(wait=True, timeout=10)
-        except Exception as exc:
-            await store._pool.close()
+            # One plain connection first: an unreachable server fails fast and clearly
+            # instead of after the pool's retry loop.
+            probe = await psycopg.AsyncConnection.connect(url, connect_timeout=5)
+            await probe.close()
+        except psycopg.Error as exc:
             raise BoundaryError(
                 f"cannot connect to the PostgreSQL store at {describe(url)}: is the server "
                 f"running and the database created? ({exc})"
             ) from exc
+        store = cls(url, cipher=cipher, poll_interval=poll_interval, max_size=max_size)
+        await store._pool.open(wait=True, timeout=10)
         try:
             await store.migrate()
             await store._listener.start()
@@ -119,7 +122,9 @@ class PostgresStore:
         try:
             async with self._pool.connection() as conn:
                 yield conn
-        except psycopg.OperationalError as exc:
+        except pg_errors.IntegrityError:
+            raise  # the callers turn these into ConflictError / NotFoundError
+        except (psycopg.Error, PoolTimeout) as exc:
             raise BoundaryError(f"PostgreSQL store {describe(self.url)}: {exc}") from exc
 
     async def _one(self, sql: str, params: Any = None) -> dict[str, Any] | None:
@@ -182,19 +187,28 @@ class PostgresStore:
         return codec.record_from_json(rows[0][0], self._cipher)
 
     async def save_conversation(self, record: ConversationRecord) -> None:
-        rows = await self._all(
-            "UPDATE conversations SET project_id = %s, status = %s, state = %s::jsonb,"
-            " updated_at = %s WHERE id = %s RETURNING id",
-            (
-                record.task.project_id,
-                record.status.value,
-                codec.record_json(record, self._cipher),
-                codec.utc(record.updated_at),
-                record.id,
-            ),
-        )
-        if not rows:
-            raise NotFoundError(f"no conversation {record.id}")
+        async with self._conn() as conn, conn.transaction():
+            previous = None
+            if codec.needs_previous(record):
+                cur = await conn.execute(
+                    "SELECT state::text FROM conversations WHERE id = %s FOR UPDATE",
+                    (record.id,),
+                )
+                row = await cur.fetchone()
+                previous = row[0] if row else None
+            cur = await conn.execute(
+                "UPDATE conversations SET project_id = %s, status = %s, state = %s::jsonb,"
+                " updated_at = %s WHERE id = %s RETURNING id",
+                (
+                    record.task.project_id,
+                    record.status.value,
+                    codec.record_json(record, self._cipher, previous),
+                    codec.utc(record.updated_at),
+                    record.id,
+                ),
+            )
+            if await cur.fetchone() is None:
+                raise NotFoundError(f"no conversation {record.id}")
 
     async def list_conversations(
         self,

@@ -135,16 +135,23 @@ class SqliteStore:
         return codec.record_from_json(row[0], self._cipher)
 
     async def save_conversation(self, record: ConversationRecord) -> None:
-        state = codec.record_json(record, self._cipher)
+        keep_sealed = codec.needs_previous(record)
+        state = None if keep_sealed else codec.record_json(record, self._cipher)
 
         def work(conn: sqlite3.Connection) -> None:
+            saved = state
+            if saved is None:
+                row = conn.execute(
+                    "SELECT state FROM conversations WHERE id = ?", (record.id,)
+                ).fetchone()
+                saved = codec.record_json(record, self._cipher, row[0] if row else None)
             cur = conn.execute(
                 "UPDATE conversations SET project_id = ?, status = ?, state = ?, updated_at = ?"
                 " WHERE id = ?",
                 (
                     record.task.project_id,
                     record.status.value,
-                    state,
+                    saved,
                     codec.ts_text(record.updated_at),
                     record.id,
                 ),
