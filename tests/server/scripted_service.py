@@ -234,7 +234,7 @@ class ScriptedRunService:
         )
         loop = ScriptedLoop(self.store, self.turns, self.delay)
         run.task = asyncio.create_task(
-            self.runner.run(loop, context, cancel_reason=lambda: self._reason(run))
+            self.runner.run(loop, context, requested_stop=lambda: self._reason(run))
         )
         run.task.add_done_callback(lambda _t: self._runs.pop(conversation_id, None))
         # The runner persists RUNNING first; wait for it so callers see a consistent status.

@@ -93,7 +93,7 @@ async def test_inbound_message_and_control_frames(live: str, keys: Keys, repo: P
     resumed = await _reply(operator)
     assert resumed["type"] == "ack" and resumed["action"] == "resume"
     # The recorded message reached both subscribers as an event.
-    texts = []
+    texts: list[str] = []
     while len(texts) < 1:
         frame = await next_event(viewer)
         if frame["event"]["kind"] == "message":

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from synthorg.errors import UsageError
 from synthorg.paths import synthorg_home
 
 
@@ -37,11 +38,27 @@ class ServerSettings(BaseModel):
     ws_auth_timeout_s: float = Field(
         default=10.0, gt=0, description="Seconds a new WebSocket has to send its auth frame."
     )
+    repository_roots: tuple[Path, ...] = Field(
+        default=(),
+        description="Directories under which repositories may be named (empty: anywhere the "
+        "server's user can read). Set it on any server reachable by others.",
+    )
     page_limit_max: int = Field(default=500, ge=1, description="Largest page a client may ask.")
     reconcile_on_start: bool = Field(
         default=True,
         description="Run restart reconciliation at start-up (only one server per database).",
     )
+
+    def check_repository(self, repository: str) -> None:
+        """Refuse a repository outside the allowed roots (UsageError says which are allowed)."""
+        if not self.repository_roots:
+            return
+        path = Path(repository).resolve()
+        for root in self.repository_roots:
+            if path.is_relative_to(root.expanduser().resolve()):
+                return
+        allowed = ", ".join(str(root) for root in self.repository_roots)
+        raise UsageError(f"repository {repository!r} is outside the allowed roots: {allowed}")
 
     def resolved_keys_file(self) -> Path:
         """The key file actually used."""

@@ -43,7 +43,9 @@ class CreateConversation(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    repository: str = Field(min_length=1, description="Path of the git repository on the server.")
+    repository: str = Field(
+        min_length=1, description="Absolute path of the git repository on the server."
+    )
     prompt: str = Field(min_length=1, description="The task given to the agent.")
     project_id: Identifier | None = Field(
         default=None, description="Project id; default: the repository's directory name."
@@ -64,6 +66,21 @@ class CreateConversation(BaseModel):
     worktree: bool = Field(default=True, description="Run in a dedicated git worktree.")
     base_ref: str | None = Field(default=None, description="Branch or commit to start from.")
     start: bool = Field(default=True, description="Start the run right away.")
+
+    @field_validator("repository", "base_ref")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
+            raise ValueError("must not contain NUL characters")
+        return value
+
+    @field_validator("repository")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        # Relative to what? The server's working directory is no business of its clients.
+        if not value.startswith("/"):
+            raise ValueError("must be an absolute path on the server")
+        return value
 
     @field_validator("loop")
     @classmethod

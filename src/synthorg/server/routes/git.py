@@ -54,7 +54,7 @@ async def get_diff(
     conversation_id: Identifier,
     state: State,
     principal: Viewer,
-    path: Annotated[str | None, Query(min_length=1, max_length=4096)] = None,
+    path: Annotated[str | None, Query(min_length=1, max_length=4096, pattern=r"^[^\x00]+$")] = None,
 ) -> Diff:
     """Unified diff from the base ref to the worktree, whole or for one path."""
     ws = await workspace_of(state, conversation_id)

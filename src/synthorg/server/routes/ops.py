@@ -8,7 +8,6 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from synthorg.errors import SynthOrgError
 from synthorg.server.state import State
 from synthorg.server.wire import Health, Ready
 
@@ -29,7 +28,7 @@ async def ready(state: State) -> Ready | JSONResponse:
     try:
         async with asyncio.timeout(_READY_TIMEOUT_S):
             await state.store.count_conversations()
-    except (TimeoutError, SynthOrgError, OSError) as exc:
+    except Exception as exc:  # a probe: any failure of the store means not ready
         body = Ready(ready=False, detail=f"store unavailable: {exc or type(exc).__name__}")
         return JSONResponse(body.model_dump(), status_code=503)
     return Ready(ready=True, detail="")
