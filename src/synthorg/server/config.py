@@ -60,6 +60,6 @@ class ServerSettings(BaseModel):
         allowed = ", ".join(str(root) for root in self.repository_roots)
         raise UsageError(f"repository {repository!r} is outside the allowed roots: {allowed}")
 
-    def resolved_keys_file(self) -> Path:
-        """The key file actually used."""
-        return self.keys_file or synthorg_home() / "server" / "keys.json"
+    def resolved_keys_file(self, home: Path | None = None) -> Path:
+        """The key file actually used (under ``home``, default SYNTHORG_HOME)."""
+        return self.keys_file or (home or synthorg_home()) / "server" / "keys.json"

@@ -1,0 +1,137 @@
+"""``synthorg serve``: the agent server (REST + WebSocket) and ``synthorg serve keys`` admin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from synthorg.cli.common import ConfigOption, console, fail, run_async, settings_from
+from synthorg.errors import SynthOrgError
+from synthorg.logging import get_logger
+from synthorg.server import KeyStore, Role, ServerSettings, create_app
+from synthorg.settings import Settings, section
+
+log = get_logger("synthorg.server")
+
+keys = typer.Typer(help="API keys of the agent server: create, list, revoke.", no_args_is_help=True)
+
+
+def server_settings(settings: Settings) -> ServerSettings:
+    """The ``[server]`` section, exiting with a clear message when it is invalid."""
+    try:
+        return section(settings, "server", ServerSettings)
+    except SynthOrgError as exc:
+        fail(str(exc))
+
+
+def key_store(settings: Settings) -> KeyStore:
+    """The key file of this data dir (or the one ``[server] keys_file`` names)."""
+    return KeyStore(server_settings(settings).resolved_keys_file(settings.home))
+
+
+def serve(
+    ctx: typer.Context,
+    host: str | None = typer.Option(
+        None, help="Interface (default: server.host in the config, 127.0.0.1)."
+    ),
+    port: int | None = typer.Option(
+        None, help="TCP port (default: server.port in the config, 8420; 0: any)."
+    ),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Serve the agent server: conversations, run control, confirmation, live events."""
+    if ctx.invoked_subcommand is not None:
+        return  # `synthorg serve keys ...`
+    settings = settings_from(config)
+    wanted = server_settings(settings)
+    overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    run_async(_serve(settings, wanted.model_copy(update=overrides)))
+
+
+async def _serve(settings: Settings, wanted: ServerSettings) -> None:
+    import uvicorn
+
+    from synthorg.service.boot import boot
+    from synthorg.service.loops import default_provisioner, default_registry
+
+    auth = KeyStore(wanted.resolved_keys_file(settings.home))
+    if not any(key.revoked_at is None for key in auth.list()):
+        log.warning(
+            "SERVER_NO_KEYS",
+            hint="no API key yet: `synthorg serve keys create NAME --role admin`",
+        )
+    async with boot(
+        settings, registry=default_registry(), provisioner=default_provisioner
+    ) as components:
+        app = create_app(wanted, store=components.store, run_service=components.service, auth=auth)
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host=wanted.host,
+                port=wanted.port,
+                lifespan="on",
+                ws="websockets-sansio",
+                log_config=None,
+                access_log=False,
+                timeout_graceful_shutdown=30,
+            )
+        )
+        # uvicorn installs SIGINT/SIGTERM handlers: both end in the lifespan's shutdown,
+        # which stops active runs with SHUTDOWN (resumable).
+        await server.serve()
+
+
+@keys.command("create")
+def create_key(
+    principal: str = typer.Argument(..., help="Who the key authenticates (recorded in events)."),
+    role: list[Role] = typer.Option(..., "--role", help="viewer, operator, approver, admin."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Make a key; it is printed once and never stored in clear."""
+    store = key_store(settings_from(config))
+    try:
+        record, key = store.create(principal, set(role))
+    except SynthOrgError as exc:
+        fail(str(exc))
+    console.print(f"key id [bold]{record.id}[/] for {record.principal} ({', '.join(record.roles)})")
+    console.print("send it as 'Authorization: Bearer <key>'; it is not shown again:")
+    print(key)
+
+
+@keys.command("list")
+def list_keys(config: Path | None = ConfigOption) -> None:
+    """Every key: id, principal, roles, created, revoked."""
+    table = Table("id", "principal", "roles", "created", "revoked")
+    for key in key_store(settings_from(config)).list():
+        table.add_row(
+            key.id,
+            key.principal,
+            ",".join(key.roles),
+            key.created_at.isoformat(timespec="seconds"),
+            key.revoked_at.isoformat(timespec="seconds") if key.revoked_at else "",
+        )
+    console.print(table)
+
+
+@keys.command("revoke")
+def revoke_key(
+    key_id: str = typer.Argument(..., help="The key id (see `synthorg serve keys list`)."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Revoke a key; a running server refuses it from the next request on."""
+    try:
+        record = key_store(settings_from(config)).revoke(key_id)
+    except SynthOrgError as exc:
+        fail(str(exc))
+    console.print(f"revoked {record.id} ({record.principal})")
+
+
+app = typer.Typer(
+    help="The agent server: REST + WebSocket run control (and its API keys).",
+    invoke_without_command=True,
+)
+"""``synthorg serve`` with ``keys`` beneath it: register with ``add_typer(app, name="serve")``."""
+app.callback(invoke_without_command=True)(serve)
+app.add_typer(keys, name="keys")
