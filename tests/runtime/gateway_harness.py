@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from concurrent.futures import Future
 from decimal import Decimal
 from pathlib import Path
@@ -109,7 +109,7 @@ class GatewayThread:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(30)
 
-    def _call[T](self, coro: Any) -> T:
+    def _call[T](self, coro: Coroutine[Any, Any, T]) -> T:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
         return future.result(30)
 
