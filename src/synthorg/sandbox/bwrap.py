@@ -129,6 +129,10 @@ class BwrapSandbox:
             args += ["--bind", str(request.state_dir), STATE]
         forwards: list[str] = []
         for ep in request.endpoints:
+            if not ep.host_socket.exists():
+                raise SandboxStartError(
+                    f"endpoint {ep.name!r}: no socket at {ep.host_socket}; is the service running?"
+                )
             inside = f"{_SOCKET_DIR}/{ep.name}.sock"
             args += ["--ro-bind", str(ep.host_socket), inside]
             forwards += ["--forward", f"{ep.sandbox_port}={inside}"]
@@ -219,10 +223,15 @@ class BwrapSandbox:
         if not info:
             return False
         pid = int(json.loads(info)["child-pid"])
-        control.pidfd = os.pidfd_open(pid)
-        if control.cgroup is not None:
-            control.cgroup.attach(pid)
-        _apply_rlimits(pid, limits, self._cgroups.missing if control.cgroup else None)
+        try:
+            control.pidfd = os.pidfd_open(pid)
+            if control.cgroup is not None:
+                control.cgroup.attach(pid)
+            _apply_rlimits(pid, limits, self._cgroups.missing if control.cgroup else None)
+        except ProcessLookupError:
+            return False  # bwrap's setup failed (a bind, say) before it waited on block-fd
+        except OSError as exc:
+            raise SandboxStartError(f"cannot cap the sandbox's resources: {exc}") from exc
         os.write(block_w, b"1")
         return True
 
