@@ -90,8 +90,8 @@ async def test_serve_command_serves_audits_and_stops_on_sigterm(tmp_path: Path) 
             assert not result.is_error and "hello from the allow-list" in result.text
         finally:
             proc.send_signal(signal.SIGTERM)
-            code = await asyncio.to_thread(proc.wait, 15)
-    assert code == 0
+            _, err = await asyncio.to_thread(proc.communicate, None, 15)
+    assert proc.returncode == 0, err
     assert not uds.exists()
     store = await SqliteStore.open(store_path)
     try:
