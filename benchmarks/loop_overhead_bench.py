@@ -3,11 +3,11 @@
 Both run the same 50-turn scripted model (the progress script: one shell command per turn,
 then finish) in the same process, in the same run of this script:
 
-- native: the real stack (the gateway served on its unix socket, as the sandbox forwarder
-  reaches it; a second native run over loopback TCP is reported beside it). LoopRunner + SQLite store (durable append of every event) + the
-  checkers, the gateway served on loopback TCP (bearer check, admission, metering, ledger),
-  the HTTP model client, tool-call validation, and the commands run by the stdlib toolbox
-  inside a bubblewrap sandbox.
+- native: the real stack. LoopRunner + SQLite store (durable append of every event) + the
+  checkers, the embedded gateway on its unix socket (bearer check, admission, metering,
+  ledger), the HTTP model client, tool-call validation, and the commands run by the stdlib
+  toolbox inside a bubblewrap sandbox. A second native run reaches the gateway over
+  loopback TCP instead.
 - baseline: a bare loop calling the same script function directly and running the same
   commands with subprocess.run.
 
@@ -71,6 +71,24 @@ class Timed:
         finally:
             self.seconds += time.perf_counter() - started
             self.calls += 1
+
+
+class Stopwatch:
+    """Adds up the time spent awaiting wrapped coroutines, by label."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def wrap(self, label: str, fn: Any) -> Any:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                spent = time.perf_counter() - started
+                self.seconds[label] = self.seconds.get(label, 0.0) + spent
+
+        return timed
 
 
 class TimedToolbox:
@@ -140,6 +158,8 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
     )
     await gateway.open_execution(binding)
 
+    watch = Stopwatch()
+
     async def usage() -> TokenUsage:
         row = await gateway.usage(binding.execution_id)
         return TokenUsage(tokens_in=row.tokens_in, tokens_out=row.tokens_out, cost_usd=row.cost_usd)
@@ -158,11 +178,14 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
 
             def model_client(access: GatewayAccess, model: str, _: Any) -> OpenAICompatClient:
                 over = httpx.AsyncHTTPTransport(uds=str(uds)) if transport == "uds" else None
-                return OpenAICompatClient(access.base_url, access.bearer, model, transport=over)
+                client = OpenAICompatClient(access.base_url, access.bearer, model, transport=over)
+                client.complete = watch.wrap("model call", client.complete)  # type: ignore[method-assign]
+                return client
 
             request = SandboxRequest(argv=["toolbox"], workspace=repo, conversation_id=cid)
             async with ToolboxClient(BwrapSandbox(), request) as client:
                 toolbox = TimedToolbox(client)
+                toolbox.run = watch.wrap("toolbox call", toolbox.run)  # type: ignore[method-assign]
                 context = LoopContext(
                     task=task,
                     agent=agent,
@@ -171,8 +194,10 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
                     model=MODEL,
                     provider="scripted",
                     workspace=WorkspaceInfo(path=str(repo)),
-                    gateway=GatewayAccess(base_url, gateway.mint(binding), usage),
-                    emit=runner.sink(cid, checkers, control),
+                    gateway=GatewayAccess(
+                        base_url, gateway.mint(binding), watch.wrap("loop usage probe", usage)
+                    ),
+                    emit=watch.wrap("sink: append + checkers", runner.sink(cid, checkers, control)),
                     control=control,
                     max_turns=turns + 5,
                 )
@@ -197,6 +222,7 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
         "model": script.seconds,
         "tools": toolbox.seconds,
         "turns": len(result.turns),
+        **{f"part:{k}": v for k, v in watch.seconds.items()},
         **calls,
     }
 
@@ -327,12 +353,20 @@ async def main() -> None:
         f"target <= 20 ms per turn: {'MET' if native <= 20 else 'MISSED'} (gateway on its unix "
         f"socket); over loopback TCP {tcp:.2f} ms per turn"
     )
-    httpx_ms = statistics.median(r["httpx_call"] for r in natives) * 1000
-    sdk_ms = statistics.median(r["sdk_call"] for r in natives) * 1000
-    print(
-        f"one chat call through the gateway: httpx client {httpx_ms:.2f} ms, "
-        f"openai SDK {sdk_ms:.2f} ms (ratio {sdk_ms / httpx_ms:.2f}x)"
-    )
+    mid = sorted(natives, key=overhead_ms)[len(natives) // 2]
+    print("where a native turn's time goes (ms per turn, median run):")
+    for key, value in mid.items():
+        if key.startswith("part:"):
+            print(f"  {key[5:]:28s} {value / mid['turns'] * 1000:6.2f}")
+    print(f"  {'(inside: scripted model)':28s} {mid['model'] / mid['turns'] * 1000:6.2f}")
+    print(f"  {'(inside: commands ran)':28s} {mid['tools'] / mid['turns'] * 1000:6.2f}")
+    for name, runs in (("unix socket", natives), ("loopback TCP", tcps)):
+        httpx_ms = statistics.median(r["httpx_call"] for r in runs) * 1000
+        sdk_ms = statistics.median(r["sdk_call"] for r in runs) * 1000
+        print(
+            f"one chat call through the gateway ({name}): httpx client {httpx_ms:.2f} ms, "
+            f"openai SDK {sdk_ms:.2f} ms (ratio {sdk_ms / httpx_ms:.2f}x)"
+        )
 
 
 if __name__ == "__main__":
