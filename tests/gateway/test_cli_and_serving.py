@@ -111,12 +111,17 @@ async def test_serve_subprocess_over_tcp_and_unix_socket(tmp_path: Path) -> None
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 20
-        while not uds.exists():
+        deadline = time.monotonic() + 30
+        while True:  # ready once /health answers on TCP (the UDS file exists a bit earlier)
             assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
             assert time.monotonic() < deadline, "gateway did not start"
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.1)
+            try:
+                async with httpx.AsyncClient() as probe:
+                    if (await probe.get(f"http://127.0.0.1:{port}/health")).status_code == 200:
+                        break
+            except httpx.TransportError:
+                await asyncio.sleep(0.05)
+        assert uds.exists()
         async with openai.AsyncOpenAI(
             base_url=f"http://127.0.0.1:{port}/v1", api_key=token, max_retries=0
         ) as client:

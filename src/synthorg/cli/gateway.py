@@ -8,8 +8,10 @@ import logging
 import secrets
 import signal
 import sys
+from collections.abc import Coroutine
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -46,6 +48,20 @@ def _access_log_to_stderr() -> None:
     logger.propagate = False
 
 
+def _run_fast(coro: Coroutine[Any, Any, None]) -> None:
+    """Run on uvloop when installed (the gateway's hot path is loop-bound)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvicorn[standard] brings it
+        run_async(coro)
+        return
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(coro)
+    except SynthOrgError as exc:
+        fail(str(exc))
+
+
 @app.command()
 def serve(
     config: Path | None = ConfigOption,
@@ -80,7 +96,7 @@ def serve(
                     loop.add_signal_handler(sig, stop.set)
                 await stop.wait()  # then the socket closes and the UDS file is removed
 
-    run_async(main())
+    _run_fast(main())
 
 
 @app.command()

@@ -81,6 +81,7 @@ async def serve_embedded(
         lifespan="on",
         http="httptools",
         loop="none",
+        proxy_headers=False,
         timeout_graceful_shutdown=5,
     )
     server = _EmbeddedServer(config)

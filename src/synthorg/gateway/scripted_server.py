@@ -88,7 +88,8 @@ class ScriptedUpstream:
 
     @staticmethod
     async def _send(send: Send, status: int, body: bytes) -> None:
-        await send({"type": "http.response.start", "status": status, "headers": _JSON})
+        headers = [*_JSON, (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 

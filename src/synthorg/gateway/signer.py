@@ -24,6 +24,7 @@ _ALGORITHM = "HS256"
 _AUDIENCE = "synthorg-run"
 _ISSUER = "synthorg-gateway"
 _MIN_KEY_BYTES = 32
+_VERIFIED_CACHE = 4096
 
 
 class BearerError(SynthOrgError):
@@ -75,6 +76,10 @@ class GatewaySigner:
         self._key = key
         self._served = served
         self._clock = clock
+        # Verified bearers by token string: a run sends the same bearer on every request, and
+        # PyJWT's decode costs ~100 us. The signature verdict of a given string never changes;
+        # expiry is re-checked on every hit.
+        self._verified: dict[str, BearerClaims] = {}
 
     def mint(self, binding: RunBinding, *, ttl_s: int) -> str:
         """A signed bearer for ``binding`` valid for ``ttl_s`` seconds."""
@@ -95,6 +100,19 @@ class GatewaySigner:
 
     def verify(self, token: str) -> BearerClaims:
         """The claims of a valid bearer; BearerError naming what is wrong otherwise."""
+        cached = self._verified.get(token)
+        if cached is not None:
+            if cached.expires_at <= self._clock():
+                del self._verified[token]
+                raise BearerError("bearer expired; mint a new one for this run")
+            return cached
+        claims = self._decode(token)
+        if len(self._verified) >= _VERIFIED_CACHE:
+            self._verified.pop(next(iter(self._verified)))  # oldest first
+        self._verified[token] = claims
+        return claims
+
+    def _decode(self, token: str) -> BearerClaims:
         try:
             payload = jwt.decode(
                 token,

@@ -1,17 +1,18 @@
-"""OpenAI-compatible upstream over one keep-alive httpx client: the gateway's fast path."""
+"""OpenAI-compatible upstream over a keep-alive HTTP/1.1 pool: the gateway's fast path."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 from pydantic import ValidationError
 
 from synthorg.errors import ConfigError
 from synthorg.gateway.config import ProviderConfig
+from synthorg.gateway.http1 import Http1Pool, HttpError
 from synthorg.gateway.providers.base import ProviderError
 from synthorg.gateway.wire import ChatChunk, ChatRequest, ChatResponse
 
@@ -45,25 +46,14 @@ class OpenAICompatProvider:
     """Any OpenAI-compatible chat-completions API (OpenAI, vLLM, Ollama, OpenRouter, ...)."""
 
     def __init__(
-        self,
-        name: str,
-        base_url: str,
-        *,
-        api_key: str | None = None,
-        timeout_s: float = 600.0,
-        transport: httpx.AsyncBaseTransport | None = None,
+        self, name: str, base_url: str, *, api_key: str | None = None, timeout_s: float = 600.0
     ) -> None:
-        headers = {"content-type": "application/json"}
+        headers = {"content-type": "application/json", "accept": "application/json"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self.name = name
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            headers=headers,
-            timeout=httpx.Timeout(timeout_s, connect=10.0),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
-            transport=transport,
-        )
+        self.timeout_s = timeout_s
+        self._pool = Http1Pool(base_url, headers=headers, timeout_s=timeout_s)
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> OpenAICompatProvider:
@@ -85,15 +75,17 @@ class OpenAICompatProvider:
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """Forward one completion and parse the answer."""
         try:
-            response = await self._client.post(
-                "/chat/completions", content=self._body(request, stream=False)
-            )
-        except httpx.HTTPError as exc:
-            raise ProviderError(f"upstream {self.name!r} unreachable: {exc!r}") from exc
-        if response.status_code != 200:
-            raise upstream_error(response.status_code, response.content, self.name)
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._pool.post(
+                    "/chat/completions", self._body(request, stream=False)
+                )
+                body = await response.read()
+        except (HttpError, TimeoutError) as exc:
+            raise ProviderError(f"upstream {self.name!r} unreachable: {exc}") from exc
+        if response.status != 200:
+            raise upstream_error(response.status, body, self.name)
         try:
-            return ChatResponse.model_validate_json(response.content)
+            return ChatResponse.model_validate_json(body)
         except ValidationError as exc:
             raise ProviderError(f"upstream {self.name!r} sent a malformed completion") from exc
 
@@ -101,24 +93,27 @@ class OpenAICompatProvider:
         """Forward a streaming completion, parsing server-sent events as they arrive."""
         body = self._body(request, stream=True)
         try:
-            async with self._client.stream("POST", "/chat/completions", content=body) as response:
-                if response.status_code != 200:
-                    raise upstream_error(response.status_code, await response.aread(), self.name)
-                async for line in response.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        return
-                    try:
-                        yield ChatChunk.model_validate_json(data)
-                    except ValidationError as exc:
-                        raise ProviderError(
-                            f"upstream {self.name!r} sent a malformed chunk"
-                        ) from exc
-        except httpx.HTTPError as exc:
-            raise ProviderError(f"upstream {self.name!r} failed mid-stream: {exc!r}") from exc
+            response = await self._pool.post("/chat/completions", body)
+        except HttpError as exc:
+            raise ProviderError(f"upstream {self.name!r} unreachable: {exc}") from exc
+        try:
+            if response.status != 200:
+                raise upstream_error(response.status, await response.read(), self.name)
+            async for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    continue  # drain to the end so the connection can be reused
+                try:
+                    yield ChatChunk.model_validate_json(data)
+                except ValidationError as exc:
+                    raise ProviderError(f"upstream {self.name!r} sent a malformed chunk") from exc
+        except HttpError as exc:
+            raise ProviderError(f"upstream {self.name!r} failed mid-stream: {exc}") from exc
+        finally:
+            response.release()
 
     async def aclose(self) -> None:
         """Close the keep-alive pool."""
-        await self._client.aclose()
+        await self._pool.aclose()
