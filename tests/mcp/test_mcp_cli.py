@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from mcp_servers import FetchHandler, serving
 from mcp_world import _record
+from typer.testing import CliRunner
 
+from synthorg.cli.mcp import app
 from synthorg.gateway.signer import GatewaySigner, RunBinding, load_or_create_key
 from synthorg.mcp import McpToolClient
 from synthorg.store.sqlite import SqliteStore
@@ -105,18 +107,6 @@ async def test_serve_command_serves_audits_and_stops_on_sigterm(tmp_path: Path) 
 def test_serve_refuses_a_config_without_projects(tmp_path: Path) -> None:
     config = tmp_path / "synthorg.toml"
     config.write_text(f'home = "{tmp_path}"\n')
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from synthorg.cli.mcp import app; app()",
-            "serve",
-            "--config",
-            str(config),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert "no [[mcp.projects]] configured" in done.stderr
+    result = CliRunner().invoke(app, ["serve", "--config", str(config)])
+    assert result.exit_code == 2
+    assert "no [[mcp.projects]] configured" in result.output
