@@ -9,6 +9,7 @@ import typer
 
 from synthorg.cli import conversations
 from synthorg.cli import doctor as doctor_checks
+from synthorg.cli import mcp as mcp_cli
 from synthorg.cli.common import ConfigOption, settings_from
 from synthorg.cli.demo import demo as demo_command
 from synthorg.cli.run import run as run_command
@@ -22,6 +23,7 @@ app = typer.Typer(
 )
 
 app.add_typer(conversations.app, name="conversations")
+app.add_typer(mcp_cli.app, name="mcp")
 app.command("run")(run_command)
 app.command("demo")(demo_command)
 
