@@ -27,6 +27,7 @@ from synthorg.domain import (
 from synthorg.engine import LoopRunner, RunCheckers, RunControl, budget_checker, flag_checker
 from synthorg.engine.native import NativeLoopDeps, NativeLoopSettings, OpenAICompatClient
 from synthorg.engine.native.factories import NATIVE_FACTORIES
+from synthorg.engine.native.tools import McpClientFactory
 from synthorg.engine.native.turn import CheckpointHook
 from synthorg.engine.protocol import GatewayAccess, LoopContext
 from synthorg.engine.registry import LoopDependencies, LoopRegistry
@@ -147,6 +148,7 @@ class Harness:
         artifacts_expected: bool = True,
         policy: ConfirmationPolicy = ConfirmationPolicy.NEVER,
         prior: tuple[StoredEvent, ...] = (),
+        mcp_base_url: str | None = None,
     ) -> Run:
         self.provider.set_script(MODEL, script)
         cid = conversation_id or f"conv-{secrets.token_hex(4)}"
@@ -200,7 +202,9 @@ class Harness:
             model=MODEL,
             provider="scripted",
             workspace=WorkspaceInfo(path=str(self.repo), branch="main"),
-            gateway=GatewayAccess(base_url="http://gateway/v1", bearer=bearer, usage=usage),
+            gateway=GatewayAccess(
+                base_url="http://gateway/v1", bearer=bearer, usage=usage, mcp_base_url=mcp_base_url
+            ),
             emit=self.runner.sink(cid, checkers, control),
             control=control,
             max_turns=max_turns,
@@ -226,9 +230,11 @@ class Harness:
         *,
         settings: NativeLoopSettings | None = None,
         checkpoint: CheckpointHook | None = None,
+        mcp: McpClientFactory | None = None,
     ) -> ExecutionResult:
         deps = NativeLoopDeps(
             executor=executor,
+            mcp_client_factory=mcp,
             checkpoint=checkpoint,
             model_client_factory=self.model_client,
             settings=settings or NativeLoopSettings(),
