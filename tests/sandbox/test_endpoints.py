@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -52,6 +53,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str) -> None:
+    await _http(reader, writer, name)
+
+
 @pytest.fixture
 async def servers(tmp_path: Path) -> AsyncIterator[list[ForwardedEndpoint]]:
     sockets = tmp_path / "sockets"
@@ -61,12 +66,7 @@ async def servers(tmp_path: Path) -> AsyncIterator[list[ForwardedEndpoint]]:
     for name in ("gateway", "mcp"):
         port = _free_port()  # the local backend listens on the host's loopback
         path = sockets / f"{name}.sock"
-        started.append(
-            await asyncio.start_unix_server(
-                lambda r, w, n=name: _http(r, w, n),
-                path,  # type: ignore[misc]
-            )
-        )
+        started.append(await asyncio.start_unix_server(functools.partial(_serve, name=name), path))
         endpoints.append(ForwardedEndpoint(name=name, host_socket=path, sandbox_port=port))
     yield endpoints
     for server in started:

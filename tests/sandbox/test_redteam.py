@@ -90,7 +90,7 @@ def test_cannot_write_outside_the_worktree(
         "helpers": f"/opt/synthorg/{name}",
         "dotdot": f"/workspace/../{name}",
     }
-    body = "results = {k: probe(write, p) for k, p in %r.items()}\n" % targets
+    body = f"results = {{k: probe(write, p) for k, p in {targets!r}.items()}}\n"
     body += f"results['workspace'] = probe(write, '/workspace/{name}')"
     results = run_probes(bwrap, workspace, body)
     assert results.pop("workspace").startswith("LEAKED")  # control: the worktree is writable
@@ -190,10 +190,9 @@ for pid in pids:
         cmdlines.append(read(f"/proc/{pid}/cmdline"))
     except OSError:
         pass
-results = {"pids": pids, "cmdlines": cmdlines, "kill_host": probe(os.kill, %d, 9)}
+results = {"pids": pids, "cmdlines": cmdlines, "kill_host": probe(os.kill, HOST_PID, 9)}
 """
-            % host.pid
-        )
+        ).replace("HOST_PID", str(host.pid))
         results = asyncio.run(attack(bwrap, workspace, PROBE + body + "print(json.dumps(results))"))
     finally:
         host.kill()

@@ -18,7 +18,6 @@ from synthorg.sandbox import (
     BwrapSandbox,
     ExitReason,
     LocalSandbox,
-    SandboxLimits,
     SandboxProcess,
     SandboxStreamer,
 )
@@ -55,7 +54,9 @@ def _cgroup_dirs(sandbox: SandboxStreamer) -> set[Path]:
     return {d for p in sandbox.cgroups.parents.values() if p.exists() for d in p.iterdir()}
 
 
-async def _assert_gone(marker: str, pid: int, cgroups_before: set[Path], sb: SandboxStreamer):
+async def _assert_gone(
+    marker: str, pid: int, cgroups_before: set[Path], sb: SandboxStreamer
+) -> None:
     # The kernel may take a moment to finish killing a namespace; the run already returned.
     for _ in range(50):
         if not processes_with(marker):

@@ -43,6 +43,24 @@ _USR_LINKS = ("bin", "lib", "lib64", "lib32", "libx32", "sbin")
 _HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
 
 
+def _prepare_overlay() -> Path:
+    """A private dir with the sandbox's /etc (a few host files, our hosts) and helpers."""
+    root = Path(tempfile.mkdtemp(prefix="synthorg-sandbox-"))
+    etc, opt = root / "etc", root / "opt"
+    etc.mkdir()
+    opt.mkdir()
+    for name in _ETC_FILES:
+        source = Path("/etc") / name
+        if source.is_dir():
+            shutil.copytree(source, etc / name, symlinks=True)
+        elif source.exists():
+            shutil.copy2(source, etc / name)
+    (etc / "hosts").write_text(_HOSTS)
+    for script in ("launcher.py", "toolbox.py"):
+        shutil.copy2(_PACKAGE_DIR / script, opt / script)
+    return root
+
+
 def host_python_dir() -> Path:
     """The host interpreter's install dir (bound read-only so `python3` works inside)."""
     return Path(sys.base_prefix).resolve()
@@ -69,9 +87,8 @@ class BwrapSandbox:
             )
         self._bwrap = found
         self._cgroups: CgroupSupport = detect_cgroups()
-        self._etc_dir = Path(tempfile.mkdtemp(prefix="synthorg-sandbox-etc-"))
-        (self._etc_dir / "hosts").write_text(_HOSTS)
-        weakref.finalize(self, shutil.rmtree, self._etc_dir, True)
+        self._overlay = _prepare_overlay()
+        weakref.finalize(self, shutil.rmtree, self._overlay, True)
         self._base_args = self._static_args()
 
     @property
@@ -103,14 +120,11 @@ class BwrapSandbox:
                 args += ["--symlink", os.readlink(host), str(host)]
             elif host.is_dir():
                 args += ["--ro-bind", str(host), str(host)]
-        for name in _ETC_FILES:
-            if (Path("/etc") / name).exists():
-                args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-        args += ["--ro-bind", str(self._etc_dir / "hosts"), "/etc/hosts"]
+        # One mount each for /etc and the helper scripts: every mount costs start-up time.
+        args += ["--ro-bind", str(self._overlay / "etc"), "/etc"]
+        args += ["--ro-bind", str(self._overlay / "opt"), _INSIDE_DIR]
         pydir = str(host_python_dir())
         args += ["--ro-bind", pydir, pydir]
-        for script in ("launcher.py", "toolbox.py"):
-            args += ["--ro-bind", str(_PACKAGE_DIR / script), f"{_INSIDE_DIR}/{script}"]
         args += ["--tmpfs", "/tmp", "--dir", HOME, "--dev", "/dev", "--proc", "/proc"]
         return args
 

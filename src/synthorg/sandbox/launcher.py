@@ -105,15 +105,14 @@ def kill_descendants() -> None:
                         parents[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
                 except (OSError, ValueError, IndexError):
                     pass
-        found, frontier = [], {me}
+        found: list[int] = []
+        frontier = {me}
         while frontier:
             frontier = {pid for pid, ppid in parents.items() if ppid in frontier}
             found += frontier
         for pid in found:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, 9)
-            except OSError:
-                pass
         try:
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
