@@ -157,3 +157,26 @@ async def live(
     application = create_app(settings, store=store, run_service=service, auth=key_store)
     async with serving(application) as url:
         yield url
+
+
+@pytest.fixture
+def _scripts_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let the gateway import ``real_scripts:<name>`` (as a subprocess would, via PYTHONPATH)."""
+    here = str(Path(__file__).parent)
+    monkeypatch.syspath_prepend(here)
+    monkeypatch.setenv("PYTHONPATH", here)
+
+
+@pytest.fixture
+async def real(
+    tmp_path: Path, _scripts_importable: None, settings: ServerSettings, key_store: KeyStore
+) -> AsyncIterator[FastAPI]:
+    """The app over the real run service (bwrap sandbox, gateway, native loops, gate)."""
+    from .real_stack import real_stack, stack_settings
+
+    async with real_stack(stack_settings(tmp_path / "home")) as components:
+        application = create_app(
+            settings, store=components.store, run_service=components.service, auth=key_store
+        )
+        async with application.router.lifespan_context(application):
+            yield application

@@ -57,7 +57,7 @@ def test_api_conforms_to_its_schema(api_schema: Any) -> None:
 
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-        def check(case: schemathesis.Case) -> None:
+        def check(case: schemathesis.Case[Any]) -> None:
             # Kept: no 5xx, status codes, content types and bodies as documented, auth enforced.
             # Left out: schema-valid is not always acceptable (a cursor from nowhere, a
             # repository outside the allowed roots: 400), and unknown query parameters are

@@ -18,14 +18,15 @@ _PAGE = 500
 
 
 async def pending_actions(
-    store: ConversationStore, record: ConversationRecord
+    store: ConversationStore, record: ConversationRecord, *, active: bool
 ) -> tuple[int | None, list[PendingAction]]:
     """(seq of the latest request, its actions not yet decided or observed).
 
-    Only a conversation waiting for confirmation has pending actions: after a restart or a
-    cancellation the old request is void, and deciding on it is refused as stale.
+    Only a conversation with a live run (``active``) or one marked waiting for confirmation
+    has pending actions: after a restart or a cancellation the old request is void, and a
+    decision on it is refused as stale.
     """
-    if record.status is not ConversationStatus.WAITING_CONFIRMATION:
+    if not active and record.status is not ConversationStatus.WAITING_CONFIRMATION:
         return None, []
     last = await store.last_seq(record.id)
     latest = await store.history(record.id, before=last + 1, kinds=_REQUEST, limit=1)

@@ -8,6 +8,7 @@ from typing import Annotated, Protocol
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from synthorg.errors import ConflictError
 from synthorg.server.auth import ApiKey, Principal, Role
 from synthorg.server.config import ServerSettings
 from synthorg.server.metrics import ServerMetrics
@@ -46,9 +47,25 @@ class ServerState:
     auth: Authenticator
     metrics: ServerMetrics
     subscribers: SubscriberLimit = field(init=False)
+    starting: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.subscribers = SubscriberLimit(self.settings.ws_subscribers_per_conversation)
+
+    async def start_run(self, conversation_id: str, message: str | None = None) -> None:
+        """Start a run through the service; 409 for a start racing another one.
+
+        The service refuses a second run once the first is registered; this closes the
+        window while a start is still in flight (requests interleave at every await).
+        """
+        if conversation_id in self.starting or self.service.is_active(conversation_id):
+            raise ConflictError(f"conversation {conversation_id} already has an active run")
+        self.starting.add(conversation_id)
+        try:
+            await self.service.start(conversation_id, message=message)
+        finally:
+            self.starting.discard(conversation_id)
+        self.metrics.commands.labels("start").inc()
 
 
 def get_state(request: Request) -> ServerState:

@@ -38,8 +38,7 @@ async def deliver_message(
         return "steered"
     if run:
         # The service refuses (409) a run that raced us to the start line.
-        await service.start(conversation_id, message=text)
-        state.metrics.commands.labels("start").inc()
+        await state.start_run(conversation_id, text)
         return "started"
     await state.store.append(conversation_id, MessageEvent(role="user", text=text))
     return "recorded"
@@ -55,7 +54,7 @@ async def control(
     if action == "resume":
         if active:
             raise ConflictError(f"conversation {conversation_id} is already running")
-        await service.start(conversation_id)
+        await state.start_run(conversation_id)
     elif not active:
         raise ConflictError(
             f"conversation {conversation_id} has no active run to {action} "
@@ -113,7 +112,9 @@ for _action in ("pause", "interrupt", "resume", "cancel"):
 async def get_pending(conversation_id: Identifier, state: State, principal: Viewer) -> PendingView:
     """Actions waiting for a decision (id, tool, arguments summary, risk)."""
     record = await state.store.get_conversation(conversation_id)
-    seq, pending = await pending_actions(state.store, record)
+    seq, pending = await pending_actions(
+        state.store, record, active=state.service.is_active(conversation_id)
+    )
     return PendingView(
         conversation_id=conversation_id, status=record.status, request_seq=seq, pending=pending
     )
@@ -132,7 +133,9 @@ async def decide(
     if accepted & rejected:
         raise UsageError(f"action ids both accepted and rejected: {sorted(accepted & rejected)}")
     record = await state.store.get_conversation(conversation_id)
-    _, pending = await pending_actions(state.store, record)
+    _, pending = await pending_actions(
+        state.store, record, active=state.service.is_active(conversation_id)
+    )
     waiting = {action.action_id for action in pending}
     stale = (accepted | rejected) - waiting
     if stale:

@@ -37,8 +37,7 @@ async def create_conversation(
     record = await service.create(body.task(), body.options())
     state.metrics.commands.labels("create").inc()
     if body.start:
-        await service.start(record.id)
-        state.metrics.commands.labels("start").inc()
+        await state.start_run(record.id)
         record = await state.store.get_conversation(record.id)
     return ConversationView.of(record, active=service.is_active(record.id))
 
