@@ -7,6 +7,7 @@ asyncio app over a real SQLite ledger) gets its own event loop thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
@@ -15,13 +16,20 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp
+
 from synthorg.gateway.app import GatewayApp, create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.embedded import serve_embedded
 from synthorg.gateway.providers.scripted import ScriptedProvider
 from synthorg.gateway.scripted import ScriptedSequence, ScriptedToolCall, ScriptedTurn
-from synthorg.gateway.signer import RunBinding
+from synthorg.gateway.signer import GatewaySigner, RunBinding
 from synthorg.gateway.wire import ChatMessage
+from synthorg.mcp import MCP_PATH, serve_mcp
+from synthorg.mcp.auth import BearerAuthMiddleware, claims_from_request
 from synthorg.store import open_store
 from synthorg.store.protocol import ExecutionUsage
 
@@ -42,11 +50,14 @@ class RecordingScript:
     def __init__(self, turns: Sequence[ScriptedTurn]) -> None:
         self._sequence = ScriptedSequence("openhands-runtime-e2e", turns)
         self.requests: list[list[ChatMessage]] = []
+        self.tool_names: list[set[str]] = []
+        """Names of the tools each request offered the model."""
 
     def __call__(
         self, messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, Any]] | None
     ) -> ScriptedTurn:
         self.requests.append(list(messages))
+        self.tool_names.append({str(t.get("function", {}).get("name")) for t in tools or ()})
         return self._sequence(messages, tools)
 
     def history_text(self, index: int) -> str:
@@ -54,11 +65,45 @@ class RecordingScript:
         return "\n".join(m.model_dump_json() for m in self.requests[index])
 
 
+NOTE_TOOL = "project_note"
+
+
+def note_mcp_app(signer: GatewaySigner, calls: list[tuple[str, str]]) -> ASGIApp:
+    """A one-tool MCP server behind the real bearer middleware (stands in for the tool set)."""
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        schema = {"type": "object", "properties": {"note": {"type": "string"}}}
+        return types.ListToolsResult(
+            tools=[types.Tool(name=NOTE_TOOL, description="Record a note.", input_schema=schema)]
+        )
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        claims = claims_from_request(ctx.request)
+        assert claims is not None
+        text = str((params.arguments or {}).get("note", ""))
+        calls.append((claims.project_id, text))
+        reply = f"noted for {claims.project_id}: {text}"
+        return types.CallToolResult(content=[types.TextContent(type="text", text=reply)])
+
+    server: Server[Any] = Server("runtime-test", on_list_tools=list_tools, on_call_tool=call_tool)
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    return BearerAuthMiddleware(app, signer)
+
+
 class GatewayThread:
     """Gateway + scripted provider + SQLite ledger on 127.0.0.1, for one test."""
 
-    def __init__(self, tmp_path: Path, script: RecordingScript) -> None:
+    def __init__(self, tmp_path: Path, script: RecordingScript, *, mcp: bool = False) -> None:
         self.script = script
+        self._with_mcp = mcp
+        self.mcp_url: str | None = None
+        self.mcp_calls: list[tuple[str, str]] = []
+        """(project from the verified bearer, text) of every MCP tool call."""
         self._tmp = tmp_path
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -86,11 +131,16 @@ class GatewayThread:
             signing_key_file=self._tmp / "keys" / "gateway.key",
         )
         providers = {"scripted": ScriptedProvider({MODEL: self.script})}
-        self._app = create_gateway_app(config, signer_for(config), store, providers)
+        signer = signer_for(config)
+        self._app = create_gateway_app(config, signer, store, providers)
         try:
-            async with serve_embedded(self._app, tcp_port=0) as endpoints:
+            async with contextlib.AsyncExitStack() as stack:
+                endpoints = await stack.enter_async_context(serve_embedded(self._app, tcp_port=0))
                 assert endpoints.tcp_base_url
                 self.base_url = endpoints.tcp_base_url
+                if self._with_mcp:
+                    app = note_mcp_app(signer, self.mcp_calls)
+                    self.mcp_url = (await stack.enter_async_context(serve_mcp(app))).url
                 self._ready.set()
                 await self._stop.wait()
         finally:

@@ -19,6 +19,7 @@ from .entrypoint_driver import EntrypointRun
 from .gateway_harness import (
     INPUT_PER_TOKEN,
     MODEL,
+    NOTE_TOOL,
     OUTPUT_PER_TOKEN,
     GatewayThread,
     RecordingScript,
@@ -237,3 +238,25 @@ def test_invalid_spec_is_refused(openhands_runtime: OpenHandsRuntime, tmp_path: 
         error = run.wait_for("error", code="invalid_spec")
         assert run.finish() == 2
     assert "confirmation_policy" in error["content"]
+
+
+def test_mcp_tools_over_streamable_http_with_the_run_bearer(
+    openhands_runtime: OpenHandsRuntime, tmp_path: Path
+) -> None:
+    script = RecordingScript(
+        [
+            ScriptedTurn.call(NOTE_TOOL, note="hello from the sandbox"),
+            ScriptedTurn.call("finish", message="noted"),
+        ]
+    )
+    with GatewayThread(tmp_path, script, mcp=True) as gateway:
+        run, _ = start(openhands_runtime, tmp_path, gateway, mcp_base_url=gateway.mcp_url)
+        run.wait_for("finished", summary="noted")
+        assert run.finish() == 0
+
+    assert gateway.mcp_calls == [("proj-1", "hello from the sandbox")]
+    action = run.of_kind("action")[0]
+    assert action["tool_name"] == NOTE_TOOL
+    observation = next(o for o in run.of_kind("observation") if o["action_id"] == action["id"])
+    assert "noted for proj-1: hello from the sandbox" in observation["content"]
+    assert NOTE_TOOL in script.tool_names[0]
