@@ -26,6 +26,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "synthorg.sandbox.protocol",
         "synthorg.sandbox.toolbox_client",
         "synthorg.gateway.signer",
+        "synthorg.gateway.scripted",  # scripted models (pure functions) for tests and the demo
+        "synthorg.gateway.wire",  # the chat wire types those scripts read
         "synthorg.mcp.client",
         "synthorg.runtime",
     ),

@@ -59,3 +59,9 @@ def test_unsafe_ids_refused() -> None:
 def test_unknown_kind_refused() -> None:
     with pytest.raises(ValidationError):
         parse_event({"kind": "teleport"})
+
+
+def test_constructors_check_without_an_explicit_kind() -> None:
+    with pytest.raises(ValidationError, match="only allowed on a turn"):
+        ObservationEvent(action_id="a1", content="x", usage=TokenUsage())  # type: ignore[call-arg]
+    assert MessageEvent(role="user", text="t", usage=TokenUsage()).usage == TokenUsage()

@@ -128,6 +128,7 @@ async def test_confirmation_bound_to_action_ids(booted: Booter, demo_repo: Path)
         )
         await service.start(record.id)
         decided = 0
+        statuses: list[ConversationStatus] = []
         async for stored in components.store.tail(record.id):
             event = stored.event
             if event.kind == "confirmation_request":
@@ -145,12 +146,15 @@ async def test_confirmation_bound_to_action_ids(booted: Booter, demo_repo: Path)
                 decided += 1
             if event.kind == "confirmation_decision":
                 assert event.approver == "alice"
-            if event.kind == "status_change" and event.new is not ConversationStatus.RUNNING:
+            if event.kind == "status_change" and event.termination_reason is not None:
                 break
+            if event.kind == "status_change":
+                statuses.append(event.new)
         result = await service.wait(record.id)
         assert result is not None
         assert result.termination_reason is TerminationReason.COMPLETED
         assert decided >= 3
+        assert statuses.count(ConversationStatus.WAITING_CONFIRMATION) == decided
 
 
 async def test_budget_ceiling_kills_the_run(booted: Booter, demo_repo: Path) -> None:

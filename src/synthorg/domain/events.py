@@ -31,7 +31,7 @@ class _Event(BaseModel):
         # extra="forbid" would reject these too, but with a message that doesn't say why.
         if not isinstance(data, dict):
             return data
-        kind = data.get("kind")
+        kind = data.get("kind", cls.model_fields["kind"].default)
         if kind != "action":
             for name in _ACTION_ONLY_FIELDS:
                 if data.get(name) is not None:

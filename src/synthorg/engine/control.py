@@ -62,16 +62,29 @@ class RunControl:
         """Action ids waiting for a decision (empty when not waiting)."""
         return self._pending
 
-    async def wait_for_decision(self, action_ids: frozenset[str]) -> Decision:
-        """Block until a decision covering ``action_ids`` arrives."""
-        loop = asyncio.get_running_loop()
+    def expect_decision(self, action_ids: frozenset[str]) -> asyncio.Future[Decision]:
+        """Mark ``action_ids`` pending now; the future resolves with the decision.
+
+        Call it before announcing the request, so a person who answers at once is never
+        told that nothing is pending.
+        """
+        if not action_ids:
+            raise ValueError("expect_decision needs at least one action id")
+        future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         self._pending = action_ids
-        self._decision = loop.create_future()
-        try:
-            return await self._decision
-        finally:
-            self._pending = frozenset()
-            self._decision = None
+        self._decision = future
+
+        def clear(done: asyncio.Future[Decision]) -> None:
+            if self._decision is done:
+                self._pending = frozenset()
+                self._decision = None
+
+        future.add_done_callback(clear)
+        return future
+
+    async def wait_for_decision(self, action_ids: frozenset[str]) -> Decision:
+        """Mark ``action_ids`` pending and block until a decision covering them arrives."""
+        return await self.expect_decision(action_ids)
 
     def decide(self, decision: Decision) -> None:
         """Deliver a decision; ConflictError when it doesn't match what is pending."""
@@ -95,17 +108,6 @@ class RunControl:
                 "reason": decision.reason,
             }
         )
-
-    def set_pending_external(self, action_ids: frozenset[str]) -> None:
-        """Mark actions pending whose decision is forwarded to a runtime (OpenHands)."""
-        self._pending = action_ids
-        loop = asyncio.get_running_loop()
-        self._decision = loop.create_future()
-
-    def clear_pending(self) -> None:
-        """Forget pending actions (the runtime resolved them)."""
-        self._pending = frozenset()
-        self._decision = None
 
     # -- forwarding to out-of-process runtimes -------------------------------------------
     def _forward(self, command: dict[str, object]) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from synthorg.domain import Task
 
-
 CONTROL_TOOLS: frozenset[str] = frozenset({"finish", "think", "write_plan", "complete_step"})
 """Tools that steer the loop itself; calling only these changes nothing in the workspace."""
 

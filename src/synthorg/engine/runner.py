@@ -36,21 +36,40 @@ class RunSink:
         conversation_id: str,
         checkers: RunCheckers,
         control: RunControl,
+        clock: Callable[[], datetime],
     ) -> None:
         self._store = store
         self._conversation_id = conversation_id
         self._checkers = checkers
         self._control = control
+        self._clock = clock
         self.stop_reason: TerminationReason | None = None
 
     async def __call__(self, event: ConversationEvent) -> TerminationReason | None:
         await self._store.append(self._conversation_id, event)
+        if event.kind == "confirmation_request":
+            await self._transition(
+                ConversationStatus.WAITING_CONFIRMATION, "waiting for a decision"
+            )
+        elif event.kind == "confirmation_decision":
+            await self._transition(ConversationStatus.RUNNING, f"decided by {event.approver}")
         reason = await self._checkers.stop_reason()
         if reason is None and self._control.pause_requested and event.kind in _TURN_KINDS:
             reason = TerminationReason.PAUSED
         if reason is not None and self.stop_reason is None:
             self.stop_reason = reason
         return reason
+
+    async def _transition(self, status: ConversationStatus, why: str) -> None:
+        record = await self._store.get_conversation(self._conversation_id)
+        if record.status is status:
+            return
+        await self._store.append(
+            self._conversation_id, StatusChangeEvent(old=record.status, new=status, reason=why)
+        )
+        await self._store.save_conversation(
+            record.model_copy(update={"status": status, "updated_at": self._clock()})
+        )
 
 
 class LoopRunner:
@@ -68,7 +87,7 @@ class LoopRunner:
 
     def sink(self, conversation_id: str, checkers: RunCheckers, control: RunControl) -> RunSink:
         """The event sink a loop context should carry."""
-        return RunSink(self._store, conversation_id, checkers, control)
+        return RunSink(self._store, conversation_id, checkers, control, self._clock)
 
     async def run(
         self,

@@ -13,7 +13,6 @@ from typing import Protocol
 
 from synthorg.domain import (
     AgentIdentity,
-    ConfirmationDecisionEvent,
     ConversationRecord,
     ConversationStatus,
     ErrorEvent,
@@ -395,16 +394,8 @@ class LocalRunService:
     async def decide(self, conversation_id: str, decision: Decision) -> None:
         """Deliver a decision bound to pending action ids and the approver."""
         active = self._require_active(conversation_id)
-        active.control.decide(decision)  # ConflictError before anything is recorded
-        await self.store.append(
-            conversation_id,
-            ConfirmationDecisionEvent(
-                accepted=tuple(sorted(decision.accepted)),
-                rejected=tuple(sorted(decision.rejected)),
-                reason=decision.reason,
-                approver=decision.approver,
-            ),
-        )
+        # ConflictError for ids not pending; the loop records the decision event itself.
+        active.control.decide(decision)
 
     async def delete(self, conversation_id: str, *, delete_branch: bool = False) -> None:
         """Remove the conversation, its events and its worktree; refused while active."""

@@ -232,17 +232,24 @@ class TurnEngine:
         held = [c for c in calls if c.valid and policy.requires_confirmation(c.risk(), c.name)]
         if not held:
             return {}
-        await self._checked(
-            ConfirmationRequestEvent(
-                pending=tuple(
-                    PendingAction(
-                        action_id=c.call_id, tool_name=c.name, summary=c.summary(), risk=c.risk()
+        pending = self.context.control.expect_decision(frozenset(c.call_id for c in held))
+        try:
+            await self._checked(
+                ConfirmationRequestEvent(
+                    pending=tuple(
+                        PendingAction(
+                            action_id=c.call_id,
+                            tool_name=c.name,
+                            summary=c.summary(),
+                            risk=c.risk(),
+                        )
+                        for c in held
                     )
-                    for c in held
                 )
             )
-        )
-        decision = await self.context.control.wait_for_decision(frozenset(c.call_id for c in held))
+            decision = await pending
+        finally:
+            pending.cancel()  # no-op once decided; withdraws the request when the run stops
         await self._checked(
             ConfirmationDecisionEvent(
                 accepted=tuple(sorted(decision.accepted)),
