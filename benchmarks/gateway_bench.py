@@ -29,7 +29,11 @@ from pathlib import Path
 
 LITELLM_VENV = Path(os.environ.get("LITELLM_BENCH_VENV", "/tmp/litellm-bench"))
 MODEL = "bench-model"
+LITELLM_KEY = "sk-bench-master-0123456789abcdef"  # it refuses to start without a master key
 CONCURRENCY = (1, 16, 64)
+CPU: dict[str, list[float]] = {}
+"""Per target: CPU seconds its proxy process spent per request, per measured batch."""
+PIDS: dict[str, int] = {}
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "ping " * 20}], "max_tokens": 64}
 
 
@@ -187,6 +191,25 @@ def measure(port: int, path: str, token: str | None, concurrency: int, total: in
     return [float(x) for x in json.loads(out.stdout)]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User+system CPU of a process and its children (psutil, from the dev group)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -273,7 +296,8 @@ output_per_mtok_usd = 15
             gw_port,
             env=env,
             log=gw_log,
-        ):
+        ) as gw_proc:
+            PIDS["synthorg"] = gw_proc.pid
             ll_ctx = None
             if litellm is not None:
                 ll_config = work / "litellm.yaml"
@@ -309,8 +333,8 @@ output_per_mtok_usd = 15
                 )
             try:
                 if ll_ctx is not None:
-                    ll_ctx.__enter__()
-                    targets["litellm"] = (ll_port, "/v1/chat/completions", None)
+                    PIDS["litellm"] = ll_ctx.__enter__().pid
+                    targets["litellm"] = (ll_port, "/v1/chat/completions", LITELLM_KEY)
             except RuntimeError as exc:
                 litellm_note = f"LiteLLM proxy failed to start: {exc} (log: {work}/litellm.log)"
                 ll_ctx = None
@@ -335,7 +359,13 @@ def run_levels(
                 total = int(totals[concurrency] * scale / rounds)
                 if name == "litellm":
                     total = max(concurrency * 4, total // 4)  # it is much slower
-                results[concurrency][name] += measure(port, path, token, concurrency, total)
+                before = cpu_seconds(PIDS[name]) if name in PIDS else 0.0
+                samples = measure(port, path, token, concurrency, total)
+                if name in PIDS:
+                    CPU.setdefault(name, []).append(
+                        (cpu_seconds(PIDS[name]) - before) / len(samples)
+                    )
+                results[concurrency][name] += samples
         print(f"c={concurrency} done", flush=True)
     return results
 
@@ -370,6 +400,14 @@ def report(results: dict[int, dict[str, list[float]]], litellm_note: str) -> Non
             + ", ".join(f"{k}={statistics.fmean(v) * 1e3:.3f}" for k, v in by.items()),
             file=sys.stderr,
         )
+    if CPU:
+        cpu = {k: statistics.fmean(v) * 1e3 for k, v in CPU.items()}
+        line = ", ".join(f"{k} {v:.3f} ms" for k, v in cpu.items())
+        print(f"\nproxy CPU per request (load-insensitive): {line}", end="")
+        if "litellm" in cpu and cpu.get("synthorg"):
+            print(f" -> LiteLLM / SynthOrg = {cpu['litellm'] / cpu['synthorg']:.1f}x")
+        else:
+            print()
     if litellm_note:
         print(f"\nNOTE: {litellm_note}")
     print(

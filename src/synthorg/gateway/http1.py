@@ -127,6 +127,7 @@ class Http1Pool:
         request = (
             f"POST {self.prefix}{path} HTTP/1.1\r\n{self._head}content-length: {len(body)}\r\n\r\n"
         ).encode() + body
+        conn: _Connection | None = None
         try:
             async with asyncio.timeout(self.timeout_s):
                 while self._idle:
@@ -135,11 +136,16 @@ class Http1Pool:
                         return await self._exchange(conn, request)
                     except (OSError, asyncio.IncompleteReadError):
                         conn.close()  # closed while idle: retry on the next one
-                return await self._exchange(await self._connect(), request)
-        except TimeoutError as exc:
-            raise HttpError(f"no response head within {self.timeout_s}s") from exc
-        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
-            raise HttpError(f"request to {self.host}:{self.port} failed: {exc!r}") from exc
+                conn = await self._connect()
+                return await self._exchange(conn, request)
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, TimeoutError):
+                raise HttpError(f"no response head within {self.timeout_s}s") from exc
+            if isinstance(exc, OSError | asyncio.IncompleteReadError | ValueError):
+                raise HttpError(f"request to {self.host}:{self.port} failed: {exc!r}") from exc
+            raise
 
     async def _exchange(self, conn: _Connection, request: bytes) -> Response:
         conn.writer.write(request)
