@@ -19,6 +19,7 @@ from synthorg.sandbox import (
     ExitReason,
     LocalSandbox,
     SandboxProcess,
+    SandboxRequest,
     SandboxStreamer,
 )
 
@@ -48,15 +49,19 @@ def sandbox(request: pytest.FixtureRequest) -> SandboxStreamer:
     return _sandboxes(request)
 
 
-def _cgroup_dirs(sandbox: SandboxStreamer) -> set[Path]:
+def _cgroup_dirs(sandbox: SandboxStreamer, marker: str) -> set[Path]:
+    """This run's cgroups (other processes on the host may run sandboxes meanwhile)."""
     if not isinstance(sandbox, BwrapSandbox):
         return set()
-    return {d for p in sandbox.cgroups.parents.values() if p.exists() for d in p.iterdir()}
+    parents = [p for p in sandbox.cgroups.parents.values() if p.exists()]
+    return {d for p in parents for d in p.iterdir() if d.name.startswith(f"td-{marker}")}
 
 
-async def _assert_gone(
-    marker: str, pid: int, cgroups_before: set[Path], sb: SandboxStreamer
-) -> None:
+def _req(workspace: Path, marker: str, then: str) -> SandboxRequest:
+    return request(workspace, _program(marker, then), conversation_id=f"td-{marker}")
+
+
+async def _assert_gone(marker: str, pid: int, sb: SandboxStreamer) -> None:
     # The kernel may take a moment to finish killing a namespace; the run already returned.
     for _ in range(50):
         if not processes_with(marker):
@@ -64,7 +69,7 @@ async def _assert_gone(
         await asyncio.sleep(0.01)
     assert processes_with(marker) == []
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert _cgroup_dirs(sb) <= cgroups_before
+    assert _cgroup_dirs(sb, marker) == set()
 
 
 async def _ready(proc: SandboxProcess) -> None:
@@ -75,50 +80,52 @@ async def _ready(proc: SandboxProcess) -> None:
 
 
 async def test_natural_end_leaves_nothing(sandbox: SandboxStreamer, workspace: Path) -> None:
-    marker, before = _marker(), _cgroup_dirs(sandbox)
-    req = request(workspace, _program(marker, "exit 3"))
+    marker = _marker()
+    req = _req(workspace, marker, "exit 3")
     async with sandbox.stream(req, "{}") as proc:
         lines = [line async for line in proc]
         assert processes_with(marker) == [] or isinstance(sandbox, LocalSandbox)
     assert lines == ["ready"]
     assert proc.exit is not None and proc.exit.reason is ExitReason.COMPLETED
     assert proc.exit.returncode == 3
-    await _assert_gone(marker, proc.pid, before, sandbox)  # type: ignore[attr-defined]
+    await _assert_gone(marker, proc.pid, sandbox)  # type: ignore[attr-defined]
 
 
 async def test_consumer_breaking_early_tears_down(
     sandbox: SandboxStreamer, workspace: Path
 ) -> None:
-    marker, before = _marker(), _cgroup_dirs(sandbox)
-    async with sandbox.stream(request(workspace, _program(marker, "read; read")), "{}") as proc:
+    marker = _marker()
+    async with sandbox.stream(_req(workspace, marker, "read; read"), "{}") as proc:
         await _ready(proc)
         sleeps = [p for p in processes_with(marker) if p.name() == "sleep"]
         assert len(sleeps) == 3  # control: the children really run
+        cgroups = isinstance(sandbox, BwrapSandbox) and sandbox.cgroups.parents
+        assert bool(_cgroup_dirs(sandbox, marker)) == bool(cgroups)  # control: they exist
     assert proc.exit is not None and proc.exit.reason is ExitReason.STOPPED
-    await _assert_gone(marker, proc.pid, before, sandbox)  # type: ignore[attr-defined]
+    await _assert_gone(marker, proc.pid, sandbox)  # type: ignore[attr-defined]
 
 
 async def test_exception_in_the_consumer_tears_down(
     sandbox: SandboxStreamer, workspace: Path
 ) -> None:
-    marker, before = _marker(), _cgroup_dirs(sandbox)
+    marker = _marker()
     with pytest.raises(RuntimeError, match="consumer failed"):
-        async with sandbox.stream(request(workspace, _program(marker, "read; read")), "{}") as p:
+        async with sandbox.stream(_req(workspace, marker, "read; read"), "{}") as p:
             proc = p
             await _ready(proc)
             raise RuntimeError("consumer failed")
     assert proc.exit is not None and proc.exit.reason is ExitReason.STOPPED
-    await _assert_gone(marker, proc.pid, before, sandbox)  # type: ignore[attr-defined]
+    await _assert_gone(marker, proc.pid, sandbox)  # type: ignore[attr-defined]
 
 
 async def test_cancelling_the_awaiting_task_tears_down(
     sandbox: SandboxStreamer, workspace: Path
 ) -> None:
-    marker, before = _marker(), _cgroup_dirs(sandbox)
+    marker = _marker()
     started: asyncio.Future[SandboxProcess] = asyncio.get_running_loop().create_future()
 
     async def consume() -> None:
-        async with sandbox.stream(request(workspace, _program(marker, "read; read")), "{}") as p:
+        async with sandbox.stream(_req(workspace, marker, "read; read"), "{}") as p:
             await _ready(p)
             started.set_result(p)
             async for _ in p:  # blocks: the program prints nothing more
@@ -131,7 +138,7 @@ async def test_cancelling_the_awaiting_task_tears_down(
         await task
     # Teardown completed before the cancelled task finished, not in the background.
     assert proc.exit is not None and proc.exit.reason is ExitReason.STOPPED
-    await _assert_gone(marker, proc.pid, before, sandbox)  # type: ignore[attr-defined]
+    await _assert_gone(marker, proc.pid, sandbox)  # type: ignore[attr-defined]
 
 
 async def test_stop_with_grace_lets_the_program_finish(
