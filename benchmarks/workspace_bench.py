@@ -5,6 +5,8 @@ Baselines are measured in the same run on the same repository:
 - checkpoint after a 3-file edit vs ``git stash create`` (target p50 <= 50 ms).
 
 Run: ``uv run python benchmarks/workspace_bench.py [--files 20000] [--rounds 7] [--edits 40]``
+(``--repo DIR`` keeps the generated repository for reruns; ``--skip-worktrees`` times only
+checkpoints.)
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ async def bench_worktrees(repo: Path, home: Path, rounds: int) -> tuple[list[flo
                 )
                 plain.append(time.perf_counter() - start)
                 git(repo, "worktree", "remove", "--force", str(target))
+                git(repo, "branch", "-D", "-q", f"plain/{i}")
             else:
                 start = time.perf_counter()
                 ws = await manager.create(repo, f"bench-{i}")
@@ -169,24 +172,30 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=7, help="worktree creations per side")
     parser.add_argument("--edits", type=int, default=40, help="3-file edits to checkpoint")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--repo", type=Path, help="reuse (or keep) the generated repo here")
+    parser.add_argument("--skip-worktrees", action="store_true", help="checkpoints only")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="synthorg-ws-bench-"))
+    repo = args.repo.absolute() if args.repo else tmp / "bigrepo"
     try:
         start = time.perf_counter()
-        paths = generate_repo(tmp / "bigrepo", args.files, rng)
-        print(
-            f"generated {args.files} files in {time.perf_counter() - start:.1f}s "
-            f"(load average {loadavg()} on {os.cpu_count()} cores)"
-        )
-        ours, plain = await bench_worktrees(tmp / "bigrepo", tmp / "home", args.rounds)
-        ratio = statistics.median(ours) / statistics.median(plain)
-        print(
-            f"worktree creation: synthorg median {statistics.median(ours) * 1000:.0f} ms, "
-            f"plain `git worktree add` median {statistics.median(plain) * 1000:.0f} ms, "
-            f"ratio {ratio:.2f}x (target <= 1.10x) -> {'PASS' if ratio <= 1.1 else 'FAIL'}"
-        )
-        res = await bench_checkpoints(tmp / "bigrepo", tmp / "home", paths, args.edits, rng)
+        if (repo / ".git").is_dir():
+            paths = git(repo, "ls-files", "*.py").split()
+            print(f"reusing {repo} ({len(paths)} files)", end=" ")
+        else:
+            paths = generate_repo(repo, args.files, rng)
+            print(f"generated {args.files} files in {time.perf_counter() - start:.1f}s", end=" ")
+        print(f"(load average {loadavg()} on {os.cpu_count()} cores)")
+        if not args.skip_worktrees:
+            ours, plain = await bench_worktrees(repo, tmp / "home", args.rounds)
+            ratio = statistics.median(ours) / statistics.median(plain)
+            print(
+                f"worktree creation: synthorg median {statistics.median(ours) * 1000:.0f} ms, "
+                f"plain `git worktree add` median {statistics.median(plain) * 1000:.0f} ms, "
+                f"ratio {ratio:.2f}x (target <= 1.10x) -> {'PASS' if ratio <= 1.1 else 'FAIL'}"
+            )
+        res = await bench_checkpoints(repo, tmp / "home", paths, args.edits, rng)
         cp = res["ours"]
         st = res["stash"]
         assert isinstance(cp, list) and isinstance(st, list)

@@ -190,7 +190,7 @@ class SnapshotIndex:
         )
         # Exit 1 listing ignored paths still adds the rest: that is the outcome we want.
         return out.returncode == 0 or (
-            out.returncode == 1 and out.stderr.startswith("The following paths are ignored")
+            out.returncode == 1 and "The following paths are ignored" in out.stderr
         )
 
     async def _start_journal(self) -> None:
