@@ -37,8 +37,8 @@ class LocalSandbox:
     def __init__(self, *, allow_unisolated: bool = False) -> None:
         if allow_unisolated is not True:
             raise SandboxOptInError(
-                "the local sandbox backend has no isolation; enable it explicitly "
-                "(allow_local / --allow-local-sandbox) or install bubblewrap"
+                "the local sandbox backend has no isolation: opt in explicitly "
+                "([sandbox] allow_local = true, or --allow-local) or install bubblewrap"
             )
         log.warning("sandbox.local_backend", warning=WARNING)
 

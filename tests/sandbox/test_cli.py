@@ -1,0 +1,35 @@
+"""`synthorg sandbox boundary|check` through typer's runner, against the real backends."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from synthorg.cli.sandbox import app
+
+runner = CliRunner()
+
+
+@pytest.mark.bwrap
+def test_check_proves_isolation_live() -> None:
+    result = runner.invoke(app, ["check"])
+    assert result.exit_code == 0, result.output
+    assert "isolated" in result.output and "NOT isolated" not in result.output
+
+
+def test_check_reports_the_local_backend_as_not_isolated() -> None:
+    refused = runner.invoke(app, ["check", "--backend", "local"])
+    assert refused.exit_code == 2 and "opt in explicitly" in refused.output
+    result = runner.invoke(app, ["check", "--backend", "local", "--allow-local"])
+    assert result.exit_code == 0 and "NOT isolated" in result.output
+
+
+def test_boundary_as_json_and_unknown_backend() -> None:
+    result = runner.invoke(app, ["boundary", "--backend", "local", "--allow-local", "--json"])
+    assert result.exit_code == 0
+    decl = json.loads(result.output)
+    assert decl["backend"] == "local" and len(decl["rows"]) == 5
+    unknown = runner.invoke(app, ["boundary", "--backend", "docker"])
+    assert unknown.exit_code == 2 and "unknown sandbox backend" in unknown.output
