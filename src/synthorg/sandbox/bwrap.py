@@ -175,10 +175,9 @@ class BwrapSandbox:
 
     async def _start(self, request: SandboxRequest) -> ManagedProcess:
         args, argv = self.build_args(request)
-        cgroup = self._make_cgroup(request)
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
-        control = _BwrapControl(cgroup)
+        control = _BwrapControl(None)
         try:
             args += ["--info-fd", str(info_w), "--block-fd", str(block_r), "--", *argv]
             try:
@@ -198,6 +197,8 @@ class BwrapSandbox:
                 os.close(block_r)
             process = ManagedProcess(proc, control, request.limits)
             try:
+                # Made while bwrap sets up (it waits on block-fd before running anything).
+                control.cgroup = self._make_cgroup(request)
                 started = await self._release(control, request.limits, info_r, block_w)
             except BaseException:
                 with contextlib.suppress(ProcessLookupError):
