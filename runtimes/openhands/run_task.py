@@ -11,9 +11,11 @@ error, 2 on an invalid spec.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import queue
+import signal
 import sys
 import tempfile
 import threading
@@ -210,7 +212,8 @@ class Translator:
         elif isinstance(event, SystemPromptEvent):
             record.update(kind="system", content=event.system_prompt.text)
         elif isinstance(event, PauseEvent):
-            record.update(summary="paused")
+            # Requested only: the run stops at the next step boundary ("paused" status).
+            record.update(summary="pause_requested")
         elif isinstance(event, InterruptEvent):
             record.update(summary="interrupted")
         else:
@@ -289,6 +292,7 @@ class Driver:
         self.translator = translator
         self.running = False
         self.stdin_open = True
+        self.resume_requested = False  # "resume" arrived before a requested pause took hold
         # Actions left without an observation by a previous process: the SDK's cold-load
         # view drops them (tool-call matching), so once all are answered the view is
         # rebuilt, or the model would see tool results without the calls that made them.
@@ -411,10 +415,14 @@ class Driver:
             if not self.running:
                 self.start_run()
         elif kind == "resume":
-            if not self.running:
+            if self.running:
+                self.resume_requested = True
+            else:
                 self.start_run()
         elif kind == "confirm":
-            if not self.running and self.confirm(control):
+            if self.running:
+                self.writer.emit({"kind": "decision_refused", "content": "no wait is pending"})
+            elif self.confirm(control):
                 self.start_run()
         else:
             self.writer.emit({"kind": "control_refused", "content": f"unknown control {kind!r}"})
@@ -430,6 +438,10 @@ class Driver:
                 code = self.after_run(item[1])
                 if code is not None:
                     return code
+                if self.resume_requested:
+                    self.resume_requested = False
+                    if self.conversation.state.execution_status.value == "paused":
+                        self.start_run()
             elif item[0] == "eof":
                 self.stdin_open = False
             else:
@@ -453,6 +465,8 @@ def read_controls(inbox: queue.Queue[Any], writer: EventWriter) -> None:
 
 def main() -> int:
     writer = claim_stdout()
+    # `kill -USR1 <pid>` dumps every thread's stack to stderr: how to diagnose a hung run.
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     try:
         spec = RunSpec.model_validate_json(sys.stdin.readline())
     except ValidationError as exc:

@@ -117,7 +117,7 @@ def test_pause_then_steering_message_continues(
         run, _ = start(openhands_runtime, tmp_path, gateway)
         run.wait_for("action", tool_name="terminal")
         run.send({"type": "pause"})  # takes effect at the step boundary after the command
-        run.wait_for("status", sdk_type="PauseEvent")
+        run.wait_for("status", sdk_type="PauseEvent", summary="pause_requested")
         run.wait_for("status", summary="paused")
         assert len(script.requests) == 1  # paused: the model is not asked again
         run.send({"type": "message", "text": "STEER: wrap up now"})
@@ -260,3 +260,32 @@ def test_mcp_tools_over_streamable_http_with_the_run_bearer(
     observation = next(o for o in run.of_kind("observation") if o["action_id"] == action["id"])
     assert "noted for proj-1: hello from the sandbox" in observation["content"]
     assert NOTE_TOOL in script.tool_names[0]
+
+
+def test_interrupt_skips_pending_calls_and_pauses(
+    openhands_runtime: OpenHandsRuntime, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "worktree"
+    script = RecordingScript(
+        [
+            calls(
+                ("terminal", {"command": "sleep 5; echo first"}),
+                ("terminal", {"command": "touch after.txt"}),
+            ),
+            ScriptedTurn.call("finish", message="after interrupt"),
+        ]
+    )
+    with GatewayThread(tmp_path, script) as gateway:
+        run, _ = start(openhands_runtime, tmp_path, gateway)
+        run.wait_for("action", tool_name="terminal")
+        second = run.wait_for("action", tool_name="terminal")
+        run.send({"type": "interrupt"})  # while the first command still sleeps
+        run.send({"type": "resume"})  # before the pause took hold: resumes right after it
+        run.wait_for("status", summary="paused")
+        run.wait_for("finished", summary="after interrupt")
+        assert run.finish() == 0
+
+    skipped = [o for o in run.of_kind("observation") if o["tool_call_id"] == second["tool_call_id"]]
+    assert [o["is_error"] for o in skipped] == [True]
+    assert "interrupt" in skipped[0]["content"]
+    assert not (workspace / "after.txt").exists()
