@@ -314,6 +314,7 @@ output_per_mtok_usd = 15
                     **os.environ,
                     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
                     "LITELLM_LOG": "ERROR",
+                    "LITELLM_MASTER_KEY": LITELLM_KEY,
                 }
                 ll_ctx = process(
                     [
@@ -344,7 +345,8 @@ output_per_mtok_usd = 15
                 if ll_ctx is not None:
                     ll_ctx.__exit__(None, None, None)
     report(results, litellm_note)
-    shutil.rmtree(work, ignore_errors=True)
+    if not litellm_note:
+        shutil.rmtree(work, ignore_errors=True)  # kept when LiteLLM failed: its log is there
 
 
 def run_levels(
