@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import statistics
 import sys
@@ -63,20 +64,25 @@ async def compare(
     label: str, sandbox: BwrapSandbox, request: SandboxRequest, ws: Path, starts: int
 ) -> float:
     plain: list[float] = []
+    raw: list[float] = []
     boxed: list[float] = []
     boxed_total: list[float] = []
+    args, argv = sandbox.build_args(request)
+    raw_argv = [*args, "--", *argv]  # bwrap alone: same mounts, no cgroups, no handshake
     for _ in range(5):  # warm caches on both sides
         await plain_start(request.argv, ws)
         await sandbox_start(sandbox, request)
     for _ in range(starts):
         plain.append((await plain_start(request.argv, ws))[0])
+        raw.append((await plain_start(raw_argv, ws))[0])
         first, total = await sandbox_start(sandbox, request)
         boxed.append(first)
         boxed_total.append(total)
     overhead = pct(boxed, 0.5) - pct(plain, 0.5)
     print(f"\n{label}  ({starts} starts each, interleaved)")
     print(f"  plain subprocess   p50 {pct(plain, 0.5):7.2f} ms   p99 {pct(plain, 0.99):7.2f} ms")
-    print(f"  bwrap sandbox      p50 {pct(boxed, 0.5):7.2f} ms   p99 {pct(boxed, 0.99):7.2f} ms")
+    print(f"  bwrap alone        p50 {pct(raw, 0.5):7.2f} ms   p99 {pct(raw, 0.99):7.2f} ms")
+    print(f"  BwrapSandbox       p50 {pct(boxed, 0.5):7.2f} ms   p99 {pct(boxed, 0.99):7.2f} ms")
     print(
         f"  sandbox start+teardown p50 {pct(boxed_total, 0.5):7.2f} ms"
         f"   mean first line {statistics.mean(boxed) * 1000:.2f} ms"
@@ -93,7 +99,10 @@ async def main() -> int:
     parser.add_argument("--starts", type=int, default=200)
     args = parser.parse_args()
     sandbox = BwrapSandbox()
-    print(f"cgroups: {sandbox.cgroups.detail}")
+    print(
+        f"cgroups: {sandbox.cgroups.detail}; "
+        f"load average {os.getloadavg()} on {os.cpu_count()} cpus"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
         echo = SandboxRequest(argv=["/bin/echo", "ready"], workspace=ws, conversation_id="bench")
@@ -111,6 +120,7 @@ async def main() -> int:
         forwarded = echo.model_copy(update={"endpoints": [endpoint]})
         await compare("/bin/echo + forwarder", sandbox, forwarded, ws, max(args.starts // 4, 20))
         server.close()
+    print(f"\nload average at the end {os.getloadavg()}")
     return 0 if max(overheads) <= TARGET_MS else 1
 
 
