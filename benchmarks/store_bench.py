@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import secrets
 import sqlite3
 import statistics
@@ -135,8 +136,12 @@ async def store_concurrent(store: Store, n: int, bodies: list[ConversationEvent]
     return (n // WRITERS * WRITERS) / (time.perf_counter() - start)
 
 
+REPLAY_CPU: list[float] = []
+
+
 async def store_replay(store: Store, cid: str, total: int) -> float:
     start = time.perf_counter()
+    cpu = time.process_time()
     after, count = 0, 0
     while True:
         page = await store.history(cid, after=after, limit=5000)
@@ -145,6 +150,7 @@ async def store_replay(store: Store, cid: str, total: int) -> float:
         count += len(page)
         after = page[-1].seq
     elapsed = time.perf_counter() - start
+    REPLAY_CPU.append(time.process_time() - cpu)
     assert count == total, (count, total)
     return elapsed
 
@@ -198,6 +204,8 @@ async def measure(
         replay[1].append(await raw_replay(cid))
         replay[0].append(await store_replay(store, cid, args.replay))
     rows.append(Row(backend, f"replay {args.replay:,} events", med(replay[0]), med(replay[1]), "s"))
+    cpu = med(REPLAY_CPU[-3:])
+    print(f"{backend}: replay CPU time of this process (median of 3): {cpu:.3f} s", flush=True)
     ours_pages = await store_pages(store, cid, args.replay)
     raw_p = await raw_pages(cid, args.replay)
     rows.append(Row(backend, "history page (100) p50", pct(ours_pages, 50), pct(raw_p, 50), "ms"))
@@ -441,10 +449,12 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating append rounds")
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args()
+    print(f"load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)", flush=True)
     rows: list[Row] = []
     for backend in args.backends.split(","):
         bench = {"sqlite": bench_sqlite, "postgres": bench_postgres}[backend]
         rows += await bench(args)
+    print(f"load average at end: {os.getloadavg()[0]:.2f}", flush=True)
     header = ["backend", "metric", "store", "raw driver", "store/raw cost"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))

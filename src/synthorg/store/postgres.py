@@ -12,6 +12,7 @@ reordered notifications cannot cause gaps or duplicates; followers also re-read 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -39,6 +40,7 @@ from synthorg.store.schema import VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
 from synthorg.store.tail import TailHub, follow
 
+_DECODE_IN_THREAD = 500
 _MIGRATION_LOCK = 0x5F0A_5107  # advisory lock key: one migrator at a time per database
 
 _APPEND = """
@@ -311,7 +313,10 @@ class PostgresStore:
         rows = await self._all(sql, [*params, limit])
         if backwards:
             rows.reverse()
-        return codec.stored_events(conversation_id, rows)
+        if len(rows) < _DECODE_IN_THREAD:
+            return codec.stored_events(conversation_id, rows)
+        # A long page is decoded off the event loop so that it keeps serving others.
+        return await asyncio.to_thread(codec.stored_events, conversation_id, rows)
 
     async def _exists(self, conversation_id: str) -> bool:
         rows = await self._all("SELECT 1 FROM conversations WHERE id = %s", (conversation_id,))

@@ -263,10 +263,15 @@ class SqliteStore:
             f" ORDER BY seq {order} LIMIT ?"
         )
         params.append(limit)
-        rows = await self._readers.run(lambda c: c.execute(sql, params).fetchall())
-        if backwards:
-            rows.reverse()
-        return codec.stored_events(conversation_id, rows)
+
+        def read(conn: sqlite3.Connection) -> list[StoredEvent]:
+            # Decoded on the reader thread: a long page must not stall the event loop.
+            rows = conn.execute(sql, params).fetchall()
+            if backwards:
+                rows.reverse()
+            return codec.stored_events(conversation_id, rows)
+
+        return await self._readers.run(read)
 
     async def _exists(self, conversation_id: str) -> bool:
         row = await self._readers.run(
