@@ -121,7 +121,7 @@ async def run_batch(client: httpx.AsyncClient, repos: list[Path], project: str) 
     strict=False,
 )
 async def test_32_concurrent_conversations(stack: tuple[FastAPI, str, str], tmp_path: Path) -> None:
-    app, url, key = stack
+    _app, url, key = stack
     repos = []
     for i in range(N + 1):
         make_repo(tmp_path / f"r{i}" / "project", {"README.md": b"x\n"})
