@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pydantic
@@ -186,3 +187,22 @@ async def test_send_line_reaches_a_running_program(local: LocalSandbox, workspac
         ended = await proc.stop()
     assert ended.reason is ExitReason.STOPPED
     assert local.workspace_path_inside(request(workspace, ["x"])) == str(workspace)
+
+
+@pytest.mark.bwrap
+async def test_concurrent_sandboxes_and_a_slow_consumer(
+    bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    code = "import sys\nfor i in range(5000): print(i)\nprint(sys.stdin.readline().strip())"
+
+    async def one(n: int) -> tuple[list[str], ExitReason]:
+        async with bwrap.stream(request(workspace, py(code)), f"run-{n}") as proc:
+            await asyncio.sleep(0.3)  # the program finishes while its queue is full
+            lines = [line async for line in proc]
+        assert proc.exit is not None
+        return lines, proc.exit.reason
+
+    results = await asyncio.gather(*(one(n) for n in range(6)))
+    for n, (lines, reason) in enumerate(results):
+        assert reason is ExitReason.COMPLETED
+        assert lines[:2] == ["0", "1"] and lines[-1] == f"run-{n}" and len(lines) == 5001

@@ -104,6 +104,8 @@ class ManagedProcess:
         return self
 
     async def __anext__(self) -> str:
+        if self._exit is not None and self._lines.empty():
+            raise StopAsyncIteration
         item = await self._lines.get()
         if item is _EOF:
             self._lines.put_nowait(_EOF)  # later iterations end too
@@ -214,10 +216,12 @@ class ManagedProcess:
             self._late_eof()
 
     def _late_eof(self) -> None:
+        """Queue the end marker; with a full queue, retry until the consumer drains it."""
         try:
             self._lines.put_nowait(_EOF)
         except asyncio.QueueFull:
-            asyncio.get_running_loop().call_later(0.01, self._late_eof)
+            if self._exit is None:  # after teardown nobody is left to read: stop retrying
+                asyncio.get_running_loop().call_later(0.01, self._late_eof)
 
     async def _read_stderr(self, stderr: asyncio.StreamReader) -> None:
         while chunk := await stderr.read(65536):
