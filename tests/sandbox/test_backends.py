@@ -206,3 +206,31 @@ async def test_concurrent_sandboxes_and_a_slow_consumer(
     for n, (lines, reason) in enumerate(results):
         assert reason is ExitReason.COMPLETED
         assert lines[:2] == ["0", "1"] and lines[-1] == f"run-{n}" and len(lines) == 5001
+
+
+def test_env_names_are_validated(tmp_path: Path) -> None:
+    with pytest.raises(pydantic.ValidationError, match="invalid name"):
+        request(tmp_path, ["true"], env={"BAD=NAME": "x"})
+
+
+@pytest.mark.bwrap
+async def test_cpu_time_limit_is_reported_as_a_timeout(
+    bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    limits = SandboxLimits(cpu_seconds=1, wall_timeout_s=20)
+    _, ended = await collect(bwrap, request(workspace, py("while True: pass"), limits=limits))
+    assert ended.reason is ExitReason.TIMEOUT and "RLIMIT_CPU" in ended.message, ended
+
+
+@pytest.mark.bwrap
+async def test_without_cgroups_rlimits_still_cap_memory(workspace: Path) -> None:
+    """A host without usable cgroups: the row says weaker, and RLIMIT_AS still bites."""
+    sandbox = BwrapSandbox()
+    sandbox._cgroups = CgroupSupport(CgroupMode.NONE, detail="forced off for this test")
+    resources = next(r for r in sandbox.boundary().rows if r.boundary == "resources")
+    assert resources.status is BoundaryStatus.WEAKER and resources.warning
+    limits = SandboxLimits(memory_bytes=256 * 1024**2, wall_timeout_s=20)
+    code = "hog = []\nwhile True: hog.append(b'x' * (16 << 20))"
+    _, ended = await collect(sandbox, request(workspace, py(code), limits=limits))
+    assert ended.returncode == 1 and "MemoryError" in ended.stderr_tail, ended
+    assert ended.peak_processes is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 from synthorg.sandbox.cgroups import CgroupMode, CgroupSupport
@@ -38,8 +39,14 @@ def _resources_row(cg: CgroupSupport) -> BoundaryRow:
             on_this_host=f"{cg.detail}: pids, memory and cpu quota per run; timeouts",
             status=E,
         )
+    # The kernel never applies RLIMIT_NPROC to uid 0, and bwrap maps root to root.
+    nproc = (
+        "no process cap (RLIMIT_NPROC is ignored for root)"
+        if os.geteuid() == 0
+        else ("RLIMIT_NPROC per user")
+    )
     fallback = ", ".join(
-        {"pids": "RLIMIT_NPROC", "memory": "RLIMIT_AS per process", "cpu": "no CPU quota"}[c]
+        {"pids": nproc, "memory": "RLIMIT_AS per process", "cpu": "no CPU quota"}[c]
         for c in cg.missing
     )
     return BoundaryRow(

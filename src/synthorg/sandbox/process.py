@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import signal
 import time
 from dataclasses import dataclass
 from typing import Protocol
@@ -18,6 +19,7 @@ _STDERR_TAIL = 64 * 1024
 _QUEUE_LINES = 1024
 _REAP_TIMEOUT_S = 5.0
 _EOF = object()
+_SIGXCPU = int(signal.SIGXCPU)
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,9 @@ class ManagedProcess:
                 message += f", then {self._request_message}"
         elif requested is not None:
             reason, message = requested, self._request_message
+        elif limits.cpu_seconds is not None and rc in (128 + _SIGXCPU, -_SIGXCPU):
+            reason = ExitReason.TIMEOUT
+            message = f"killed: CPU-time limit of {limits.cpu_seconds}s per process (RLIMIT_CPU)"
         elif rc is not None and (rc < 0 or rc == 128 + 9):
             reason, message = ExitReason.KILLED, f"killed by a signal (status {rc})"
         else:

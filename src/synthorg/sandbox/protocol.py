@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from enum import StrEnum
@@ -93,6 +94,14 @@ class SandboxRequest(BaseModel):
     def _absolute(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_absolute():
             raise ValueError(f"{value} must be an absolute host path")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or "\0" in item:
+                raise ValueError(f"environment variable {key!r} has an invalid name or value")
         return value
 
     @field_validator("read_only_binds")
