@@ -20,7 +20,7 @@ import structlog
 
 from synthorg.sandbox.boundary import bwrap_boundary
 from synthorg.sandbox.cgroups import CgroupMode, CgroupSupport, RunCgroup, detect_cgroups
-from synthorg.sandbox.errors import SandboxStartError, SandboxUnavailableError
+from synthorg.sandbox.errors import SandboxIOError, SandboxStartError, SandboxUnavailableError
 from synthorg.sandbox.process import STREAM_LIMIT, ManagedProcess, Verdicts
 from synthorg.sandbox.protocol import (
     BoundaryDeclaration,
@@ -167,7 +167,9 @@ class BwrapSandbox:
     ) -> AsyncIterator[SandboxProcess]:
         process = await self._start(request)
         try:
-            with contextlib.suppress(Exception):  # a program that died at once reports via exit
+            with contextlib.suppress(
+                SandboxIOError
+            ):  # a program that died at once reports via exit
                 await process.send_line(first_line)
             yield process
         finally:

@@ -16,7 +16,7 @@ import structlog
 
 from synthorg.sandbox.boundary import local_boundary
 from synthorg.sandbox.bwrap import host_python, host_python_dir
-from synthorg.sandbox.errors import SandboxOptInError, SandboxStartError
+from synthorg.sandbox.errors import SandboxIOError, SandboxOptInError, SandboxStartError
 from synthorg.sandbox.process import STREAM_LIMIT, ManagedProcess, Verdicts
 from synthorg.sandbox.protocol import BoundaryDeclaration, SandboxProcess, SandboxRequest
 
@@ -96,7 +96,9 @@ class LocalSandbox:
             raise SandboxStartError(f"cannot start {argv[0]}: {exc}") from exc
         process = ManagedProcess(proc, _LocalControl(proc.pid, home), request.limits)
         try:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(
+                SandboxIOError
+            ):  # a program that died at once reports via exit
                 await process.send_line(first_line)
             yield process
         finally:
