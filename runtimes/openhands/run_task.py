@@ -89,6 +89,10 @@ def prepare_environment(spec: RunSpec) -> None:
     os.environ["TMUX_TMPDIR"] = os.path.join(scratch, "tmux")
     os.makedirs(os.environ["HOME"], exist_ok=True)
     os.makedirs(os.environ["TMUX_TMPDIR"], exist_ok=True)
+    # The subprocess terminal runs an interactive bash on a PTY; without this its readline
+    # wraps every command's output in bracketed-paste escapes.
+    with open(os.path.join(os.environ["HOME"], ".inputrc"), "w") as inputrc:
+        inputrc.write("set enable-bracketed-paste off\n")
 
 
 def sdk_conversation_id(raw: str) -> uuid.UUID:

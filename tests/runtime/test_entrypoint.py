@@ -91,7 +91,7 @@ def test_task_edits_a_file_runs_a_command_and_finishes(
     assert actions[1]["arguments"] == {"command": "cat notes.txt && echo ran-$((6*7))"}
     observations = {o["action_id"]: o for o in run.of_kind("observation")}
     assert set(observations) == {a["id"] for a in actions}
-    assert "ran-42" in observations[actions[1]["id"]]["content"]
+    assert observations[actions[1]["id"]]["content"].startswith("hi\nran-42\n")  # no escapes
     assert observations[actions[1]["id"]]["tool_call_id"] == actions[1]["tool_call_id"]
     # Per-turn token deltas sum to what the gateway metered; the running cost agrees with it.
     assert usage.requests == 3
