@@ -9,10 +9,12 @@ import typer
 
 from synthorg.cli import conversations
 from synthorg.cli import doctor as doctor_checks
+from synthorg.cli import gateway as gateway_cli
 from synthorg.cli import mcp as mcp_cli
 from synthorg.cli.common import ConfigOption, settings_from
 from synthorg.cli.demo import demo as demo_command
 from synthorg.cli.run import run as run_command
+from synthorg.cli.serve import app as serve_app
 from synthorg.logging import configure_logging
 
 app = typer.Typer(
@@ -24,8 +26,10 @@ app = typer.Typer(
 
 app.add_typer(conversations.app, name="conversations")
 app.add_typer(mcp_cli.app, name="mcp")
+app.add_typer(gateway_cli.app, name="gateway")
 app.command("run")(run_command)
 app.command("demo")(demo_command)
+app.add_typer(serve_app, name="serve")
 
 
 @app.callback()

@@ -11,6 +11,7 @@ from synthorg.domain import (
     ConversationStatus,
     ErrorEvent,
     ExecutionResult,
+    ObservationEvent,
     StatusChangeEvent,
     TerminationReason,
 )
@@ -110,6 +111,7 @@ class LoopRunner:
             requested = requested_stop()
             reason = requested or TerminationReason.CANCELLED
             result = self._crashed(loop, context, reason, None)
+            await asyncio.shield(self._close_dangling_actions(context, reason))
             await asyncio.shield(self._finish(context, result))
             task = asyncio.current_task()
             if requested is None or task is None:
@@ -126,6 +128,40 @@ class LoopRunner:
             return result
         await self._finish(context, result)
         return result
+
+    async def _close_dangling_actions(
+        self, context: LoopContext, reason: TerminationReason
+    ) -> None:
+        """Give each action of this run without an observation one saying it was cut off.
+
+        A resumed run then sees every tool call answered, and nobody mistakes the unknown
+        effect of an interrupted tool for a success.
+        """
+        # Events before this run were answered when that run ended (or by reconciliation).
+        after = context.prior_events[-1].seq if context.prior_events else 0
+        open_actions: dict[str, None] = {}
+        while True:
+            page = await self._store.history(context.conversation_id, after=after, limit=500)
+            for stored in page:
+                event = stored.event
+                if event.kind == "action":
+                    open_actions[event.action_id] = None
+                elif event.kind == "observation":
+                    open_actions.pop(event.action_id, None)
+            if len(page) < 500:
+                break
+            after = page[-1].seq
+        for action_id in open_actions:
+            await self._store.append(
+                context.conversation_id,
+                ObservationEvent(
+                    action_id=action_id,
+                    content=f"the run was stopped ({reason.value}) while this tool was in "
+                    "progress; its effect is unknown",
+                    is_error=True,
+                    non_retryable=True,
+                ),
+            )
 
     def _crashed(
         self,

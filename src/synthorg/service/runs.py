@@ -20,6 +20,7 @@ from synthorg.domain import (
     InterruptEvent,
     MessageEvent,
     PauseEvent,
+    StatusChangeEvent,
     StoredEvent,
     Task,
     TerminationReason,
@@ -87,6 +88,7 @@ class _ActiveRun:
     control: RunControl
     cancelled: asyncio.Event
     stop_requested: TerminationReason | None = None
+    runner_started: bool = False
     task: asyncio.Task[ExecutionResult] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -196,11 +198,16 @@ class LocalRunService:
             raise ConflictError("the service is shutting down; no new runs")
         if self.is_active(conversation_id):
             raise ConflictError(f"conversation {conversation_id} already has an active run")
-        record = await self.store.get_conversation(conversation_id)
+        # Claim the conversation before the first await: concurrent starts must not both pass.
         active = _ActiveRun(control=RunControl(), cancelled=asyncio.Event())
         self._active[conversation_id] = active
-        if message:
-            await self.store.append(conversation_id, MessageEvent(role="user", text=message))
+        try:
+            record = await self.store.get_conversation(conversation_id)
+            if message:
+                await self.store.append(conversation_id, MessageEvent(role="user", text=message))
+        except BaseException:
+            active.done.set()
+            raise
         active.task = asyncio.create_task(self._run(record, active), name=f"run-{conversation_id}")
 
     async def run(self, conversation_id: str, *, message: str | None = None) -> ExecutionResult:
@@ -220,8 +227,42 @@ class LocalRunService:
     async def _run(self, record: ConversationRecord, active: _ActiveRun) -> ExecutionResult:
         try:
             return await self._run_inner(record, active)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if active.stop_requested is None or active.runner_started or task is None:
+                raise
+            # Stopped while setting up (worktree, sandbox): the runner never saw the run.
+            task.uncancel()
+            return await asyncio.shield(self._stopped_before_start(record, active.stop_requested))
         finally:
             active.done.set()
+
+    async def _stopped_before_start(
+        self, record: ConversationRecord, reason: TerminationReason
+    ) -> ExecutionResult:
+        current = await self.store.get_conversation(record.id)
+        status = reason.conversation_status()
+        await self.store.append(
+            record.id,
+            StatusChangeEvent(
+                old=current.status,
+                new=status,
+                reason="stopped before the run started",
+                termination_reason=reason.value,
+            ),
+        )
+        await self.store.save_conversation(
+            current.model_copy(
+                update={"status": status, "termination_reason": reason, "updated_at": self._clock()}
+            )
+        )
+        return ExecutionResult(
+            execution_id=current.execution_id or "none",
+            conversation_id=record.id,
+            loop_type=record.loop_type,
+            termination_reason=reason,
+            resumed=record.runs > 0,
+        )
 
     async def _run_inner(self, record: ConversationRecord, active: _ActiveRun) -> ExecutionResult:
         workspace = await self._workspace_of(record)
@@ -280,6 +321,7 @@ class LocalRunService:
                     resumed=resumed,
                     prior_events=prior,
                 )
+                active.runner_started = True
                 result = await self._runner.run(
                     loop, context, requested_stop=lambda: active.stop_requested
                 )
