@@ -254,3 +254,26 @@ def test_rollback_equality_property(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(_roundtrip(Path(tmp), initial, before, after))
+
+
+async def test_same_second_same_size_edit_is_not_missed(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git's racy-clean rule must survive seeding the private index from the user's."""
+    config = tmp_path / "gitconfig"
+    config.write_text("[core]\n\ttrustctime = false\n\tcheckStat = minimal\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    ws = await WorktreeManager(home).create(repo, "conv-racy")
+    assert ws.git_dir is not None
+    target = ws.path / "a.txt"
+    original = target.stat()
+    # The user's index was written in the same second as the checkout of a.txt ...
+    os.utime(ws.git_dir / "index", ns=(original.st_atime_ns, original.st_mtime_ns))
+    # ... and a.txt is then changed without its size or (whole-second) mtime changing.
+    target.write_text("ALPHA\n")
+    os.utime(target, ns=(original.st_atime_ns, original.st_mtime_ns))
+    await asyncio.sleep(1.1)  # the first snapshot happens in a later second
+    cp = await CheckpointStore().create(ws)
+    assert git(repo, "show", f"{cp.tree}:a.txt") == "ALPHA\n"

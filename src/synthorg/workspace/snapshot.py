@@ -131,7 +131,9 @@ class SnapshotIndex:
         real = git_dir / "index"
         tmp = self.path.with_suffix(".seed")
         if real.is_file():
-            shutil.copyfile(real, tmp)
+            # copy2 keeps the index's mtime: git's racy-clean check compares entry mtimes
+            # against it, and a fresh mtime would hide same-second, same-size edits.
+            shutil.copy2(real, tmp)
             os.replace(tmp, self.path)
         elif head is not None:
             await run_git(["read-tree", head], self.ws.path, env=self.env)
