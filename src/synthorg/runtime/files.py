@@ -14,7 +14,10 @@ from pathlib import Path
 from synthorg.errors import ConfigError
 
 FILES_ENV = "SYNTHORG_OPENHANDS_FILES"
-"""Operator override: a directory holding ``requirements.lock`` and ``run_task.py``."""
+"""Operator override: a directory holding the lockfile and the entrypoint's modules."""
+
+REQUIRED = ("requirements.lock", "run_task.py", "synthorg_oh_events.py")
+"""What the directory must hold; the sandbox binds the whole directory read-only."""
 
 _PACKAGE_DATA = Path(__file__).resolve().parent / "openhands_files"
 _SOURCE_TREE = Path(__file__).resolve().parents[3] / "runtimes" / "openhands"
@@ -25,11 +28,11 @@ def runtime_files_dir() -> Path:
     override = os.environ.get(FILES_ENV)
     candidates = [Path(override)] if override else [_PACKAGE_DATA, _SOURCE_TREE]
     for candidate in candidates:
-        if (candidate / "requirements.lock").is_file() and (candidate / "run_task.py").is_file():
+        if all((candidate / name).is_file() for name in REQUIRED):
             return candidate
     tried = ", ".join(str(c) for c in candidates)
     raise ConfigError(
-        f"OpenHands runtime files (requirements.lock, run_task.py) not found in: {tried}. "
+        f"OpenHands runtime files ({', '.join(REQUIRED)}) not found in: {tried}. "
         f"Install synthorg from a wheel that ships them, run from a source checkout, "
         f"or set {FILES_ENV} to the runtimes/openhands directory."
     )
@@ -41,5 +44,8 @@ def lockfile_path() -> Path:
 
 
 def entrypoint_path() -> Path:
-    """``run_task.py``, run inside the sandbox by the runtime venv's python."""
+    """``run_task.py``, run inside the sandbox by the runtime venv's python.
+
+    It imports ``synthorg_oh_events`` from its own directory: bind ``entrypoint.parent``.
+    """
     return runtime_files_dir() / "run_task.py"
