@@ -12,7 +12,13 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-BASICS = ("synthorg.errors", "synthorg.logging", "synthorg.paths", "synthorg.domain")
+BASICS = (
+    "synthorg.errors",
+    "synthorg.logging",
+    "synthorg.paths",
+    "synthorg.domain",
+    "synthorg.serving",
+)
 
 # component -> module prefixes it may import (its own package is always allowed).
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -20,6 +26,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "errors": (),
     "paths": (),
     "logging": (),
+    "serving": ("synthorg.errors",),
     "engine": (
         *BASICS,
         "synthorg.store.protocol",
