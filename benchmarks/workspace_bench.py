@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from synthorg.workspace import views
@@ -116,9 +117,23 @@ def edit_three(root: Path, paths: list[str], rng: random.Random, tag: int) -> No
             f.write(f"edit_{tag} = {rng.random()}\n")
 
 
+@dataclass
+class CheckpointFigures:
+    """Seconds per operation, wall and CPU, plus one-off timings on the same tree."""
+
+    first: float
+    ours: list[float]
+    stash: list[float]
+    ours_cpu: list[float]
+    stash_cpu: list[float]
+    changes: float
+    changed_files: int
+    rollback: float
+
+
 async def bench_checkpoints(
     repo: Path, home: Path, paths: list[str], edits: int, rng: random.Random
-) -> dict[str, float | list[float]]:
+) -> CheckpointFigures:
     manager = WorktreeManager(home)
     ws = await manager.create(repo, "bench-cp")
     store = CheckpointStore()
@@ -154,16 +169,16 @@ async def bench_checkpoints(
     rollback_s = time.perf_counter() - start
     assert not (ws.path / "brand_new.txt").exists()
     await manager.remove(ws, delete_branch=True)
-    return {
-        "first": first,
-        "ours": ours,
-        "stash": stash,
-        "ours_cpu": ours_cpu,
-        "stash_cpu": stash_cpu,
-        "changes": changes_s,
-        "changed_files": float(len(changed)),
-        "rollback": rollback_s,
-    }
+    return CheckpointFigures(
+        first=first,
+        ours=ours,
+        stash=stash,
+        ours_cpu=ours_cpu,
+        stash_cpu=stash_cpu,
+        changes=changes_s,
+        changed_files=len(changed),
+        rollback=rollback_s,
+    )
 
 
 async def main() -> None:
@@ -196,31 +211,26 @@ async def main() -> None:
                 f"ratio {ratio:.2f}x (target <= 1.10x) -> {'PASS' if ratio <= 1.1 else 'FAIL'}"
             )
         res = await bench_checkpoints(repo, tmp / "home", paths, args.edits, rng)
-        cp = res["ours"]
-        st = res["stash"]
-        assert isinstance(cp, list) and isinstance(st, list)
+        cp, st = res.ours, res.stash
         p50 = statistics.median(cp)
         print(
             f"checkpoint after 3-file edit: p50 {p50 * 1000:.1f} ms, p95 {pct(cp, 0.95) * 1000:.1f}"
             f" ms (target p50 <= 50 ms) -> {'PASS' if p50 <= 0.05 else 'FAIL'}; "
-            f"first checkpoint {float(res['first']) * 1000:.0f} ms"  # type: ignore[arg-type]
+            f"first checkpoint {res.first * 1000:.0f} ms"
         )
         print(
             f"baseline `git stash create`: p50 {statistics.median(st) * 1000:.1f} ms, "
             f"p95 {pct(st, 0.95) * 1000:.1f} ms; checkpoint/stash ratio "
             f"{p50 / statistics.median(st):.2f}x"
         )
-        oc, sc = res["ours_cpu"], res["stash_cpu"]
-        assert isinstance(oc, list) and isinstance(sc, list)
         print(
             f"CPU per operation (user+sys, load-independent): checkpoint p50 "
-            f"{statistics.median(oc) * 1000:.1f} ms, `git stash create` p50 "
-            f"{statistics.median(sc) * 1000:.1f} ms"
+            f"{statistics.median(res.ours_cpu) * 1000:.1f} ms, `git stash create` p50 "
+            f"{statistics.median(res.stash_cpu) * 1000:.1f} ms"
         )
         print(
-            f"views.changes on the big tree: {float(res['changes']) * 1000:.0f} ms "  # type: ignore[arg-type]
-            f"({int(res['changed_files'])} files changed); "  # type: ignore[call-overload]
-            f"rollback: {float(res['rollback']) * 1000:.0f} ms"  # type: ignore[arg-type]
+            f"views.changes on the big tree: {res.changes * 1000:.0f} ms "
+            f"({res.changed_files} files changed); rollback: {res.rollback * 1000:.0f} ms"
         )
         print(f"load average at the end: {loadavg()}")
     finally:
