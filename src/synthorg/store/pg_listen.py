@@ -14,6 +14,7 @@ CHANNEL = "synthorg_events"
 """Notification channel; the payload is the conversation id."""
 
 _RECONNECT_DELAY = 0.5
+_COALESCE_S = 0.005  # a busy writer's notifications go out as one, at most ~200/s
 
 
 class Listener:
@@ -129,6 +130,7 @@ class Notifier:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
+            await asyncio.sleep(_COALESCE_S)
             self._wake.clear()
             try:
                 await self._send()

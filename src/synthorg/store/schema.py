@@ -48,7 +48,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 project_id TEXT NOT NULL,
                 status TEXT NOT NULL,
                 state {json} NOT NULL,
-                last_seq {bigint} NOT NULL DEFAULT 0,
+                last_seq {bigint} NOT NULL DEFAULT 0, -- seq counter (PostgreSQL appends)
                 created_at {ts} NOT NULL,
                 updated_at {ts} NOT NULL
             )

@@ -211,24 +211,23 @@ class SqliteStore:
         body = codec.event_json(event)
         kind = event.kind
 
-        def work(conn: sqlite3.Connection) -> StoredEvent:
-            row = conn.execute(
-                "UPDATE conversations SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq",
-                (conversation_id,),
-            ).fetchone()
-            if row is None:
-                raise NotFoundError(f"no conversation {conversation_id}")
-            seq = int(row[0])
+        def work(conn: sqlite3.Connection) -> tuple[int, datetime]:
+            # One statement. The seq is read and used under SQLite's write lock (one writer
+            # per database, across processes), so MAX + 1 cannot be handed out twice.
             moment = codec.now()
-            conn.execute(
-                "INSERT INTO events (conversation_id, seq, ts, kind, body) VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, seq, codec.ts_text(moment), kind, body),
-            )
-            return StoredEvent(
-                conversation_id=conversation_id, seq=seq, timestamp=moment, event=event
-            )
+            try:
+                row = conn.execute(
+                    "INSERT INTO events (conversation_id, seq, ts, kind, body)"
+                    " SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events"
+                    " WHERE conversation_id = ? RETURNING seq",
+                    (conversation_id, codec.ts_text(moment), kind, body, conversation_id),
+                ).fetchone()
+            except sqlite3.IntegrityError as exc:  # the foreign key: no such conversation
+                raise NotFoundError(f"no conversation {conversation_id}") from exc
+            return int(row[0]), moment
 
-        return await self._writer.submit(work, wakes=conversation_id)
+        seq, moment = await self._writer.submit(work, wakes=conversation_id)
+        return StoredEvent(conversation_id=conversation_id, seq=seq, timestamp=moment, event=event)
 
     async def history(
         self,
@@ -302,7 +301,9 @@ class SqliteStore:
     async def last_seq(self, conversation_id: str) -> int:
         row = await self._readers.run(
             lambda c: c.execute(
-                "SELECT last_seq FROM conversations WHERE id = ?", (conversation_id,)
+                "SELECT COALESCE((SELECT MAX(seq) FROM events WHERE conversation_id = c.id), 0)"
+                " FROM conversations AS c WHERE c.id = ?",
+                (conversation_id,),
             ).fetchone()
         )
         if row is None:
