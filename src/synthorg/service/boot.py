@@ -63,6 +63,7 @@ class ProvisionContext:
     signer: GatewaySigner
     gateway_endpoints: Endpoints
     mcp_endpoints: McpEndpoints
+    mcp_config: McpConfig
     checkpoints: CheckpointStore
 
 
@@ -123,6 +124,7 @@ async def boot(
                 signer=signer,
                 gateway_endpoints=gateway_endpoints,
                 mcp_endpoints=mcp_endpoints,
+                mcp_config=mcp_config,
                 checkpoints=checkpoints,
             )
         )

@@ -62,4 +62,7 @@ async def _native(
             checkpoint=_checkpoint_hook(ctx.checkpoints, setup.workspace),
             mcp_client_factory=McpToolClient,
         )
-        yield LoopDependencies(deps), LoopEndpoints(gateway_url, ctx.mcp_endpoints.url)
+        # Credentialed tools exist only for projects configured in [mcp]; others get none.
+        has_tools = ctx.mcp_config.project(setup.record.task.project_id) is not None
+        mcp_url = ctx.mcp_endpoints.url if has_tools else None
+        yield LoopDependencies(deps), LoopEndpoints(gateway_url, mcp_url)
