@@ -86,12 +86,14 @@ _STORED_FIELDS = frozenset(StoredEvent.model_fields)
 _set = object.__setattr__
 
 
-def _envelope(
+def envelope(
     conversation_id: str, seq: int, timestamp: datetime, event: ConversationEvent
 ) -> StoredEvent:
-    # What ``BaseModel.model_construct`` does, minus its per-field loop: the envelope's
-    # fields come from typed columns we wrote, and the event is validated by the caller.
-    # Replaying long conversations spends most of its time here otherwise.
+    """A StoredEvent from parts that are already valid (typed columns, a validated event).
+
+    What ``BaseModel.model_construct`` does, minus its per-field loop: replaying long
+    conversations would otherwise spend much of its time here.
+    """
     stored = StoredEvent.__new__(StoredEvent)
     _set(
         stored,
@@ -114,7 +116,7 @@ def stored_events(conversation_id: str, rows: Sequence[Sequence[Any]]) -> list[S
     events = _EVENT_LIST.validate_json("[" + ",".join(row[2] for row in rows) + "]")
     fromiso = datetime.fromisoformat
     return [
-        _envelope(
+        envelope(
             conversation_id,
             row[0],
             fromiso(row[1]) if isinstance(row[1], str) else utc(row[1]),

@@ -226,8 +226,8 @@ class SqliteStore:
                 raise NotFoundError(f"no conversation {conversation_id}") from exc
             return int(row[0]), moment
 
-        seq, moment = await self._writer.submit(work, wakes=conversation_id)
-        return StoredEvent(conversation_id=conversation_id, seq=seq, timestamp=moment, event=event)
+        seq, moment = await self._writer.submit(work, wakes=conversation_id, single_statement=True)
+        return codec.envelope(conversation_id, seq, moment, event)
 
     async def history(
         self,

@@ -59,6 +59,7 @@ class _Job:
     work: Callable[[sqlite3.Connection], Any]
     future: concurrent.futures.Future[Any]
     wakes: str | None = None
+    single_statement: bool = False
     result: Any = None
     error: BaseException | None = None
     ran: bool = field(default=False)
@@ -83,16 +84,23 @@ class SqliteWriter:
         await asyncio.wrap_future(self._ready)
 
     async def submit(
-        self, work: Callable[[sqlite3.Connection], T], *, wakes: str | None = None
+        self,
+        work: Callable[[sqlite3.Connection], T],
+        *,
+        wakes: str | None = None,
+        single_statement: bool = False,
     ) -> T:
         """Run ``work`` in a write transaction; return its result once committed.
 
         ``wakes`` names a conversation whose followers are woken after the commit.
+        ``single_statement`` says ``work`` issues one statement, which then needs no
+        explicit transaction when it is the only job queued. A caller cancelled after its
+        job started still has its write committed.
         """
         if self._closed:
             raise BoundaryError("the SQLite store is closed")
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._queue.put(_Job(work, future, wakes))
+        self._queue.put(_Job(work, future, wakes, single_statement))
         return await asyncio.wrap_future(future)
 
     async def close(self) -> None:
@@ -136,6 +144,9 @@ class SqliteWriter:
             return
         # A lone job needs no savepoint: if it fails, the whole transaction is rolled back.
         alone = len(live) == 1
+        if alone and live[0].single_statement:
+            self._autocommit(conn, live[0])
+            return
         try:
             conn.execute("BEGIN IMMEDIATE")
             for job in live:
@@ -168,6 +179,21 @@ class SqliteWriter:
         woken = {job.wakes for job in live if job.ran and job.wakes is not None}
         if woken:
             self._on_commit(woken)
+
+    def _autocommit(self, conn: sqlite3.Connection, job: _Job) -> None:
+        # One statement is its own transaction, committed (and fsynced) when it returns.
+        try:
+            result = job.work(conn)
+        except Exception as exc:
+            if isinstance(exc, sqlite3.Error):
+                failure = BoundaryError(f"SQLite write to {self._path} failed: {exc}")
+                failure.__cause__ = exc
+                exc = failure
+            job.future.set_exception(exc)
+            return
+        job.future.set_result(result)
+        if job.wakes is not None:
+            self._on_commit({job.wakes})
 
 
 class SqliteReaders:
