@@ -54,6 +54,9 @@ class _Execution:
     row: ExecutionUsage
     loaded_at: float
     cost: Decimal
+    tokens_in: int = 0
+    tokens_out: int = 0
+    requests: int = 0
     cond: asyncio.Condition = field(default_factory=asyncio.Condition)
     reserved: Decimal = Decimal(0)
     inflight: int = 0
@@ -144,12 +147,25 @@ class Gateway:
         return self.signer.mint(binding, ttl_s=ttl_s or self.config.token_ttl_s)
 
     async def usage(self, execution_id: str) -> ExecutionUsage:
-        """Running totals of an execution, after every answered request is persisted."""
+        """Running totals of an execution, including every answered request.
+
+        Served from memory for executions this gateway meters (requests are settled before
+        they are answered, so the totals are exact without waiting for the ledger write);
+        from the ledger otherwise.
+        """
         state = self._executions.get(execution_id)
-        if state is not None:
-            async with state.cond:
-                await state.cond.wait_for(lambda: state.pending_writes == 0)
-        return await self.ledger.get_execution(execution_id)
+        if state is None:
+            return await self.ledger.get_execution(execution_id)
+        async with state.cond:
+            await state.cond.wait_for(lambda: state.inflight == 0)
+            return state.row.model_copy(
+                update={
+                    "cost_usd": state.cost,
+                    "tokens_in": state.tokens_in,
+                    "tokens_out": state.tokens_out,
+                    "requests": state.requests,
+                }
+            )
 
     async def finish_execution(self, execution_id: str, reason: str = "") -> ExecutionUsage:
         """Mark the run finished: its bearer is refused from now on."""
@@ -230,12 +246,22 @@ class Gateway:
             )
         state = self._executions.get(claims.execution_id)
         if state is None:
-            state = _Execution(row=row, loaded_at=now, cost=row.cost_usd)
+            state = _Execution(
+                row=row,
+                loaded_at=now,
+                cost=row.cost_usd,
+                tokens_in=row.tokens_in,
+                tokens_out=row.tokens_out,
+                requests=row.requests,
+            )
             self._executions[claims.execution_id] = state
         else:  # refresh: status may have been changed by another process
             if state.row.status != ExecutionStatus.KILLED:
                 state.row = row
             state.cost = max(state.cost, row.cost_usd)
+            state.tokens_in = max(state.tokens_in, row.tokens_in)
+            state.tokens_out = max(state.tokens_out, row.tokens_out)
+            state.requests = max(state.requests, row.requests)
             state.loaded_at = now
         return state
 
@@ -315,6 +341,10 @@ class Gateway:
             ticket.cost = ticket.price.cost(usage.prompt_tokens, usage.completion_tokens)
         async with state.cond:
             state.cost += ticket.cost
+            state.requests += 1
+            if usage is not None:
+                state.tokens_in += usage.prompt_tokens
+                state.tokens_out += usage.completion_tokens
             state.reserved -= ticket.worst_case
             state.inflight -= 1
             state.pending_writes += 1
