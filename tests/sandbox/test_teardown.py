@@ -188,3 +188,28 @@ asyncio.run(main())
         host.wait()
         if host.stdout is not None:
             host.stdout.close()
+
+
+async def test_cancelling_during_start_leaves_nothing(
+    sandbox: SandboxStreamer, workspace: Path
+) -> None:
+    """Cancel at several points of start-up (spawn, pid handshake, first line)."""
+    for delay in (0, 0.001, 0.003, 0.006, 0.01, 0.02, 0.05):
+        marker = _marker()
+
+        async def consume(m: str = marker) -> None:
+            async with sandbox.stream(_req(workspace, m, "read; read"), "{}") as proc:
+                async for _ in proc:
+                    pass
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(delay)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(100):
+            if not processes_with(marker):
+                break
+            await asyncio.sleep(0.01)
+        assert processes_with(marker) == [], delay
+        assert _cgroup_dirs(sandbox, marker) == set(), delay

@@ -21,7 +21,7 @@ import structlog
 from synthorg.sandbox.boundary import bwrap_boundary
 from synthorg.sandbox.cgroups import CgroupMode, CgroupSupport, RunCgroup, detect_cgroups
 from synthorg.sandbox.errors import SandboxIOError, SandboxStartError, SandboxUnavailableError
-from synthorg.sandbox.process import STREAM_LIMIT, ManagedProcess, Verdicts
+from synthorg.sandbox.process import STREAM_LIMIT, ManagedProcess, Verdicts, start_uncancellable
 from synthorg.sandbox.protocol import (
     BoundaryDeclaration,
     SandboxLimits,
@@ -165,7 +165,7 @@ class BwrapSandbox:
     async def stream(
         self, request: SandboxRequest, first_line: str
     ) -> AsyncIterator[SandboxProcess]:
-        process = await self._start(request)
+        process = await start_uncancellable(self._start(request))
         try:
             with contextlib.suppress(
                 SandboxIOError

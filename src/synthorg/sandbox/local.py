@@ -17,7 +17,12 @@ import structlog
 from synthorg.sandbox.boundary import local_boundary
 from synthorg.sandbox.bwrap import host_python, host_python_dir
 from synthorg.sandbox.errors import SandboxIOError, SandboxOptInError, SandboxStartError
-from synthorg.sandbox.process import STREAM_LIMIT, ManagedProcess, Verdicts
+from synthorg.sandbox.process import (
+    STREAM_LIMIT,
+    ManagedProcess,
+    Verdicts,
+    start_uncancellable,
+)
 from synthorg.sandbox.protocol import BoundaryDeclaration, SandboxProcess, SandboxRequest
 
 log = structlog.get_logger(__name__)
@@ -64,6 +69,15 @@ class LocalSandbox:
         log.warning(
             "sandbox.unisolated_run", conversation_id=request.conversation_id, warning=WARNING
         )
+        process = await start_uncancellable(self._start(request))
+        try:
+            with contextlib.suppress(SandboxIOError):  # a program that died at once: see exit
+                await process.send_line(first_line)
+            yield process
+        finally:
+            await process.close()
+
+    async def _start(self, request: SandboxRequest) -> ManagedProcess:
         if not request.workspace.is_dir():
             raise SandboxStartError(f"workspace {request.workspace} is not a directory")
         if request.state_dir is not None:
@@ -94,15 +108,7 @@ class LocalSandbox:
         except OSError as exc:
             shutil.rmtree(home, ignore_errors=True)
             raise SandboxStartError(f"cannot start {argv[0]}: {exc}") from exc
-        process = ManagedProcess(proc, _LocalControl(proc.pid, home), request.limits)
-        try:
-            with contextlib.suppress(
-                SandboxIOError
-            ):  # a program that died at once reports via exit
-                await process.send_line(first_line)
-            yield process
-        finally:
-            await process.close()
+        return ManagedProcess(proc, _LocalControl(proc.pid, home), request.limits)
 
 
 class _LocalControl:

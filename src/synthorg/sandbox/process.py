@@ -7,8 +7,9 @@ import collections
 import contextlib
 import signal
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from synthorg.sandbox.errors import SandboxIOError
 from synthorg.sandbox.protocol import ExitReason, SandboxExit, SandboxLimits
@@ -45,6 +46,31 @@ class RunControl(Protocol):
     def cleanup(self) -> None:
         """Release host resources (cgroups, temp dirs); called once, after exit."""
         ...
+
+
+async def start_uncancellable(start: Coroutine[Any, Any, ManagedProcess]) -> ManagedProcess:
+    """Finish a start-up even if the caller is cancelled meanwhile, then tear it down.
+
+    Cancelling a half-started sandbox would lose track of what already runs (asyncio kills
+    only the direct child; the sandbox's pid-1 is not known yet): start-up is short and
+    bounded, so let it complete, kill the whole sandbox through its pid-1, then re-raise.
+    """
+    task = asyncio.ensure_future(start)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if task.cancelled() or task.exception() is not None:
+        if cancelled:
+            raise asyncio.CancelledError
+        return task.result()  # re-raises the start-up error
+    process = task.result()
+    if cancelled:
+        await process.close()
+        raise asyncio.CancelledError
+    return process
 
 
 class ManagedProcess:
