@@ -14,6 +14,7 @@ from synthorg.domain import (
     ObservationEvent,
     StatusChangeEvent,
     TerminationReason,
+    TokenUsage,
 )
 from synthorg.engine.checkers import RunCheckers
 from synthorg.engine.control import RunControl
@@ -110,7 +111,7 @@ class LoopRunner:
         except asyncio.CancelledError:
             requested = requested_stop()
             reason = requested or TerminationReason.CANCELLED
-            result = self._crashed(loop, context, reason, None)
+            result = await asyncio.shield(self._crashed(loop, context, reason, None))
             await asyncio.shield(self._close_dangling_actions(context, reason))
             await asyncio.shield(self._finish(context, result))
             task = asyncio.current_task()
@@ -120,7 +121,7 @@ class LoopRunner:
             return result
         except Exception as exc:  # the loop failed; the conversation must not stay running
             message = f"{type(exc).__name__}: {exc}"
-            result = self._crashed(loop, context, TerminationReason.ERROR, message)
+            result = await self._crashed(loop, context, TerminationReason.ERROR, message)
             await self._store.append(
                 context.conversation_id, ErrorEvent(message=message, code="loop_crashed")
             )
@@ -163,14 +164,21 @@ class LoopRunner:
                 ),
             )
 
-    def _crashed(
+    async def _crashed(
         self,
         loop: ExecutionLoop,
         context: LoopContext,
         reason: TerminationReason,
         error: str | None,
     ) -> ExecutionResult:
+        # The loop could not report its turns; what the run spent is still in the gateway's
+        # ledger (one execution per run), so the conversation's totals stay true.
+        try:
+            usage = await context.gateway.usage()
+        except Exception:  # the ledger may be the thing that failed
+            usage = TokenUsage()
         result = ExecutionResult(
+            usage=usage,
             execution_id=context.execution_id,
             conversation_id=context.conversation_id,
             loop_type=loop.get_loop_type(),
