@@ -10,7 +10,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from synthorg.domain.ids import ActionId, ConversationId
 from synthorg.domain.risk import RiskLevel
@@ -25,25 +33,31 @@ _ACTION_ONLY_FIELDS = ("tool_name",)
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _explain_misplaced_fields(cls, data: Any) -> Any:
-        # extra="forbid" would reject these too, but with a message that doesn't say why.
-        if not isinstance(data, dict):
-            return data
-        kind = data.get("kind", cls.model_fields["kind"].default)
-        if kind != "action":
-            for name in _ACTION_ONLY_FIELDS:
-                if data.get(name) is not None:
-                    raise ValueError(f"{name} is only allowed on an action event, not on {kind!r}")
-        if kind not in _TURN_KINDS:
-            for name in _TURN_ONLY_FIELDS:
-                if data.get(name) is not None:
-                    raise ValueError(
-                        f"{name} (token/cost figures) is only allowed on a turn "
-                        f"(message or action), not on {kind!r}"
-                    )
-        return data
+    def _explain_misplaced_fields(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        # extra="forbid" already refuses misplaced fields; on failure only (so replaying a
+        # valid log pays nothing) replace pydantic's message with one that says why.
+        try:
+            return handler(data)
+        except ValidationError:
+            if isinstance(data, dict):
+                _explain(data, data.get("kind", cls.model_fields["kind"].default))
+            raise
+
+
+def _explain(data: dict[str, Any], kind: object) -> None:
+    if kind != "action":
+        for name in _ACTION_ONLY_FIELDS:
+            if data.get(name) is not None:
+                raise ValueError(f"{name} is only allowed on an action event, not on {kind!r}")
+    if kind not in _TURN_KINDS:
+        for name in _TURN_ONLY_FIELDS:
+            if data.get(name) is not None:
+                raise ValueError(
+                    f"{name} (token/cost figures) is only allowed on a turn "
+                    f"(message or action), not on {kind!r}"
+                )
 
 
 class MessageEvent(_Event):
