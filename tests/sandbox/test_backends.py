@@ -234,3 +234,25 @@ async def test_without_cgroups_rlimits_still_cap_memory(workspace: Path) -> None
     _, ended = await collect(sandbox, request(workspace, py(code), limits=limits))
     assert ended.returncode == 1 and "MemoryError" in ended.stderr_tail, ended
     assert ended.peak_processes is None
+
+
+@pytest.mark.bwrap
+async def test_sweep_removes_only_empty_stale_run_cgroups(
+    bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    from synthorg.sandbox.cgroups import sweep_stale
+
+    support = bwrap.cgroups
+    if support.mode is CgroupMode.NONE:
+        pytest.skip("no cgroups here")
+    stale = RunCgroup(support, "stale-test", SandboxLimits())  # as if its host was SIGKILLed
+    code = "import sys; print('up', flush=True); sys.stdin.readline(); sys.stdin.readline()"
+    async with bwrap.stream(request(workspace, py(code), conversation_id="live-test"), "{}") as p:
+        assert await anext(aiter(p)) == "up"
+        live = [d for par in support.parents.values() for d in par.glob("live-test-*")]
+        assert live
+        # Other sessions on this host may be creating cgroups right now: only touch ours.
+        assert sweep_stale(support, older_than_s=0, prefix="stale-test") >= 1
+        assert sweep_stale(support, older_than_s=0, prefix="live-test") == 0
+        assert all(d.exists() for d in live)  # busy: rmdir refused
+        assert not any(d.exists() for d in stale.dirs.values())

@@ -19,7 +19,13 @@ from pathlib import Path
 import structlog
 
 from synthorg.sandbox.boundary import bwrap_boundary
-from synthorg.sandbox.cgroups import CgroupMode, CgroupSupport, RunCgroup, detect_cgroups
+from synthorg.sandbox.cgroups import (
+    CgroupMode,
+    CgroupSupport,
+    RunCgroup,
+    detect_cgroups,
+    sweep_stale,
+)
 from synthorg.sandbox.errors import SandboxIOError, SandboxStartError, SandboxUnavailableError
 from synthorg.sandbox.process import STREAM_LIMIT, ManagedProcess, Verdicts, start_uncancellable
 from synthorg.sandbox.protocol import (
@@ -87,6 +93,7 @@ class BwrapSandbox:
             )
         self._bwrap = found
         self._cgroups: CgroupSupport = detect_cgroups()
+        sweep_stale(self._cgroups)
         self._overlay = _prepare_overlay()
         weakref.finalize(self, shutil.rmtree, self._overlay, True)
         self._base_args = self._static_args()

@@ -242,6 +242,24 @@ class RunCgroup:
         return all(not p.exists() for p in self.dirs.values())
 
 
+def sweep_stale(support: CgroupSupport, older_than_s: float = 120.0, prefix: str = "") -> int:
+    """Remove empty run cgroups left by hosts that died (SIGKILL skips their cleanup).
+
+    Only dirs older than older_than_s are touched: a starting run attaches its pid-1 within
+    milliseconds of creating its cgroup, and rmdir refuses a cgroup that has processes.
+    """
+    removed, now = 0, time.time()
+    for parent in dict.fromkeys(support.parents.values()):
+        with contextlib.suppress(OSError):
+            for path in parent.iterdir():
+                with contextlib.suppress(OSError):
+                    old = now - path.stat().st_mtime >= older_than_s
+                    if path.is_dir() and path.name.startswith(prefix) and old:
+                        path.rmdir()
+                        removed += 1
+    return removed
+
+
 def _write(path: Path, value: str) -> None:
     with open(path, "w") as fh:  # cgroup files want one write(2), no truncate games
         fh.write(value)
