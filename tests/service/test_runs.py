@@ -214,3 +214,25 @@ async def test_bad_requests_fail_clearly(booted: Booter, demo_repo: Path, tmp_pa
             await service.create(make_task(demo_repo), RunOptions(model="gpt-nope"))
         with pytest.raises(UsageError, match="cannot be built here"):
             await service.create(make_task(demo_repo), RunOptions(loop="openhands"))
+
+
+async def test_local_backend_says_so_in_the_run_log(booted: Booter, demo_repo: Path) -> None:
+    async with booted(
+        "demo_fix_script", sandbox={"backend": "local", "allow_local": True}
+    ) as components:
+        record = await components.service.create(make_task(demo_repo), RunOptions())
+        result = await components.service.run(record.id)
+        assert result.termination_reason is TerminationReason.COMPLETED
+        events = await components.store.history(record.id, limit=5)
+        warnings = [
+            e.event.text for e in events if e.event.kind == "message" and e.event.role == "system"
+        ]
+        assert warnings and "NO ISOLATION" in warnings[0]
+
+
+async def test_local_backend_needs_an_explicit_opt_in(booted: Booter) -> None:
+    from synthorg.sandbox import SandboxOptInError
+
+    with pytest.raises(SandboxOptInError):
+        async with booted("demo_fix_script", sandbox={"backend": "local"}):
+            pass

@@ -12,6 +12,7 @@ from synthorg.cli import doctor as doctor_checks
 from synthorg.cli import gateway as gateway_cli
 from synthorg.cli import mcp as mcp_cli
 from synthorg.cli import runtime as runtime_cli
+from synthorg.cli import sandbox as sandbox_cli
 from synthorg.cli.common import ConfigOption, settings_from
 from synthorg.cli.demo import demo as demo_command
 from synthorg.cli.run import run as run_command
@@ -29,6 +30,7 @@ app.add_typer(conversations.app, name="conversations")
 app.add_typer(mcp_cli.app, name="mcp")
 app.add_typer(gateway_cli.app, name="gateway")
 app.add_typer(runtime_cli.app, name="runtime")
+app.add_typer(sandbox_cli.app, name="sandbox")
 app.command("run")(run_command)
 app.command("demo")(demo_command)
 app.add_typer(serve_app, name="serve")

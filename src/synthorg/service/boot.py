@@ -81,6 +81,16 @@ async def _open_store(settings: Settings) -> Store:
     return await open_store(config)
 
 
+def _isolation_warnings(sandbox: SandboxStreamer) -> list[str]:
+    declaration = sandbox.boundary()
+    warnings = list(declaration.warnings)
+    if declaration.backend == "local":
+        warnings.insert(0, "LOCAL backend: NO ISOLATION, the agent runs with this user's access")
+    for warning in warnings:
+        _log.warning("SANDBOX_WEAKER_THAN_DECLARED", backend=declaration.backend, warning=warning)
+    return warnings
+
+
 @asynccontextmanager
 async def boot(
     settings: Settings,
@@ -143,6 +153,7 @@ async def boot(
             provision=provision,
             engine=engine,
             defaults=defaults,
+            isolation_warnings=_isolation_warnings(sandbox),
         )
         stack.push_async_callback(service.shutdown)
         _log.info(

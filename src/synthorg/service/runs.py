@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -111,6 +111,7 @@ class LocalRunService:
         provision: LoopProvisioner,
         engine: EngineConfig,
         defaults: RunDefaults,
+        isolation_warnings: Sequence[str] = (),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.store = store
@@ -121,6 +122,7 @@ class LocalRunService:
         self._provision = provision
         self._engine = engine
         self._defaults = defaults
+        self._isolation_warnings = tuple(isolation_warnings)
         self._clock = clock
         self._runner = LoopRunner(store, clock=clock)
         self._active: dict[str, _ActiveRun] = {}
@@ -279,6 +281,16 @@ class LocalRunService:
         )
         await self.gateway.open_execution(binding)
         bearer = self.gateway.mint(binding)
+        if self._isolation_warnings:
+            # Said in the run's own log, not only in the server's: whoever watches sees it.
+            await self.store.append(
+                record.id,
+                MessageEvent(
+                    role="system",
+                    text="WARNING: the sandbox is weaker than declared: "
+                    + "; ".join(self._isolation_warnings),
+                ),
+            )
         prior = await self._all_events(record.id)
         resumed = record.runs > 0
         setup = RunSetup(
