@@ -169,9 +169,7 @@ class ContainerConversation:
         finally:
             stopping.cancel()
 
-    async def _next_line(
-        self, lines: AsyncIterator[str], stopping: asyncio.Future[Any]
-    ) -> object:
+    async def _next_line(self, lines: AsyncIterator[str], stopping: asyncio.Future[Any]) -> object:
         """The next line; _EOF at the end, _IDLE past the idle limit, None when stopped."""
         getter: asyncio.Future[Any] = asyncio.ensure_future(anext(lines, _EOF))
         timeout = None if self._awaiting_decision else self._idle_timeout_s
@@ -219,7 +217,8 @@ class ContainerConversation:
             error = self._redact(self._last_error.text or "the runtime reported an error")
             return OpenHandsOutcome(error=error, error_code=self._last_error.code, exit_code=code)
         detail = end.message if end is not None else "its output ended"
-        tail = (end.stderr_tail if end is not None else "").strip()[-_STDERR_IN_ERRORS:]
+        tail = ((end.stderr_tail if end is not None else "") or process.stderr_tail).strip()
+        tail = tail[-_STDERR_IN_ERRORS:]
         error = f"the OpenHands runtime ended without finishing ({detail})"
         if tail:
             error += f"; stderr tail:\n{self._redact(tail)}"
