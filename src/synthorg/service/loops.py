@@ -9,9 +9,11 @@ from synthorg.domain import CheckpointEvent
 from synthorg.engine import LoopDependencies, LoopRegistry
 from synthorg.engine.native import NATIVE_FACTORIES, NativeLoopDeps
 from synthorg.engine.native.turn import CheckpointHook
+from synthorg.engine.openhands import OPENHANDS_FACTORIES
 from synthorg.mcp.client import McpToolClient
 from synthorg.sandbox import SandboxRequest, ToolboxClient
 from synthorg.service.boot import ProvisionContext
+from synthorg.service.openhands import provision_openhands
 from synthorg.service.runs import LoopEndpoints, LoopProvisioner, RunSetup
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.models import Workspace
@@ -19,7 +21,7 @@ from synthorg.workspace.models import Workspace
 
 def default_registry() -> LoopRegistry:
     """Every loop this build can construct."""
-    return LoopRegistry({**NATIVE_FACTORIES})
+    return LoopRegistry({**NATIVE_FACTORIES, **OPENHANDS_FACTORIES})
 
 
 def _checkpoint_hook(checkpoints: CheckpointStore, workspace: Workspace) -> CheckpointHook | None:
@@ -34,11 +36,14 @@ def _checkpoint_hook(checkpoints: CheckpointStore, workspace: Workspace) -> Chec
 
 
 def default_provisioner(ctx: ProvisionContext) -> LoopProvisioner:
-    """Provision native loops: a sandbox toolbox on the worktree, checkpoints, MCP tools."""
+    """Provision a run's loop: native loops get a sandbox toolbox on the worktree, checkpoints
+    and MCP tools; openhands gets its sandboxed SDK runtime (synthorg.service.openhands)."""
 
     def provision(
         setup: RunSetup,
     ) -> AbstractAsyncContextManager[tuple[LoopDependencies, LoopEndpoints]]:
+        if setup.record.loop_type == "openhands":
+            return provision_openhands(ctx, setup)
         return _native(ctx, setup)
 
     return provision
