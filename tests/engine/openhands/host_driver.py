@@ -1,0 +1,31 @@
+"""A host process running one OpenHands conversation through the real service, to be SIGKILLed.
+
+Usage: python host_driver.py HOME REPO SCRIPT. Prints {"conversation_id": ...}, then runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from e2e_support import make_settings, make_task
+
+from synthorg.service.boot import boot
+from synthorg.service.loops import default_provisioner, default_registry
+from synthorg.service.options import RunOptions
+
+
+async def main(home: Path, repo: Path, script: str) -> None:
+    settings = make_settings(home, script)
+    async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
+        record = await c.service.create(make_task(repo), RunOptions(loop="openhands"))
+        print(json.dumps({"conversation_id": record.id}), flush=True)
+        await c.service.run(record.id)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]))
