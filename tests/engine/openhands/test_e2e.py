@@ -33,12 +33,12 @@ pytestmark = [pytest.mark.openhands, pytest.mark.bwrap, pytest.mark.slow]
 
 def _leftovers(home: Path) -> list[psutil.Process]:
     """This test's sandboxes (their bwrap command line names its data dir), everything
-    under them, and the scripted ``sleep 60`` wherever it runs. Other suites' sandboxes on
+    under them, and the scripted ``sleep 67.25`` wherever it runs. Other suites' sandboxes on
     the same host are not ours to judge."""
     found: list[psutil.Process] = []
     for proc in psutil.process_iter(["name", "cmdline"]):
         cmd = proc.info["cmdline"] or []
-        if str(home) in " ".join(cmd) or cmd[:2] == ["sleep", "60"]:
+        if str(home) in " ".join(cmd) or cmd[:2] == ["sleep", "67.25"]:
             found.append(proc)
             with contextlib.suppress(psutil.Error):
                 found.extend(proc.children(recursive=True))

@@ -114,7 +114,7 @@ def openhands_endless_script(messages: Sequence[ChatMessage], tools: Tools) -> S
 def openhands_sleep_script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
     """One long terminal command: a run to cancel while a tool is in flight."""
     if not steps_of(messages):
-        return call("terminal", command="sleep 60 && echo woke")
+        return call("terminal", command="sleep 67.25 && echo woke")
     return call("finish", message="slept")
 
 
