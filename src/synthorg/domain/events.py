@@ -10,57 +10,50 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ModelWrapValidatorHandler,
-    TypeAdapter,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from synthorg.domain.ids import ActionId, ConversationId
 from synthorg.domain.risk import RiskLevel
 from synthorg.domain.status import ConversationStatus
 from synthorg.domain.usage import TokenUsage
 
-_TURN_KINDS = frozenset({"message", "action"})
-_TURN_ONLY_FIELDS = ("usage",)
-_ACTION_ONLY_FIELDS = ("tool_name",)
-
 
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    @model_validator(mode="wrap")
+
+def _kind_of(cls: type[BaseModel]) -> object:
+    return cls.model_fields["kind"].default
+
+
+class _NoToolName(BaseModel):
+    # Declared only to refuse it with a message that says why. A field validator runs only
+    # when the field is given, so valid events (and replaying the log) pay nothing for it.
+    tool_name: None = Field(default=None, exclude=True, description="Only actions name a tool.")
+
+    @field_validator("tool_name", mode="before")
     @classmethod
-    def _explain_misplaced_fields(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
-        # extra="forbid" already refuses misplaced fields; on failure only (so replaying a
-        # valid log pays nothing) replace pydantic's message with one that says why.
-        try:
-            return handler(data)
-        except ValidationError:
-            if isinstance(data, dict):
-                _explain(data, data.get("kind", cls.model_fields["kind"].default))
-            raise
+    def _only_on_actions(cls, value: object) -> None:
+        if value is not None:
+            raise ValueError(
+                f"tool_name is only allowed on an action event, not on {_kind_of(cls)!r}"
+            )
 
 
-def _explain(data: dict[str, Any], kind: object) -> None:
-    if kind != "action":
-        for name in _ACTION_ONLY_FIELDS:
-            if data.get(name) is not None:
-                raise ValueError(f"{name} is only allowed on an action event, not on {kind!r}")
-    if kind not in _TURN_KINDS:
-        for name in _TURN_ONLY_FIELDS:
-            if data.get(name) is not None:
-                raise ValueError(
-                    f"{name} (token/cost figures) is only allowed on a turn "
-                    f"(message or action), not on {kind!r}"
-                )
+class _NoUsage(BaseModel):
+    usage: None = Field(default=None, exclude=True, description="Only turns carry usage.")
+
+    @field_validator("usage", mode="before")
+    @classmethod
+    def _only_on_turns(cls, value: object) -> None:
+        if value is not None:
+            raise ValueError(
+                "usage (token/cost figures) is only allowed on a turn (message or action), "
+                f"not on {_kind_of(cls)!r}"
+            )
 
 
-class MessageEvent(_Event):
+class MessageEvent(_NoToolName, _Event):
     """A message from the user, the assistant or the system."""
 
     kind: Literal["message"] = "message"
@@ -82,7 +75,7 @@ class ActionEvent(_Event):
     usage: TokenUsage | None = Field(default=None, description="Model usage of this turn.")
 
 
-class ObservationEvent(_Event):
+class ObservationEvent(_NoToolName, _NoUsage, _Event):
     """The result of an action."""
 
     kind: Literal["observation"] = "observation"
@@ -95,14 +88,14 @@ class ObservationEvent(_Event):
     )
 
 
-class FinishedEvent(_Event):
+class FinishedEvent(_NoToolName, _NoUsage, _Event):
     """The agent declared the task done."""
 
     kind: Literal["finished"] = "finished"
     message: str = Field(default="", description="The agent's closing summary.")
 
 
-class ErrorEvent(_Event):
+class ErrorEvent(_NoToolName, _NoUsage, _Event):
     """Something failed; the run may or may not continue."""
 
     kind: Literal["error"] = "error"
@@ -112,7 +105,7 @@ class ErrorEvent(_Event):
     non_retryable: bool = Field(default=False, description="Retrying cannot help.")
 
 
-class StatusChangeEvent(_Event):
+class StatusChangeEvent(_NoToolName, _NoUsage, _Event):
     """The conversation moved from one status to another."""
 
     kind: Literal["status_change"] = "status_change"
@@ -124,14 +117,14 @@ class StatusChangeEvent(_Event):
     )
 
 
-class PauseEvent(_Event):
+class PauseEvent(_NoToolName, _NoUsage, _Event):
     """A pause was requested; it takes effect after the in-flight model call."""
 
     kind: Literal["pause"] = "pause"
     requested_by: str = Field(default="", description="Principal who asked.")
 
 
-class InterruptEvent(_Event):
+class InterruptEvent(_NoToolName, _NoUsage, _Event):
     """The run was interrupted immediately; the conversation stays resumable."""
 
     kind: Literal["interrupt"] = "interrupt"
@@ -149,14 +142,14 @@ class PendingAction(BaseModel):
     risk: RiskLevel = Field(default=RiskLevel.UNKNOWN, description="Declared risk.")
 
 
-class ConfirmationRequestEvent(_Event):
+class ConfirmationRequestEvent(_NoToolName, _NoUsage, _Event):
     """The run waits for decisions on these actions."""
 
     kind: Literal["confirmation_request"] = "confirmation_request"
     pending: tuple[PendingAction, ...] = Field(min_length=1, description="Actions awaiting.")
 
 
-class ConfirmationDecisionEvent(_Event):
+class ConfirmationDecisionEvent(_NoToolName, _NoUsage, _Event):
     """An authenticated person accepted and/or rejected named pending actions."""
 
     kind: Literal["confirmation_decision"] = "confirmation_decision"
@@ -175,7 +168,7 @@ class ConfirmationDecisionEvent(_Event):
         return self
 
 
-class ToolAuditEvent(_Event):
+class ToolAuditEvent(_NoToolName, _NoUsage, _Event):
     """A credentialed tool call made through the MCP server, audited (no secrets)."""
 
     kind: Literal["tool_audit"] = "tool_audit"
@@ -186,7 +179,7 @@ class ToolAuditEvent(_Event):
     duration_ms: float = Field(ge=0, description="Wall time of the call.")
 
 
-class CheckpointEvent(_Event):
+class CheckpointEvent(_NoToolName, _NoUsage, _Event):
     """The workspace was snapshotted before a mutating action."""
 
     kind: Literal["checkpoint"] = "checkpoint"
