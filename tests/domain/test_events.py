@@ -65,3 +65,12 @@ def test_constructors_check_without_an_explicit_kind() -> None:
     with pytest.raises(ValidationError, match="only allowed on a turn"):
         ObservationEvent(action_id="a1", content="x", usage=TokenUsage())  # type: ignore[call-arg]
     assert MessageEvent(role="user", text="t", usage=TokenUsage()).usage == TokenUsage()
+
+
+def test_event_kinds_name_every_event_class() -> None:
+    from typing import get_args
+
+    from synthorg.domain import EVENT_KINDS, ConversationEvent
+
+    union = get_args(get_args(ConversationEvent)[0])
+    assert {cls.model_fields["kind"].default for cls in union} == EVENT_KINDS

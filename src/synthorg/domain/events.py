@@ -8,7 +8,7 @@ names the actions it decides.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
@@ -207,22 +207,23 @@ ConversationEvent = Annotated[
 
 EVENT_ADAPTER: TypeAdapter[ConversationEvent] = TypeAdapter(ConversationEvent)
 
-EVENT_KINDS: frozenset[str] = frozenset(
-    {
-        "message",
-        "action",
-        "observation",
-        "finished",
-        "error",
-        "status_change",
-        "pause",
-        "interrupt",
-        "confirmation_request",
-        "confirmation_decision",
-        "tool_audit",
-        "checkpoint",
-    }
-)
+EventKind = Literal[
+    "message",
+    "action",
+    "observation",
+    "finished",
+    "error",
+    "status_change",
+    "pause",
+    "interrupt",
+    "confirmation_request",
+    "confirmation_decision",
+    "tool_audit",
+    "checkpoint",
+]
+"""The ``kind`` of every event, for filters and schemas."""
+
+EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
 
 
 class StoredEvent(BaseModel):

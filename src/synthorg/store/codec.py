@@ -6,9 +6,10 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
@@ -167,3 +168,57 @@ def execution_from_row(row: dict[str, Any]) -> ExecutionUsage:
         status_reason=row["status_reason"],
         updated_at=parse_ts(row["updated_at"]),
     )
+
+
+@dataclass(frozen=True)
+class HistoryQuery:
+    """The SQL of one history page, the same for both backends but for its placeholders."""
+
+    sql: str
+    params: list[Any]
+    backwards: bool
+    """True when rows come newest first and must be reversed into seq order."""
+
+
+def history_query(
+    conversation_id: str,
+    *,
+    after: int | None,
+    before: int | None,
+    since: datetime | None,
+    kinds: frozenset[str] | None,
+    limit: int,
+    dialect: Literal["sqlite", "postgres"],
+) -> HistoryQuery:
+    """``SELECT seq, ts, body`` for a page of the log: strictly after/before, kinds, since.
+
+    With ``before`` and no ``after`` the page just before ``before`` is read newest first
+    (``backwards``); the caller reverses it.
+    """
+    check_limit(limit)
+    mark = "?" if dialect == "sqlite" else "%s"
+    clauses = [f"conversation_id = {mark}"]
+    params: list[Any] = [conversation_id]
+    if after is not None:
+        clauses.append(f"seq > {mark}")
+        params.append(after)
+    if before is not None:
+        clauses.append(f"seq < {mark}")
+        params.append(before)
+    if since is not None:
+        clauses.append(f"ts >= {mark}")
+        params.append(ts_text(since) if dialect == "sqlite" else utc(since))
+    if kinds is not None:
+        if dialect == "sqlite":
+            clauses.append(f"kind IN ({', '.join('?' * len(kinds))})")
+            params.extend(sorted(kinds))
+        else:
+            clauses.append("kind = ANY(%s)")
+            params.append(sorted(kinds))
+    backwards = before is not None and after is None
+    body = "body" if dialect == "sqlite" else "body::text"
+    sql = (
+        f"SELECT seq, ts, {body} FROM events WHERE {' AND '.join(clauses)}"  # noqa: S608
+        f" ORDER BY seq {'DESC' if backwards else 'ASC'} LIMIT {mark}"
+    )
+    return HistoryQuery(sql=sql, params=[*params, limit], backwards=backwards)

@@ -290,28 +290,17 @@ class PostgresStore:
         limit: int = 100,
     ) -> list[StoredEvent]:
         """Events in seq order. With ``before`` and no ``after``, the page just before it."""
-        codec.check_limit(limit)
-        clauses = ["conversation_id = %s"]
-        params: list[Any] = [conversation_id]
-        if after is not None:
-            clauses.append("seq > %s")
-            params.append(after)
-        if before is not None:
-            clauses.append("seq < %s")
-            params.append(before)
-        if since is not None:
-            clauses.append("ts >= %s")
-            params.append(codec.utc(since))
-        if kinds is not None:
-            clauses.append("kind = ANY(%s)")
-            params.append(sorted(kinds))
-        backwards = before is not None and after is None
-        sql = (
-            f"SELECT seq, ts, body::text FROM events WHERE {' AND '.join(clauses)}"  # noqa: S608
-            f" ORDER BY seq {'DESC' if backwards else 'ASC'} LIMIT %s"
+        query = codec.history_query(
+            conversation_id,
+            after=after,
+            before=before,
+            since=since,
+            kinds=kinds,
+            limit=limit,
+            dialect="postgres",
         )
-        rows = await self._all(sql, [*params, limit])
-        if backwards:
+        rows = await self._all(query.sql, query.params)
+        if query.backwards:
             rows.reverse()
         if len(rows) < _DECODE_IN_THREAD:
             return codec.stored_events(conversation_id, rows)

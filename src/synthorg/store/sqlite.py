@@ -240,33 +240,20 @@ class SqliteStore:
         limit: int = 100,
     ) -> list[StoredEvent]:
         """Events in seq order. With ``before`` and no ``after``, the page just before it."""
-        codec.check_limit(limit)
-        clauses = ["conversation_id = ?"]
-        params: list[Any] = [conversation_id]
-        if after is not None:
-            clauses.append("seq > ?")
-            params.append(after)
-        if before is not None:
-            clauses.append("seq < ?")
-            params.append(before)
-        if since is not None:
-            clauses.append("ts >= ?")
-            params.append(codec.ts_text(since))
-        if kinds is not None:
-            clauses.append(f"kind IN ({', '.join('?' * len(kinds))})")
-            params.extend(sorted(kinds))
-        backwards = before is not None and after is None
-        order = "DESC" if backwards else "ASC"
-        sql = (
-            f"SELECT seq, ts, body FROM events WHERE {' AND '.join(clauses)}"  # noqa: S608
-            f" ORDER BY seq {order} LIMIT ?"
+        query = codec.history_query(
+            conversation_id,
+            after=after,
+            before=before,
+            since=since,
+            kinds=kinds,
+            limit=limit,
+            dialect="sqlite",
         )
-        params.append(limit)
 
         def read(conn: sqlite3.Connection) -> list[StoredEvent]:
             # Decoded on the reader thread: a long page must not stall the event loop.
-            rows = conn.execute(sql, params).fetchall()
-            if backwards:
+            rows = conn.execute(query.sql, query.params).fetchall()
+            if query.backwards:
                 rows.reverse()
             return codec.stored_events(conversation_id, rows)
 

@@ -3,31 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from synthorg.domain.events import EventKind
 from synthorg.domain.ids import Identifier
 from synthorg.server.errors import responses
 from synthorg.server.state import State, Viewer
 from synthorg.server.wire import EventPage
 
 router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["events"])
-
-EventKind = Literal[
-    "message",
-    "action",
-    "observation",
-    "finished",
-    "error",
-    "status_change",
-    "pause",
-    "interrupt",
-    "confirmation_request",
-    "confirmation_decision",
-    "tool_audit",
-    "checkpoint",
-]
 
 
 @router.get("/events", response_model=EventPage, responses=responses(400, 401, 403, 404))
