@@ -1,0 +1,66 @@
+"""Configuration: TOML file plus SYNTHORG__SECTION__KEY overrides, validated with clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from synthorg.errors import ConfigError
+from synthorg.service.config import RunDefaults, SandboxSettings
+from synthorg.settings import load_settings, section
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    settings = load_settings(env={"SYNTHORG_HOME": str(tmp_path)})
+    assert settings.home == tmp_path
+    assert settings.engine.default_loop_type == "react"
+    assert not settings.engine.loop_auto_select_enabled
+    assert section(settings, "run", RunDefaults).model == "scripted-demo"
+
+
+def test_file_then_environment_overrides(tmp_path: Path) -> None:
+    config = tmp_path / "synthorg.toml"
+    config.write_text(
+        '[engine]\nloop_auto_select_enabled = true\ndefault_loop_type = "hybrid"\n'
+        '[engine.loop_complexity_overrides]\ncomplex = "openhands"\n'
+        '[sandbox]\nbackend = "bwrap"\n'
+    )
+    settings = load_settings(
+        config,
+        env={
+            "SYNTHORG__ENGINE__MAX_TURNS": "7",
+            "SYNTHORG__SANDBOX__LIMITS__MAX_PROCESSES": "64",
+            "SYNTHORG__RUN__MODEL": "gpt-x",
+        },
+    )
+    assert settings.engine.loop_auto_select_enabled
+    assert settings.engine.max_turns == 7
+    assert settings.engine.loop_complexity_overrides["complex"] == "openhands"  # type: ignore[index]
+    assert section(settings, "sandbox", SandboxSettings).limits.max_processes == 64
+    assert section(settings, "run", RunDefaults).model == "gpt-x"
+
+
+def test_bad_values_say_where_and_what(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('[engine]\ndefault_loop_type = "magic"\nmax_turns = 0\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config, env={})
+    message = str(caught.value)
+    assert str(config) in message
+    assert "engine.default_loop_type: Value error, unknown loop type 'magic'" in message
+    assert "engine.max_turns" in message
+
+
+def test_bad_sections_and_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_settings(tmp_path / "missing.toml", env={})
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[engine\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(broken, env={})
+    settings = load_settings(env={"SYNTHORG__SANDBOX__BACKEND": "docker"})
+    with pytest.raises(ConfigError, match="sandbox.backend"):
+        section(settings, "sandbox", SandboxSettings)
+    with pytest.raises(ConfigError, match="must be a table"):
+        load_settings(env={"SYNTHORG__RUN": "5"})
