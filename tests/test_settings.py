@@ -60,7 +60,7 @@ def test_bad_sections_and_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_settings(broken, env={})
     settings = load_settings(env={"SYNTHORG__SANDBOX__BACKEND": "docker"})
-    with pytest.raises(ConfigError, match="sandbox.backend"):
+    with pytest.raises(ConfigError, match=r"sandbox\.backend"):
         section(settings, "sandbox", SandboxSettings)
     with pytest.raises(ConfigError, match="must be a table"):
         load_settings(env={"SYNTHORG__RUN": "5"})
