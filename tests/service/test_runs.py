@@ -16,6 +16,7 @@ from synthorg.domain import (
     TerminationReason,
 )
 from synthorg.engine import Decision
+from synthorg.engine.openhands import OpenHandsUnavailableError
 from synthorg.errors import ConflictError, UsageError
 from synthorg.service.options import RunOptions
 
@@ -212,8 +213,9 @@ async def test_bad_requests_fail_clearly(booted: Booter, demo_repo: Path, tmp_pa
             await service.create(make_task(tmp_path / "missing"), RunOptions())
         with pytest.raises(UsageError, match="no configured provider serves model"):
             await service.create(make_task(demo_repo), RunOptions(model="gpt-nope"))
-        with pytest.raises(UsageError, match="cannot be built here"):
+        with pytest.raises(OpenHandsUnavailableError, match="synthorg runtime build openhands"):
             await service.create(make_task(demo_repo), RunOptions(loop="openhands"))
+        assert await components.store.count_conversations() == 0  # nothing left behind
 
 
 async def test_local_backend_says_so_in_the_run_log(booted: Booter, demo_repo: Path) -> None:

@@ -13,7 +13,7 @@ from synthorg.engine.openhands import OPENHANDS_FACTORIES
 from synthorg.mcp.client import McpToolClient
 from synthorg.sandbox import SandboxRequest, ToolboxClient
 from synthorg.service.boot import ProvisionContext
-from synthorg.service.openhands import provision_openhands
+from synthorg.service.openhands import provision_openhands, require_runtime
 from synthorg.service.runs import LoopEndpoints, LoopProvisioner, RunSetup
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.models import Workspace
@@ -35,18 +35,29 @@ def _checkpoint_hook(checkpoints: CheckpointStore, workspace: Workspace) -> Chec
     return snapshot
 
 
-def default_provisioner(ctx: ProvisionContext) -> LoopProvisioner:
-    """Provision a run's loop: native loops get a sandbox toolbox on the worktree, checkpoints
-    and MCP tools; openhands gets its sandboxed SDK runtime (synthorg.service.openhands)."""
+class DefaultProvisioner:
+    """Native loops get a sandbox toolbox on the worktree, checkpoints and MCP tools;
+    openhands gets its sandboxed SDK runtime (synthorg.service.openhands)."""
 
-    def provision(
-        setup: RunSetup,
+    def __init__(self, ctx: ProvisionContext) -> None:
+        self._ctx = ctx
+
+    def check(self, loop_type: str) -> None:
+        """Refuse at creation a loop this host cannot run (openhands without its runtime)."""
+        if loop_type == "openhands":
+            require_runtime(self._ctx.settings.home)
+
+    def __call__(
+        self, setup: RunSetup
     ) -> AbstractAsyncContextManager[tuple[LoopDependencies, LoopEndpoints]]:
         if setup.record.loop_type == "openhands":
-            return provision_openhands(ctx, setup)
-        return _native(ctx, setup)
+            return provision_openhands(self._ctx, setup)
+        return _native(self._ctx, setup)
 
-    return provision
+
+def default_provisioner(ctx: ProvisionContext) -> LoopProvisioner:
+    """The provisioner ``synthorg run``, ``serve`` and ``demo`` use."""
+    return DefaultProvisioner(ctx)
 
 
 @asynccontextmanager

@@ -78,6 +78,10 @@ class LoopEndpoints:
 class LoopProvisioner(Protocol):
     """Builds a run's loop dependencies (sandbox, tool executor, endpoints) for its lifetime."""
 
+    def check(self, loop_type: str) -> None:
+        """Raise (saying how to fix it) when this host cannot run ``loop_type``."""
+        ...
+
     def __call__(
         self, setup: RunSetup
     ) -> AbstractAsyncContextManager[tuple[LoopDependencies, LoopEndpoints]]: ...
@@ -137,6 +141,7 @@ class LocalRunService:
                 f"loop {loop_type!r} cannot be built here; buildable: "
                 f"{sorted(self.registry.buildable)}"
             )
+        self._provision.check(loop_type)
         model = options.model or self._defaults.model
         provider = options.provider or self._provider_for(model)
         repo = Path(task.repository).expanduser()

@@ -31,6 +31,6 @@ async def test_a_run_without_the_runtime_fails_loud(tmp_path: Path) -> None:
     repo = create_demo_repo(tmp_path / "calc")
     settings = make_settings(tmp_path / "home", "openhands_fix_script")
     async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
-        record = await c.service.create(make_task(repo), RunOptions(loop="openhands"))
         with pytest.raises(OpenHandsUnavailableError, match="not built"):
-            await c.service.run(record.id)
+            await c.service.create(make_task(repo), RunOptions(loop="openhands"))
+        assert await c.store.count_conversations() == 0
