@@ -16,12 +16,16 @@ from synthorg.service.demo import DEMO_TASK, create_demo_repo
 from synthorg.service.options import RunOptions
 from synthorg.settings import Settings
 
-DEMO_SCRIPT = "synthorg.engine.native.scripts:demo_fix_script"
+DEMO_SCRIPTS = {
+    "openhands": "synthorg.engine.openhands.scripts:openhands_fix_script",
+}
+"""The scripted demo model per loop; the native loops share one (their tools are the same)."""
+NATIVE_DEMO_SCRIPT = "synthorg.engine.native.scripts:demo_fix_script"
 DEMO_PROVIDER = "scripted-demo"
 DEMO_MODEL = "scripted-demo"
 
 
-def demo_settings(settings: Settings) -> Settings:
+def demo_settings(settings: Settings, loop: str) -> Settings:
     """``settings`` with one scripted provider serving the demo model with the demo-fix script.
 
     Providers that already serve the demo model are dropped so the binding stays explicit.
@@ -37,7 +41,7 @@ def demo_settings(settings: Settings) -> Settings:
             "name": DEMO_PROVIDER,
             "kind": "scripted",
             "models": [DEMO_MODEL],
-            "script": DEMO_SCRIPT,
+            "script": DEMO_SCRIPTS.get(loop, NATIVE_DEMO_SCRIPT),
             "latency_ms": 20,
         }
     )
@@ -53,7 +57,7 @@ def demo(
     config: Path | None = ConfigOption,
 ) -> None:
     """Fix a failing test in a sample repo, end to end, with a SCRIPTED model (no key needed)."""
-    settings = demo_settings(settings_from(config))
+    settings = demo_settings(settings_from(config), loop)
     repo = directory or settings.home / "demo" / new_id("repo")
     create_demo_repo(repo)
     console.print(
