@@ -59,6 +59,7 @@ async def test_sequential_requests_stop_at_the_ceiling(harness: Harness) -> None
     assert usage.requests == 4
     assert usage.status == ExecutionStatus.KILLED
     assert "ceiling" in usage.status_reason
+    await harness.gateway.flush(binding.execution_id)
     row = await harness.store.get_execution(binding.execution_id)  # persisted, not just cached
     assert row.status == ExecutionStatus.KILLED
 

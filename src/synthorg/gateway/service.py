@@ -167,8 +167,16 @@ class Gateway:
                 }
             )
 
+    async def flush(self, execution_id: str) -> None:
+        """Wait until every answered request of the execution is written to the ledger."""
+        state = self._executions.get(execution_id)
+        if state is not None:
+            async with state.cond:
+                await state.cond.wait_for(lambda: state.pending_writes == 0)
+
     async def finish_execution(self, execution_id: str, reason: str = "") -> ExecutionUsage:
-        """Mark the run finished: its bearer is refused from now on."""
+        """Mark the run finished (its ledger complete): its bearer is refused from now on."""
+        await self.flush(execution_id)
         return await self._set_status(execution_id, ExecutionStatus.FINISHED, reason or "finished")
 
     async def kill_execution(self, execution_id: str, reason: str) -> ExecutionUsage:

@@ -111,6 +111,9 @@ class LocalSandbox:
         return ManagedProcess(proc, _LocalControl(proc.pid, home), request.limits)
 
 
+_FREEZE_ROUNDS = 20
+
+
 class _LocalControl:
     """Kill the run's process group (descendants that leave it escape: no isolation)."""
 
@@ -119,7 +122,20 @@ class _LocalControl:
         self._home = home
 
     def kill(self) -> None:
-        for pid in [*_descendants(self._pgid), self._pgid]:  # catch those that left the group
+        # Freeze first, then kill: a process that forks between our listing of descendants
+        # and the kill (a `setsid` child leaves the group) would otherwise escape to init.
+        frozen: set[int] = set()
+        for _ in range(_FREEZE_ROUNDS):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._pgid, signal.SIGSTOP)
+            found = {self._pgid, *_descendants(self._pgid)} - frozen
+            if not found:
+                break
+            for pid in found:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGSTOP)
+            frozen |= found
+        for pid in frozen:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
