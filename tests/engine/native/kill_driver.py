@@ -12,6 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from native.harness import harness
+
 from synthorg.engine.native.scripts import progress_script
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.runtime.conftest import openhands_runtime
 
 from synthorg.runtime import OpenHandsRuntime
 from synthorg.service.boot import Components, boot
 from synthorg.service.demo import create_demo_repo
 from synthorg.service.loops import default_provisioner, default_registry
+from tests.runtime.conftest import openhands_runtime
 
 from .e2e_support import make_home, make_settings
 
