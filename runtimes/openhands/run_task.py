@@ -60,6 +60,9 @@ class RunSpec(BaseModel):
     )
     input_cost_per_token: float | None = Field(None, description="Price for cost metering.")
     output_cost_per_token: float | None = Field(None, description="Price for cost metering.")
+    resume_messages: list[str] = Field(
+        default_factory=list, description="On resume: user messages sent since the last run."
+    )
 
 
 def prepare_environment(spec: RunSpec) -> None:
@@ -353,6 +356,8 @@ def main() -> int:
     try:
         if not resumed:
             conversation.send_message(spec.task_prompt)
+        for text in spec.resume_messages:  # a finished conversation continues with these
+            conversation.send_message(text)
         if conversation.state.execution_status.value == "waiting_for_confirmation":
             driver.after_run(None)  # still waiting for a decision from before the restart
         else:

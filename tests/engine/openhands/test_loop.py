@@ -103,6 +103,30 @@ async def test_run_spec_binds_the_run() -> None:
     assert "gateway_token" not in repr(spec)
 
 
+async def test_a_resumed_run_carries_the_messages_sent_since_the_last_run() -> None:
+    from datetime import UTC, datetime
+
+    from synthorg.domain import ConversationStatus, MessageEvent, StatusChangeEvent, StoredEvent
+
+    log = [
+        MessageEvent(role="user", text="Write notes.txt"),
+        StatusChangeEvent(old=ConversationStatus.CREATED, new=ConversationStatus.RUNNING),
+        MessageEvent(role="user", text="steer while running"),
+        StatusChangeEvent(old=ConversationStatus.RUNNING, new=ConversationStatus.FINISHED),
+        MessageEvent(role="user", text="now add a README"),
+    ]
+    prior = [
+        StoredEvent(conversation_id="conv-1", seq=i + 1, timestamp=datetime.now(UTC), event=e)
+        for i, e in enumerate(log)
+    ]
+    deps, factory = make_deps(WORK, WORK)
+    await OpenHandsLoop(deps).execute(make_context(Recorder(), resumed=True, prior=prior))
+    await OpenHandsLoop(deps).execute(make_context(Recorder(), prior=prior))
+    resumed_spec, fresh_spec = factory.specs
+    assert resumed_spec.resume_messages == ("now add a README",)
+    assert fresh_spec.resume_messages == ()
+
+
 async def test_resumed_run_subtracts_the_persisted_cost() -> None:
     script = [
         status("resumed", 0.5),

@@ -58,6 +58,11 @@ class OpenHandsRunSpec(BaseModel):
         default=None, ge=0, description="USD per completion token (the gateway's price)."
     )
 
+    resume_messages: tuple[str, ...] = Field(
+        default=(),
+        description="User messages sent since the last run ended; given to a resumed agent.",
+    )
+
     def wire_line(self) -> str:
         """The JSON line the entrypoint reads first."""
         return self.model_dump_json()

@@ -103,7 +103,20 @@ class OpenHandsLoop:
             security_analyzer=policy is ConfirmationPolicy.RISKY,
             input_cost_per_token=deps.input_cost_per_token,
             output_cost_per_token=deps.output_cost_per_token,
+            resume_messages=_messages_since_last_run(context) if context.resumed else (),
         )
+
+
+def _messages_since_last_run(context: LoopContext) -> tuple[str, ...]:
+    """User messages logged after the previous run ended (e.g. ``run --resume --message``)."""
+    messages: list[str] = []
+    for stored in context.prior_events:
+        event = stored.event
+        if event.kind == "status_change" and not event.new.is_active:
+            messages.clear()  # a run ended here (or was reconciled after a crash)
+        elif event.kind == "message" and event.role == "user":
+            messages.append(event.text)
+    return tuple(messages)
 
 
 def _binding(context: LoopContext) -> RunBinding:
