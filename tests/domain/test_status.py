@@ -22,3 +22,16 @@ def test_usage_delta_never_negative() -> None:
         tokens_in=6, tokens_out=4
     )
     assert TokenUsage().minus(later) == TokenUsage()
+
+
+def test_confirmation_policies() -> None:
+    from synthorg.domain import ConfirmationPolicy, RiskLevel
+
+    risky = ConfirmationPolicy.RISKY
+    assert risky.requires_confirmation(RiskLevel.HIGH, "terminal")
+    assert risky.requires_confirmation(RiskLevel.UNKNOWN, "some_mcp_tool")
+    assert not risky.requires_confirmation(RiskLevel.MEDIUM, "file_editor")
+    assert not risky.requires_confirmation(RiskLevel.HIGH, "finish")
+    assert ConfirmationPolicy.ALWAYS.requires_confirmation(RiskLevel.LOW, "terminal")
+    assert not ConfirmationPolicy.ALWAYS.requires_confirmation(RiskLevel.LOW, "think")
+    assert not ConfirmationPolicy.NEVER.requires_confirmation(RiskLevel.HIGH, "terminal")

@@ -33,5 +33,6 @@ class ConfirmationPolicy(StrEnum):
         if self is ConfirmationPolicy.ALWAYS:
             return True
         if self is ConfirmationPolicy.RISKY:
-            return risk.rank >= RiskLevel.HIGH.rank
+            # What nobody judged is not presumed safe (OpenHands' ConfirmRisky agrees).
+            return risk is RiskLevel.UNKNOWN or risk.rank >= RiskLevel.HIGH.rank
         return False
