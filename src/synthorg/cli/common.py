@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from synthorg.errors import SynthOrgError
 from synthorg.settings import Settings, load_settings
@@ -27,7 +28,7 @@ def settings_from(config: Path | None) -> Settings:
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print an error the operator can act on and exit."""
-    err_console.print(f"[bold red]error:[/] {message}")
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
 
 

@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import typer
+from pydantic import ValidationError
 from rich.panel import Panel
 from rich.table import Table
 
@@ -54,15 +55,18 @@ def run(
     settings = settings_from(config)
     if resume is None and not task.strip():
         fail('give a task: synthorg run "fix the failing test" --repo PATH (or --resume ID)')
-    options = RunOptions(
-        loop=loop,
-        model=model,
-        provider=provider,
-        max_turns=max_turns,
-        budget_usd=budget,
-        confirmation_policy=confirm,
-        worktree=not no_worktree,
-    )
+    try:
+        options = RunOptions(
+            loop=loop,
+            model=model,
+            provider=provider,
+            max_turns=max_turns,
+            budget_usd=budget,
+            confirmation_policy=confirm,
+            worktree=not no_worktree,
+        )
+    except ValidationError as exc:
+        fail("; ".join(f"--{e['loc'][0]}: {e['msg']}" for e in exc.errors()))
     task_model = None
     if resume is None:
         task_model = Task(
