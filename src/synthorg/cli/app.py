@@ -56,3 +56,7 @@ def doctor(config: Path | None = ConfigOption) -> None:
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""The main job as a user runs it: `synthorg demo` and `synthorg run` (Ctrl-C, --resume)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from synthorg.service.demo import create_demo_repo
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
+SYNTHORG = [sys.executable, "-m", "synthorg.cli.app"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
+    env.update(SYNTHORG_HOME=str(home), PYTHONPATH=str(ROOT), COLUMNS="200")
+    return env
+
+
+def test_demo_fixes_the_sample_repo_on_a_branch(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*SYNTHORG, "demo"],
+        env=_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SCRIPTED" in done.stdout
+    assert "tests before, on main: FAIL" in done.stdout
+    match = re.search(
+        r"tests PASS on branch (synthorg/conv-[0-9a-f]+), commit ([0-9a-f]{12})", done.stdout
+    )
+    assert match, done.stdout
+    assert "+    return a + b" in done.stdout
+    repo = next((tmp_path / "home" / "demo").iterdir())
+    shown = subprocess.run(
+        ["git", "log", "-1", "--format=%H", match.group(1)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert shown.stdout.startswith(match.group(2))
+
+
+def _sandboxes_of(home: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if proc.info["name"] == "bwrap" and str(home) in cmdline:
+            found.append(proc)
+    return found
+
+
+def test_ctrl_c_cancels_cleanly_and_resume_continues(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    repo = create_demo_repo(tmp_path / "calc")
+    config = tmp_path / "synthorg.toml"
+    config.write_text(
+        '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\nmodels = ["m"]\n'
+        'script = "tests.service.scripts:progress_five"\nlatency_ms = 200\n[run]\nmodel = "m"\n'
+    )
+    run = subprocess.Popen(
+        [*SYNTHORG, "run", "write five lines", "--repo", str(repo), "-c", str(config)],
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert run.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = run.stdout.readline()
+        lines.append(line)
+        if "confirmed-1" in line:
+            break
+    assert _sandboxes_of(home), "the run should be working inside a sandbox"
+    run.send_signal(signal.SIGINT)
+    rest, _ = run.communicate(timeout=60)
+    output = "".join(lines) + rest
+    assert run.returncode == 1, output
+    assert "cancelling" in output and re.search(r"termination\s+.\s*cancelled", output), output
+    assert not _sandboxes_of(home)
+    conversation = re.search(r"conversation (conv-[0-9a-f]+)", output)
+    assert conversation, output
+
+    resumed = subprocess.run(
+        [
+            *SYNTHORG,
+            "run",
+            "--resume",
+            conversation.group(1),
+            "-c",
+            str(config),
+            "--message",
+            "carry on",
+        ],
+        env=_env(home),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "completed" in resumed.stdout
+    worktree = next((home / "worktrees" / conversation.group(1)).iterdir())
+    assert (worktree / "progress.txt").read_text().split() == ["1", "2", "3", "4", "5"]
