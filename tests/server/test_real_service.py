@@ -89,11 +89,6 @@ async def test_pause_interrupt_resume_cancel(real: FastAPI, keys: Keys, repo: Pa
         assert statuses[-6:] == ["running", "paused", "running", "paused", "running", "cancelled"]
 
 
-@pytest.mark.xfail(
-    reason="LocalRunService/native loop: an interrupt cancels the in-flight tool call without "
-    "an observation (reported to the lead); a resumed run then sees a call with no result",
-    strict=False,
-)
 async def test_interrupt_leaves_no_dangling_action(real: FastAPI, keys: Keys, repo: Path) -> None:
     async with client_for(real, keys.operator) as client:
         cid = (await create(client, repo, start=True, model="slow50"))["id"]
@@ -157,9 +152,4 @@ async def test_confirmation_with_the_real_loop(real: FastAPI, keys: Keys, repo: 
         assert all(d["approver"] == "abe" for d in decisions)
         named = [tuple(d["accepted"] + d["rejected"]) for d in decisions]
         assert {n[0] for n in named} == set(decided)
-        if len(named) != len(set(named)):
-            # Everything above held; this last property is the lead's to fix.
-            pytest.xfail(
-                "each decision is recorded twice: LocalRunService.decide and the native "
-                "loop both append ConfirmationDecisionEvent (reported to the lead)"
-            )
+        assert len(named) == len(set(named)), "each decision is recorded once"
