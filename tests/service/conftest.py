@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from synthorg.domain import Task, new_id
+from synthorg.domain import Task
 from synthorg.service.boot import Components, boot
 from synthorg.service.demo import DEMO_TASK, create_demo_repo
 from synthorg.service.loops import default_provisioner, default_registry
-from synthorg.settings import Settings
+from tests import support
+from tests.support import scripted_settings
 
 SCRIPTS = "synthorg.engine.native.scripts"
 MODEL = "scripted-test"
@@ -28,24 +30,12 @@ def booted(tmp_path: Path) -> Booter:
     async def start(
         script: str, latency_ms: float = 0.0, **sections: dict[str, object]
     ) -> AsyncIterator[Components]:
-        settings = Settings(
-            home=tmp_path / "home",
-            sections={
-                "gateway": {
-                    "providers": [
-                        {
-                            "name": "scripted",
-                            "kind": "scripted",
-                            "models": [MODEL],
-                            "script": script if ":" in script else f"{SCRIPTS}:{script}",
-                            "latency_ms": latency_ms,
-                        }
-                    ],
-                    "prices": {MODEL: {"input_per_mtok_usd": 3, "output_per_mtok_usd": 15}},
-                },
-                "run": {"model": MODEL, "shutdown_grace_s": 0.5},
-                **sections,
-            },
+        settings = scripted_settings(
+            tmp_path / "home",
+            script if ":" in script else f"{SCRIPTS}:{script}",
+            model=MODEL,
+            latency_ms=latency_ms,
+            **sections,
         )
         async with boot(
             settings, registry=default_registry(), provisioner=default_provisioner
@@ -61,6 +51,6 @@ def demo_repo(tmp_path: Path) -> Path:
     return create_demo_repo(tmp_path / "calc")
 
 
-def make_task(repo: Path, prompt: str = DEMO_TASK, **fields: object) -> Task:
+def make_task(repo: Path, prompt: str = DEMO_TASK, **fields: Any) -> Task:
     """A task on ``repo``."""
-    return Task(id=new_id("task"), project_id="proj", prompt=prompt, repository=str(repo), **fields)  # type: ignore[arg-type]
+    return support.make_task(repo, prompt, **fields)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from synthorg.domain import Task, new_id
+from synthorg.domain import Task
 from synthorg.settings import Settings
+from tests import support
+from tests.support import scripted_settings
 
 SCRIPTS = "synthorg.engine.openhands.scripts"
 MODEL = "scripted-oh"
@@ -24,26 +26,11 @@ def make_home(tmp: Path, runtime_venv: Path) -> Path:
 
 def make_settings(home: Path, script: str, **sections: dict[str, Any]) -> Settings:
     """The real service's settings: the gateway's scripted provider serves MODEL."""
-    return Settings(
-        home=home,
-        sections={
-            "gateway": {
-                "providers": [
-                    {
-                        "name": "scripted",
-                        "kind": "scripted",
-                        "models": [MODEL],
-                        "script": script if ":" in script else f"{SCRIPTS}:{script}",
-                    }
-                ],
-                "prices": {MODEL: {"input_per_mtok_usd": 3, "output_per_mtok_usd": 15}},
-            },
-            "run": {"model": MODEL, "shutdown_grace_s": 0.5},
-            **sections,
-        },
+    return scripted_settings(
+        home, script if ":" in script else f"{SCRIPTS}:{script}", model=MODEL, **sections
     )
 
 
 def make_task(repo: Path, prompt: str = "Fix the failing test.", **fields: Any) -> Task:
     """A task on ``repo``."""
-    return Task(id=new_id("task"), project_id="proj", prompt=prompt, repository=str(repo), **fields)
+    return support.make_task(repo, prompt, **fields)
