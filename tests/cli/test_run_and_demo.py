@@ -83,7 +83,7 @@ def test_ctrl_c_cancels_cleanly_and_resume_continues(tmp_path: Path) -> None:
     while time.monotonic() < deadline:
         line = run.stdout.readline()
         lines.append(line)
-        if "confirmed-1" in line:
+        if line.strip() == "confirmed-1":  # the observation, not the command echoing it
             break
     assert _sandboxes_of(home), "the run should be working inside a sandbox"
     run.send_signal(signal.SIGINT)
@@ -114,4 +114,8 @@ def test_ctrl_c_cancels_cleanly_and_resume_continues(tmp_path: Path) -> None:
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "completed" in resumed.stdout
     worktree = next((home / "worktrees" / conversation.group(1)).iterdir())
-    assert (worktree / "progress.txt").read_text().split() == ["1", "2", "3", "4", "5"]
+    written = (worktree / "progress.txt").read_text().split()
+    # Every step done, in order; a step whose command was cut off by Ctrl-C has an unknown
+    # effect ("effect unknown" observation), so the resumed agent may redo that one step.
+    assert sorted(set(written)) == ["1", "2", "3", "4", "5"] and written[-1] == "5", written
+    assert len(written) - len(set(written)) <= 1, written
