@@ -7,7 +7,6 @@ import signal
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from synthorg.cli.common import ConfigOption, console, fail, run_async, settings_from
 from synthorg.cli.gateway import gateway_config
@@ -60,10 +59,8 @@ def serve(
         fail("--no-tcp needs --uds PATH")
     if not mcp.projects:
         fail(
-            escape(
-                "no [[mcp.projects]] configured: every tool call would be refused; "
-                "add a project to the config"
-            )
+            "no [[mcp.projects]] configured: every tool call would be refused; "
+            "add a project to the config"
         )
     assert mcp.signing_key_path is not None
     try:
