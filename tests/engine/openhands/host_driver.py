@@ -10,13 +10,12 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from e2e_support import make_settings, make_task
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout: `tests` imports
 
 from synthorg.service.boot import boot
 from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.options import RunOptions
+from tests.engine.openhands.e2e_support import make_settings, make_task
 
 
 async def main(home: Path, repo: Path, script: str) -> None:
