@@ -38,7 +38,7 @@ from synthorg.store.protocol import (
 from synthorg.store.reconcile import reconcile
 from synthorg.store.schema import VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
-from synthorg.store.tail import TailHub, follow
+from synthorg.store.tail import LiveTail, TailHub
 
 _DECODE_IN_THREAD = 500
 _MIGRATION_LOCK = 0x5F0A_5107  # advisory lock key: one migrator at a time per database
@@ -67,7 +67,7 @@ def _filters(status: ConversationStatus | None, project_id: str | None) -> tuple
     return " AND ".join(clauses) or "TRUE", params
 
 
-class PostgresStore:
+class PostgresStore(LiveTail):
     """Conversations, the event log and the ledger in a PostgreSQL database."""
 
     def __init__(
@@ -310,26 +310,6 @@ class PostgresStore:
     async def _exists(self, conversation_id: str) -> bool:
         rows = await self._all("SELECT 1 FROM conversations WHERE id = %s", (conversation_id,))
         return bool(rows)
-
-    async def tail(self, conversation_id: str, *, after: int = 0) -> AsyncIterator[StoredEvent]:
-        """Every event with seq > after, then live ones; ends if the conversation is deleted."""
-        # The LISTEN is in place before we subscribe and read (``open`` waits for it), so
-        # every commit after the first read wakes us.
-        with self._hub.subscribe(conversation_id) as waiter:
-            if not await self._exists(conversation_id):
-                raise NotFoundError(f"no conversation {conversation_id}")
-
-            async def fetch(last: int, limit: int) -> list[StoredEvent]:
-                return await self.history(conversation_id, after=last, limit=limit)
-
-            async for stored in follow(
-                fetch,
-                lambda: self._exists(conversation_id),
-                waiter,
-                after=after,
-                poll_interval=self._poll_interval,
-            ):
-                yield stored
 
     async def last_seq(self, conversation_id: str) -> int:
         rows = await self._all(

@@ -8,7 +8,6 @@ cross-process notification), so their latency is at most that interval.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -27,7 +26,7 @@ from synthorg.store.reconcile import reconcile
 from synthorg.store.schema import VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
 from synthorg.store.sqlite_engine import SqliteReaders, SqliteWriter
-from synthorg.store.tail import TailHub, follow
+from synthorg.store.tail import LiveTail, TailHub
 
 
 def _migrate(conn: sqlite3.Connection) -> int:
@@ -57,7 +56,7 @@ def _filters(status: ConversationStatus | None, project_id: str | None) -> tuple
     return " AND ".join(clauses) or "1", params
 
 
-class SqliteStore:
+class SqliteStore(LiveTail):
     """Conversations, the event log and the ledger in one SQLite file."""
 
     def __init__(
@@ -266,24 +265,6 @@ class SqliteStore:
             ).fetchone()
         )
         return row is not None
-
-    async def tail(self, conversation_id: str, *, after: int = 0) -> AsyncIterator[StoredEvent]:
-        """Every event with seq > after, then live ones; ends if the conversation is deleted."""
-        with self._hub.subscribe(conversation_id) as waiter:
-            if not await self._exists(conversation_id):
-                raise NotFoundError(f"no conversation {conversation_id}")
-
-            async def fetch(last: int, limit: int) -> list[StoredEvent]:
-                return await self.history(conversation_id, after=last, limit=limit)
-
-            async for stored in follow(
-                fetch,
-                lambda: self._exists(conversation_id),
-                waiter,
-                after=after,
-                poll_interval=self._poll_interval,
-            ):
-                yield stored
 
     async def last_seq(self, conversation_id: str) -> int:
         row = await self._readers.run(

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
 from synthorg.domain import StoredEvent
+from synthorg.errors import NotFoundError
 
 FetchAfter = Callable[[int, int], Awaitable[list[StoredEvent]]]
 """Read up to ``limit`` events with seq > ``after``: ``fetch(after, limit)``."""
@@ -112,3 +114,43 @@ async def follow(
             if not batch and not await exists():
                 return
             await waiter.wait(poll_interval)
+
+
+class LiveTail(ABC):
+    """``tail()`` for a backend with a wake-up hub, an existence check and ``history()``.
+
+    Backends differ only in how they hear of commits (in-process hub, LISTEN/NOTIFY, polling);
+    the gap-free, duplicate-free reading is this one loop.
+    """
+
+    _hub: TailHub
+    _poll_interval: float
+
+    @abstractmethod
+    async def _exists(self, conversation_id: str) -> bool:
+        """Whether the conversation exists."""
+
+    @abstractmethod
+    async def history(
+        self, conversation_id: str, *, after: int | None = None, limit: int = 100
+    ) -> list[StoredEvent]:
+        """Events with seq > after, in order."""
+
+    async def tail(self, conversation_id: str, *, after: int = 0) -> AsyncIterator[StoredEvent]:
+        """Every event with seq > after, then live ones; ends if the conversation is deleted."""
+        # Subscribed before the first read, so every commit after that read wakes us.
+        with self._hub.subscribe(conversation_id) as waiter:
+            if not await self._exists(conversation_id):
+                raise NotFoundError(f"no conversation {conversation_id}")
+
+            async def fetch(last: int, limit: int) -> list[StoredEvent]:
+                return await self.history(conversation_id, after=last, limit=limit)
+
+            async for stored in follow(
+                fetch,
+                lambda: self._exists(conversation_id),
+                waiter,
+                after=after,
+                poll_interval=self._poll_interval,
+            ):
+                yield stored
