@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Make this machine ready to run SynthOrg and its tests. Idempotent; safe to run every time.
-# Installs: Debian packages (git, bubblewrap, chromium, tmux), uv for Python 3.12, the project
+# Installs: Debian packages (git, bubblewrap, tmux), uv for Python 3.12, the project
 # venv; starts PostgreSQL when it is installed but not running; sets a git identity if none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,6 @@ log() { printf '[bootstrap] %s\n' "$*" >&2; }
 need=()
 command -v git >/dev/null || need+=(git)
 command -v bwrap >/dev/null || need+=(bubblewrap)
-command -v chromium >/dev/null || need+=(chromium)
 command -v tmux >/dev/null || need+=(tmux)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
