@@ -119,11 +119,12 @@ async def boot(
         signer = signer_for(gateway_config)
         gateway_app = create_gateway_app(gateway_config, signer, store)
         gateway_endpoints = await stack.enter_async_context(
-            serve_embedded(gateway_app, uds=sockets / "gateway.sock", tcp_port=0)
+            # Unix sockets only (0600): reached by this process and, forwarded, by sandboxes.
+            serve_embedded(gateway_app, uds=sockets / "gateway.sock")
         )
         mcp_app = create_mcp_app(mcp_config, signer, CredentialVault.from_config(mcp_config), store)
         mcp_endpoints = await stack.enter_async_context(
-            serve_mcp(mcp_app, uds=sockets / "mcp.sock", port=0)
+            serve_mcp(mcp_app, uds=sockets / "mcp.sock", host=None)
         )
         checkpoints = CheckpointStore()
         provision = provisioner(
@@ -160,8 +161,8 @@ async def boot(
             "SYNTHORG_BOOTED",
             home=str(settings.home),
             sandbox=sandbox.name,
-            gateway=gateway_endpoints.tcp_base_url,
-            mcp=mcp_endpoints.url,
+            gateway=str(gateway_endpoints.uds_path),
+            mcp=str(mcp_endpoints.uds),
             loops=sorted(registry.buildable),
         )
         yield Components(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 
 from synthorg.domain import CheckpointEvent
 from synthorg.engine import LoopDependencies, LoopRegistry
-from synthorg.engine.native import NATIVE_FACTORIES, NativeLoopDeps
+from synthorg.engine.native import NATIVE_FACTORIES, NativeLoopDeps, http_model_client
 from synthorg.engine.native.turn import CheckpointHook
 from synthorg.engine.openhands import OPENHANDS_FACTORIES
 from synthorg.mcp.client import McpToolClient
@@ -17,6 +18,9 @@ from synthorg.service.openhands import provision_openhands, require_runtime
 from synthorg.service.runs import LoopEndpoints, LoopProvisioner, RunSetup
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.models import Workspace
+
+_SOCKET_ORIGIN = "http://localhost"
+"""Base of URLs sent over a unix socket: only the path and the Host header matter."""
 
 
 def default_registry() -> LoopRegistry:
@@ -70,15 +74,19 @@ async def _native(
         limits=ctx.sandbox_settings.limits,
         conversation_id=setup.record.id,
     )
-    gateway_url = ctx.gateway_endpoints.tcp_base_url
-    assert gateway_url is not None, "the embedded gateway serves TCP for host-side loops"
+    # The host side reaches the gateway and the MCP server through the same 0600 unix sockets
+    # that are forwarded into sandboxes; neither listens on a TCP port in embedded mode.
+    gateway_uds = ctx.gateway_endpoints.uds_path
+    mcp_uds = ctx.mcp_endpoints.uds
+    assert gateway_uds is not None and mcp_uds is not None
     async with ToolboxClient(ctx.sandbox, request) as toolbox:
         deps = NativeLoopDeps(
             executor=toolbox,
             checkpoint=_checkpoint_hook(ctx.checkpoints, setup.workspace),
-            mcp_client_factory=McpToolClient,
+            mcp_client_factory=partial(McpToolClient, uds=mcp_uds),
+            model_client_factory=partial(http_model_client, uds=gateway_uds),
         )
         # Credentialed tools exist only for projects configured in [mcp]; others get none.
         has_tools = ctx.mcp_config.project(setup.record.task.project_id) is not None
-        mcp_url = ctx.mcp_endpoints.url if has_tools else None
-        yield LoopDependencies(deps), LoopEndpoints(gateway_url, mcp_url)
+        mcp_url = f"{_SOCKET_ORIGIN}{ctx.mcp_endpoints.path}" if has_tools else None
+        yield LoopDependencies(deps), LoopEndpoints(f"{_SOCKET_ORIGIN}/v1", mcp_url)

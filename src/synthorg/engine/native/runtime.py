@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
 
 from synthorg.domain import TerminationReason
 from synthorg.engine.native.model import ModelClient, OpenAICompatClient
@@ -30,9 +33,13 @@ ModelClientFactory = Callable[[GatewayAccess, str, NativeLoopSettings], ModelCli
 
 
 def http_model_client(
-    gateway: GatewayAccess, model: str, settings: NativeLoopSettings
+    gateway: GatewayAccess, model: str, settings: NativeLoopSettings, *, uds: Path | None = None
 ) -> ModelClient:
-    """The default: chat completions to the gateway with the run's bearer."""
+    """The default: chat completions to the gateway with the run's bearer.
+
+    With ``uds`` the requests go through the gateway's unix socket (the URL's host is then
+    only what the gateway sees in ``Host``).
+    """
     return OpenAICompatClient(
         gateway.base_url,
         gateway.bearer,
@@ -40,6 +47,7 @@ def http_model_client(
         temperature=settings.temperature,
         max_tokens=settings.max_tokens,
         timeout_s=settings.request_timeout_s,
+        transport=httpx.AsyncHTTPTransport(uds=str(uds)) if uds is not None else None,
     )
 
 
