@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from synthorg.logging import configure_logging
+
 
 @pytest.fixture(autouse=True)
 def _isolated_home(
@@ -16,6 +18,13 @@ def _isolated_home(
     """Every test gets its own SYNTHORG_HOME unless it sets one."""
     if "SYNTHORG_TEST_KEEP_HOME" not in os.environ:
         monkeypatch.setenv("SYNTHORG_HOME", str(tmp_path_factory.mktemp("home")))
+
+
+@pytest.fixture(autouse=True)
+def _default_logging() -> Iterator[None]:
+    """CLI commands reconfigure process-wide logging (WARNING); every test starts from INFO."""
+    configure_logging()
+    yield
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -24,10 +24,26 @@ def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_StderrLogger,
         cache_logger_on_first_use=False,
     )
     _configured = True
+
+
+class _StderrLogger:
+    """Writes each line to whatever ``sys.stderr`` is at that moment.
+
+    Binding the stream at configure time would keep writing to a replaced (and closed)
+    stream, e.g. after a test runner captured stderr around one command.
+    """
+
+    def __init__(self, *_args: Any) -> None:
+        pass
+
+    def msg(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    log = debug = info = warning = warn = error = critical = exception = fatal = msg
 
 
 def get_logger(name: str) -> Any:
