@@ -9,8 +9,8 @@ from rich.table import Table
 
 from synthorg.cli.common import ConfigOption, console, run_async, settings_from
 from synthorg.cli.render import conversation_summary, event_line
-from synthorg.cli.store_access import opened_store
 from synthorg.domain import ConversationStatus
+from synthorg.service.store import opened_store
 
 app = typer.Typer(help="Inspect conversations and their event logs.", no_args_is_help=True)
 

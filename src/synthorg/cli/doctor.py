@@ -115,10 +115,10 @@ def check_sandbox(settings: Settings) -> list[CheckResult]:
 
 def check_store(settings: Settings) -> list[CheckResult]:
     """The configured store opens and answers."""
-    from synthorg.cli.store_access import opened_store, store_config
+    from synthorg.service.store import opened_store, store_config
     from synthorg.store.config import describe
 
-    where = describe(store_config(settings).resolved_url(settings.home))
+    where = describe(store_config(settings).resolved_url())
 
     async def probe() -> int:
         async with opened_store(settings) as store:

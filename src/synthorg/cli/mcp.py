@@ -10,10 +10,10 @@ import typer
 
 from synthorg.cli.common import ConfigOption, console, fail, run_async, settings_from
 from synthorg.cli.gateway import gateway_config
-from synthorg.cli.store_access import opened_store
 from synthorg.errors import SynthOrgError
 from synthorg.gateway.signer import GatewaySigner, load_or_create_key
 from synthorg.mcp import CredentialVault, McpConfig, create_mcp_app, serve_mcp
+from synthorg.service.store import opened_store
 from synthorg.settings import Settings, section
 
 app = typer.Typer(

@@ -22,8 +22,9 @@ from synthorg.mcp.vault import CredentialVault
 from synthorg.sandbox import SandboxStreamer, make_sandbox
 from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
 from synthorg.service.runs import LocalRunService, LoopProvisioner
+from synthorg.service.store import store_config
 from synthorg.settings import Settings, section
-from synthorg.store import Store, StoreConfig, open_store
+from synthorg.store import Store, open_store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.gate import CommitGate
 from synthorg.workspace.worktrees import WorktreeManager
@@ -74,13 +75,6 @@ def _socket_dir(home: Path) -> Path:
     return path
 
 
-async def _open_store(settings: Settings) -> Store:
-    config = section(settings, "store", StoreConfig)
-    if config.url is None:
-        config = config.model_copy(update={"url": config.resolved_url(settings.home)})
-    return await open_store(config)
-
-
 def _isolation_warnings(sandbox: SandboxStreamer) -> list[str]:
     declaration = sandbox.boundary()
     warnings = list(declaration.warnings)
@@ -114,7 +108,7 @@ async def boot(
     sandbox = make_sandbox(sandbox_settings.backend, allow_local=sandbox_settings.allow_local)
     async with AsyncExitStack() as stack:
         if store is None:
-            store = await _open_store(settings)
+            store = await open_store(store_config(settings))
             stack.push_async_callback(store.close)
         signer = signer_for(gateway_config)
         gateway_app = create_gateway_app(gateway_config, signer, store)

@@ -1,4 +1,4 @@
-"""Opening the configured store from CLI commands."""
+"""Opening the configured store: the `[store]` section resolved under the settings' home."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ from synthorg.store import Store, StoreConfig, open_store
 
 
 def store_config(settings: Settings) -> StoreConfig:
-    """The ``[store]`` section."""
-    return section(settings, "store", StoreConfig)
+    """The ``[store]`` section, its default location resolved under the settings' home."""
+    config = section(settings, "store", StoreConfig)
+    if config.url is None:
+        config = config.model_copy(update={"url": config.resolved_url(settings.home)})
+    return config
 
 
 @asynccontextmanager
 async def opened_store(settings: Settings) -> AsyncIterator[Store]:
     """The configured store, closed on exit."""
-    config = store_config(settings)
-    if config.url is None:
-        config = config.model_copy(update={"url": config.resolved_url(settings.home)})
-    store = await open_store(config)
+    store = await open_store(store_config(settings))
     try:
         yield store
     finally:
