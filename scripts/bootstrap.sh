@@ -2,6 +2,7 @@
 # Make this machine ready to run SynthOrg and its tests. Idempotent; safe to run every time.
 # Installs: Debian packages (git, bubblewrap, tmux), uv for Python 3.12, the project
 # venv; starts PostgreSQL when it is installed but not running; sets a git identity if none.
+# With --tests it also builds the OpenHands runtime the test suite uses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,5 +38,11 @@ if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; the
     pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
     for _ in $(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.5; done
   fi
+fi
+if [ "${1:-}" = "--tests" ]; then
+  # The OpenHands runtime the test suite drives, built here rather than inside a test's
+  # timeout: about a minute cold with uv's cache, a second when the lock is unchanged.
+  log "OpenHands runtime for the tests"
+  SYNTHORG_HOME="${SYNTHORG_HOME:-$HOME/.cache/synthorg-tests/home}" uv run synthorg runtime build openhands
 fi
 log "ready"

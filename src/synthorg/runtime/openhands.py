@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,14 +20,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from synthorg.errors import BoundaryError, ConfigError
 from synthorg.paths import synthorg_home
 from synthorg.runtime.files import entrypoint_path, lockfile_path
+from synthorg.runtime.installer import (
+    OutputCallback,
+    Step,
+    find_uv,
+    install_step,
+    run_step,
+    venv_step,
+)
 
 MARKER_NAME = ".synthorg-runtime.json"
 """Written inside a runtime dir only after a successful build: its presence means 'built'."""
 
 RUNTIME_PYTHON = (3, 12)
 """The lockfile is compiled for CPython 3.12; the runtime venv must use exactly that."""
-
-OutputCallback = Callable[[str], None]
 
 
 def _home(home: Path | None) -> Path:
@@ -132,35 +138,18 @@ def find_base_python(explicit: Path | None = None) -> Path:
 
 def _clean_env() -> dict[str, str]:
     # Nothing of the main venv may leak into the runtime's pip or python.
-    drop = {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PIP_PYTHON"}
+    drop = {
+        "VIRTUAL_ENV",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONSTARTUP",
+        "PIP_PYTHON",
+        "UV_PYTHON",
+        "UV_PROJECT_ENVIRONMENT",
+    }
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     return env
-
-
-def _stream(cmd: list[str], on_output: OutputCallback, what: str) -> None:
-    on_output(f"$ {' '.join(cmd)}")
-    try:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            env=_clean_env(),
-        )
-    except OSError as exc:
-        raise BoundaryError(f"could not start {what}: {exc}") from exc
-    assert proc.stdout is not None
-    tail: list[str] = []
-    with proc:
-        for line in proc.stdout:
-            text = line.rstrip("\n")
-            tail = [*tail[-19:], text]
-            on_output(text)
-    if proc.returncode != 0:
-        detail = "\n".join(tail)
-        raise BoundaryError(f"{what} failed with exit code {proc.returncode}:\n{detail}")
 
 
 @contextmanager
@@ -183,8 +172,9 @@ def build_runtime(
 ) -> OpenHandsRuntime:
     """Build (or reuse) the runtime venv for the current lockfile; atomic via temp dir + rename.
 
-    Only the new venv's own pip runs, with ``--require-hashes --no-deps`` against the lock,
-    so the main venv is never touched. Every line pip prints goes to ``on_output``.
+    uv installs the lock into the new venv with ``--require-hashes --no-deps`` (never the
+    main venv); ``on_output`` gets one line per phase (venv, resolve, download, install,
+    compile, verify), a heartbeat when a phase is quiet, and uv's own messages.
     """
     lockfile = lockfile_path()
     digest = lock_hash(lockfile)
@@ -201,21 +191,15 @@ def build_runtime(
         python = find_base_python(base_python)
         _check_version(python)
         started = time.monotonic()
+        uv = find_uv()
         tmp = Path(tempfile.mkdtemp(prefix=f".building-{digest}-", dir=parent))
         try:
-            _stream([str(python), "-m", "venv", str(tmp)], on_output, "creating the venv")
+            env = _clean_env()
+            run_step(venv_step(uv, python, tmp), env, on_output)
             venv_python = tmp / "bin" / "python"
-            pip = [str(venv_python), "-m", "pip", "install", "--disable-pip-version-check"]
-            _stream(
-                [*pip, "--require-hashes", "--no-deps", "-r", str(lockfile)],
-                on_output,
-                "pip install of the OpenHands lockfile",
-            )
-            _stream(
-                [str(venv_python), "-c", "import openhands.sdk, openhands.tools"],
-                on_output,
-                "the import check of openhands.sdk",
-            )
+            run_step(install_step(uv, lockfile, venv_python), env, on_output)
+            verify = [str(venv_python), "-c", "import openhands.sdk, openhands.tools"]
+            run_step(Step(verify, "verify", "the import check of openhands.sdk"), env, on_output)
             prefix = subprocess.run(
                 [str(venv_python), "-c", "import sys; print(sys.base_prefix)"],
                 capture_output=True,
