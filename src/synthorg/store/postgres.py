@@ -29,6 +29,7 @@ from synthorg.errors import BoundaryError, ConflictError, NotFoundError
 from synthorg.store import codec
 from synthorg.store.config import describe
 from synthorg.store.pg_listen import Listener, Notifier
+from synthorg.store.postgres_eval import PostgresEvalItems
 from synthorg.store.protocol import (
     ConversationPage,
     ExecutionStatus,
@@ -67,7 +68,7 @@ def _filters(status: ConversationStatus | None, project_id: str | None) -> tuple
     return " AND ".join(clauses) or "TRUE", params
 
 
-class PostgresStore(LiveTail):
+class PostgresStore(PostgresEvalItems, LiveTail):
     """Conversations, the event log and the ledger in a PostgreSQL database."""
 
     def __init__(

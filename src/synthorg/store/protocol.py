@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -166,5 +166,22 @@ class LedgerStore(Protocol):
         ...
 
 
-class Store(ConversationStore, LedgerStore, Protocol):
+@runtime_checkable
+class EvalRecordStore(Protocol):
+    """Evaluations' durable state: one JSON document per (eval id, key), upserted."""
+
+    async def put_eval_item(self, eval_id: str, key: str, body: dict[str, Any]) -> None:
+        """Write (or replace) one item; durable when this returns."""
+        ...
+
+    async def eval_items(self, eval_id: str, prefix: str = "") -> dict[str, dict[str, Any]]:
+        """The eval's items whose key starts with ``prefix``, by key."""
+        ...
+
+    async def eval_ids(self) -> list[str]:
+        """Every eval with at least one item, newest first."""
+        ...
+
+
+class Store(ConversationStore, LedgerStore, EvalRecordStore, Protocol):
     """One backend serves both: conversations and the ledger share a database."""

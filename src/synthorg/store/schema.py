@@ -89,6 +89,21 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX executions_by_conversation ON executions (conversation_id)",
         ),
     ),
+    Migration(
+        2,
+        "eval items",
+        (
+            """
+            CREATE TABLE eval_items (
+                eval_id TEXT NOT NULL,
+                key TEXT NOT NULL,
+                body {json} NOT NULL,
+                updated_at {ts} NOT NULL,
+                PRIMARY KEY (eval_id, key)
+            )
+            """,
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -26,6 +26,7 @@ from synthorg.store.reconcile import reconcile
 from synthorg.store.schema import VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
 from synthorg.store.sqlite_engine import SqliteReaders, SqliteWriter
+from synthorg.store.sqlite_eval import SqliteEvalItems
 from synthorg.store.tail import LiveTail, TailHub
 
 
@@ -56,7 +57,7 @@ def _filters(status: ConversationStatus | None, project_id: str | None) -> tuple
     return " AND ".join(clauses) or "1", params
 
 
-class SqliteStore(LiveTail):
+class SqliteStore(SqliteEvalItems, LiveTail):
     """Conversations, the event log and the ledger in one SQLite file."""
 
     def __init__(
