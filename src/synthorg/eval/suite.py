@@ -202,8 +202,8 @@ def _parse_native(path: Path, text: str) -> tuple[list[Any], list[int]]:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise SuiteError([f"{path}: (file): not TOML ({exc})"]) from exc
-        starts = [n for n, line in enumerate(text.splitlines(), 1) if line.strip() == "[[task]]"]
-        return list(data.get("task", [])), starts
+        lines = [n for n, line in enumerate(text.splitlines(), 1) if line.strip() == "[[task]]"]
+        return list(data.get("task", [])), lines
     import yaml  # only YAML suites need it
 
     try:
