@@ -1,0 +1,214 @@
+"""Run an evaluation: every task x arm x repeat as a normal governed run, then the hidden check.
+
+Durable and resumable: the plan, each item's conversation id (written before the run starts)
+and each verdict live in the store, so ``synthorg eval resume ID`` after a crash judges what
+finished, continues what was interrupted and starts only what never started — no task is
+run twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from synthorg.domain import ConversationRecord, ConversationStatus, Task, TerminationReason
+from synthorg.errors import NotFoundError, UsageError
+from synthorg.eval.check import run_hidden_check
+from synthorg.eval.results import Arm, EvalPlan, TaskResult, result_key
+from synthorg.eval.suite import EvalTask, Suite, load_suite
+from synthorg.service.boot import Components
+from synthorg.service.options import RunOptions
+
+_ENDED = frozenset(
+    {
+        ConversationStatus.FINISHED,
+        ConversationStatus.FAILED,
+        ConversationStatus.CANCELLED,
+        ConversationStatus.ERROR,
+    }
+)
+"""A conversation in one of these is judged as it is, never run again."""
+
+Progress = Callable[[str, TaskResult | None], None]
+"""Told of each item as it starts (result None) and as it is judged."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One unit of work: a task, an arm, a repeat."""
+
+    task: EvalTask
+    arm: Arm
+    repeat: int
+
+    @property
+    def key(self) -> str:
+        return result_key(self.task.id, self.arm.name, self.repeat)
+
+    @property
+    def conversation_key(self) -> str:
+        return "conversation/" + self.key.removeprefix("result/")
+
+
+async def save_plan(components: Components, plan: EvalPlan) -> None:
+    """Record the plan; the eval exists from here on."""
+    await components.store.put_eval_item(plan.eval_id, "plan", plan.model_dump(mode="json"))
+
+
+async def load_plan(components: Components, eval_id: str) -> EvalPlan:
+    """The plan of an existing eval; a clear error for an unknown id."""
+    items = await components.store.eval_items(eval_id, "plan")
+    if "plan" not in items:
+        raise NotFoundError(f"no eval {eval_id!r} in this store (see `synthorg eval list`)")
+    return EvalPlan.model_validate(items["plan"])
+
+
+async def load_results(components: Components, eval_id: str) -> list[TaskResult]:
+    """Every verdict recorded so far."""
+    items = await components.store.eval_items(eval_id, "result/")
+    return [TaskResult.model_validate(body) for body in items.values()]
+
+
+def items_of(plan: EvalPlan, suite: Suite) -> list[Item]:
+    """The full cross product, in a fixed order (repeat, task, arm)."""
+    return [
+        Item(task, arm, repeat)
+        for repeat in range(plan.repeats)
+        for task in suite.tasks
+        for arm in plan.arms
+    ]
+
+
+class EvalRunner:
+    """Runs the items of one eval not yet judged, up to ``plan.concurrency`` at a time."""
+
+    def __init__(self, components: Components, plan: EvalPlan, progress: Progress) -> None:
+        self._c = components
+        self._plan = plan
+        self._progress = progress
+        self._scratch = components.settings.home / "eval" / plan.eval_id
+
+    async def run(self) -> list[TaskResult]:
+        suite = load_suite(Path(self._plan.suite_path), self._plan.repo_map)
+        done = {r.key for r in await load_results(self._c, self._plan.eval_id)}
+        todo = [item for item in items_of(self._plan, suite) if item.key not in done]
+        gate = asyncio.Semaphore(self._plan.concurrency)
+
+        async def one(item: Item) -> None:
+            async with gate:
+                result = await self._run_item(item)
+                await self._c.store.put_eval_item(
+                    self._plan.eval_id, item.key, result.model_dump(mode="json")
+                )
+                self._progress(item.key, result)
+
+        async with asyncio.TaskGroup() as group:
+            for item in todo:
+                group.create_task(one(item))
+        return await load_results(self._c, self._plan.eval_id)
+
+    async def _run_item(self, item: Item) -> TaskResult:
+        self._progress(item.key, None)
+        started = time.monotonic()
+        repo = await asyncio.to_thread(self._local_repo, item.task.repository)
+        record = await self._conversation(item, repo)
+        if record.status not in _ENDED:
+            # New, or interrupted by a crash of an earlier eval process: (re)start it.
+            await self._c.service.start(record.id)
+            await self._c.service.wait(record.id)
+        final = await self._c.store.get_conversation(record.id)
+        outcome = await run_hidden_check(
+            self._c.sandbox,
+            git_dir=_git_dir(repo),
+            base=item.task.base_ref,
+            commit=final.commit_sha,
+            check=item.task.check,
+            scratch=self._scratch / "checks" / hashlib.sha256(item.key.encode()).hexdigest()[:16],
+        )
+        patch = await asyncio.to_thread(_diff, repo, item.task.base_ref, final.commit_sha)
+        return TaskResult(
+            task_id=item.task.id,
+            arm=item.arm.name,
+            repeat=item.repeat,
+            complexity=item.task.complexity,
+            conversation_id=final.id,
+            resolved=outcome.passed,
+            termination_reason=(final.termination_reason or TerminationReason.ERROR).value,
+            cost_usd=final.usage.cost_usd,
+            tokens_in=final.usage.tokens_in,
+            tokens_out=final.usage.tokens_out,
+            turns=final.turns,
+            wall_s=round(time.monotonic() - started, 3),
+            commit_sha=final.commit_sha,
+            model_patch=patch,
+            check_output=outcome.output[-2000:],
+        )
+
+    async def _conversation(self, item: Item, repo: Path) -> ConversationRecord:
+        """The item's conversation: the recorded one on resume, else a new one (recorded first)."""
+        store = self._c.store
+        known = await store.eval_items(self._plan.eval_id, item.conversation_key)
+        if item.conversation_key in known:
+            return await store.get_conversation(known[item.conversation_key]["id"])
+        digest = hashlib.sha256(f"{self._plan.eval_id}/{item.key}".encode()).hexdigest()
+        task = Task(
+            id=f"task-{digest[:24]}",
+            project_id=f"eval-{self._plan.eval_id}",
+            prompt=item.task.prompt,
+            complexity=item.task.complexity,
+            repository=str(repo),
+        )
+        options = RunOptions(
+            loop=item.arm.loop,
+            model=item.arm.model or self._plan.model,
+            budget_usd=self._plan.budget_usd,
+            max_turns=self._plan.max_turns,
+            base_ref=item.task.base_ref,
+        )
+        record = await self._c.service.create(task, options)
+        await store.put_eval_item(self._plan.eval_id, item.conversation_key, {"id": record.id})
+        return record
+
+    def _local_repo(self, repository: str) -> Path:
+        """A local path as is; a URL cloned once into the data dir."""
+        if "://" not in repository and not repository.startswith("git@"):
+            path = Path(repository)
+            if not (path / ".git").exists():
+                raise UsageError(f"{repository} is not a git repository with a work tree")
+            return path
+        digest = hashlib.sha256(repository.encode()).hexdigest()[:16]
+        clone = self._c.settings.home / "eval" / "repos" / digest
+        if not (clone / ".git").exists():
+            clone.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                ["git", "clone", "-q", "--", repository, str(clone)],
+                check=True,
+                capture_output=True,
+            )
+        return clone
+
+
+def _git_dir(repo: Path) -> Path:
+    dot_git = repo / ".git"
+    return dot_git if dot_git.is_dir() else repo
+
+
+def _diff(repo: Path, base: str, commit: str | None) -> str:
+    if commit is None:
+        return ""
+    done = subprocess.run(
+        [
+            *("git", f"--git-dir={_git_dir(repo)}", "-c", "core.attributesFile=/dev/null"),
+            *("diff", "--no-ext-diff", "--no-textconv", base, commit),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/dev/null"},
+    )
+    return done.stdout
