@@ -9,6 +9,7 @@ import typer
 
 from synthorg.cli import conversations
 from synthorg.cli import doctor as doctor_checks
+from synthorg.cli import eval as eval_cli
 from synthorg.cli import gateway as gateway_cli
 from synthorg.cli import mcp as mcp_cli
 from synthorg.cli import runtime as runtime_cli
@@ -31,6 +32,7 @@ app.add_typer(mcp_cli.app, name="mcp")
 app.add_typer(gateway_cli.app, name="gateway")
 app.add_typer(runtime_cli.app, name="runtime")
 app.add_typer(sandbox_cli.app, name="sandbox")
+app.add_typer(eval_cli.app, name="eval")
 app.command("run")(run_command)
 app.command("demo")(demo_command)
 app.add_typer(serve_app, name="serve")

@@ -23,6 +23,7 @@ from synthorg.eval.results import Arm, EvalPlan, TaskResult, result_key
 from synthorg.eval.suite import EvalTask, Suite, load_suite
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
+from synthorg.store.protocol import EvalRecordStore
 
 _ENDED = frozenset(
     {
@@ -55,22 +56,22 @@ class Item:
         return "conversation/" + self.key.removeprefix("result/")
 
 
-async def save_plan(components: Components, plan: EvalPlan) -> None:
+async def save_plan(store: EvalRecordStore, plan: EvalPlan) -> None:
     """Record the plan; the eval exists from here on."""
-    await components.store.put_eval_item(plan.eval_id, "plan", plan.model_dump(mode="json"))
+    await store.put_eval_item(plan.eval_id, "plan", plan.model_dump(mode="json"))
 
 
-async def load_plan(components: Components, eval_id: str) -> EvalPlan:
+async def load_plan(store: EvalRecordStore, eval_id: str) -> EvalPlan:
     """The plan of an existing eval; a clear error for an unknown id."""
-    items = await components.store.eval_items(eval_id, "plan")
+    items = await store.eval_items(eval_id, "plan")
     if "plan" not in items:
         raise NotFoundError(f"no eval {eval_id!r} in this store (see `synthorg eval list`)")
     return EvalPlan.model_validate(items["plan"])
 
 
-async def load_results(components: Components, eval_id: str) -> list[TaskResult]:
+async def load_results(store: EvalRecordStore, eval_id: str) -> list[TaskResult]:
     """Every verdict recorded so far."""
-    items = await components.store.eval_items(eval_id, "result/")
+    items = await store.eval_items(eval_id, "result/")
     return [TaskResult.model_validate(body) for body in items.values()]
 
 
@@ -95,7 +96,7 @@ class EvalRunner:
 
     async def run(self) -> list[TaskResult]:
         suite = load_suite(Path(self._plan.suite_path), self._plan.repo_map)
-        done = {r.key for r in await load_results(self._c, self._plan.eval_id)}
+        done = {r.key for r in await load_results(self._c.store, self._plan.eval_id)}
         todo = [item for item in items_of(self._plan, suite) if item.key not in done]
         gate = asyncio.Semaphore(self._plan.concurrency)
 
@@ -110,7 +111,7 @@ class EvalRunner:
         async with asyncio.TaskGroup() as group:
             for item in todo:
                 group.create_task(one(item))
-        return await load_results(self._c, self._plan.eval_id)
+        return await load_results(self._c.store, self._plan.eval_id)
 
     async def _run_item(self, item: Item) -> TaskResult:
         self._progress(item.key, None)
