@@ -66,7 +66,8 @@ class TaskResult(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     turns: int = 0
-    wall_s: float = 0.0
+    wall_s: float = Field(0.0, description="The whole item: run, check and bookkeeping.")
+    check_s: float = Field(0.0, description="Of which the hidden check and bookkeeping.")
     commit_sha: str | None = None
     model_patch: str = Field("", description="Diff base..result: the SWE-bench prediction.")
     check_output: str = Field("", description="Tail of the hidden check's output.")

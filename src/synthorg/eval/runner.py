@@ -123,6 +123,7 @@ class EvalRunner:
             await self._c.service.start(record.id)
             await self._c.service.wait(record.id)
         final = await self._c.store.get_conversation(record.id)
+        checking = time.monotonic()
         outcome = await run_hidden_check(
             self._c.sandbox,
             git_dir=_git_dir(repo),
@@ -145,6 +146,7 @@ class EvalRunner:
             tokens_out=final.usage.tokens_out,
             turns=final.turns,
             wall_s=round(time.monotonic() - started, 3),
+            check_s=round(time.monotonic() - checking, 3),
             commit_sha=final.commit_sha,
             model_patch=patch,
             check_output=outcome.output[-2000:],
