@@ -24,6 +24,7 @@ from synthorg.domain import new_id
 from synthorg.eval.results import Arm, EvalPlan
 from synthorg.eval.runner import EvalRunner, save_plan
 from synthorg.eval.starter import materialize
+from synthorg.logging import configure_logging
 from synthorg.service.boot import boot
 from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.settings import Settings
@@ -83,6 +84,7 @@ async def one(concurrency: int, scratch: Path, suite: Path) -> tuple[float, floa
 
 
 def main() -> None:
+    configure_logging("WARNING")  # the figures, not every run's log lines
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
