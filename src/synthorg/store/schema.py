@@ -90,7 +90,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     Migration(
-        2,
+        3,  # 2 is the conversation owners' lease table (issue 14)
         "eval items",
         (
             """
