@@ -272,17 +272,16 @@ def report(
     from synthorg.eval import report as reports
     from synthorg.eval.runner import load_plan, load_results
 
-    async def body() -> None:
+    async def body() -> tuple[list[TaskResult], list[str]]:
         async with _store_only(settings_from(config)) as store:
             plan = await load_plan(store, eval_id)
-            results = await load_results(store, eval_id)
-            arms = [a.name for a in plan.arms]
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "report.html").write_text(reports.html(eval_id, results, arms))
-            (out / "summary.md").write_text(reports.markdown(eval_id, results, arms))
-            console.print(f"wrote {out / 'report.html'} and {out / 'summary.md'}")
+            return await load_results(store, eval_id), [a.name for a in plan.arms]
 
-    run_async(body())
+    results, arms = run_async(body())
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.html").write_text(reports.html(eval_id, results, arms))
+    (out / "summary.md").write_text(reports.markdown(eval_id, results, arms))
+    console.print(f"wrote {out / 'report.html'} and {out / 'summary.md'}")
 
 
 @app.command("export")
@@ -294,9 +293,9 @@ def export(
     """SWE-bench predictions (instance_id, model_name_or_path, model_patch), one per run."""
     from synthorg.eval.runner import load_results
 
-    async def body() -> None:
+    async def body() -> list[dict[str, str]]:
         async with _store_only(settings_from(config)) as store:
-            rows = [
+            return [
                 {
                     "instance_id": r.task_id,
                     "model_name_or_path": f"synthorg-{r.arm}-r{r.repeat}",
@@ -304,10 +303,10 @@ def export(
                 }
                 for r in sorted(await load_results(store, eval_id), key=lambda r: r.key)
             ]
-        out.write_text("".join(json.dumps(row) + "\n" for row in rows))
-        console.print(f"wrote {len(rows)} predictions to {out}")
 
-    run_async(body())
+    rows = run_async(body())
+    out.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    console.print(f"wrote {len(rows)} predictions to {out}")
 
 
 @app.command("starter")

@@ -152,6 +152,13 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
+def _fresh_dir(path: Path) -> Path:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
 async def run_hidden_check(
     sandbox: SandboxStreamer,
     *,
@@ -163,11 +170,7 @@ async def run_hidden_check(
     timeout_s: float = 300.0,
 ) -> CheckOutcome:
     """Judge ``commit`` (None: the run landed nothing, judged on ``base``)."""
-    scratch.mkdir(parents=True, exist_ok=True)
-    workdir = scratch / "tree"
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    workdir.mkdir()
+    workdir = await asyncio.to_thread(_fresh_dir, scratch / "tree")
     try:
         await asyncio.to_thread(export_tree, git_dir, commit or base, workdir)
         await asyncio.to_thread(apply_test_patch, git_dir, base, workdir, check.test_patch)
@@ -185,6 +188,6 @@ async def run_hidden_check(
             lines.append(line)
     ended = proc.exit
     output = "\n".join(lines)[-_OUTPUT_TAIL:]
-    shutil.rmtree(workdir, ignore_errors=True)
+    await asyncio.to_thread(shutil.rmtree, workdir, ignore_errors=True)
     passed = ended is not None and ended.returncode == 0
     return CheckOutcome(passed, output)
