@@ -139,7 +139,7 @@ async def test_missing_checkpoint_and_non_git(tmp_path: Path, home: Path) -> Non
         await CheckpointStore().rollback(ws, 7)
     plain = tmp_path / "plain"
     plain.mkdir()
-    not_git = await WorktreeManager(home).create(plain, "conv-plain")
+    not_git = await WorktreeManager(home).create(plain, "conv-plain", enabled=False)
     with pytest.raises(NotAGitWorkspaceError):
         await CheckpointStore().create(not_git)
 

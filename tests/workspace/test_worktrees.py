@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.errors import ConflictError, NotFoundError, UsageError
+from synthorg.workspace.errors import UnsuitableRepositoryError
 from synthorg.workspace.worktrees import WorktreeManager
 
 from .gitfixtures import git, make_repo, tree_state, worktree_count
@@ -95,46 +96,64 @@ async def test_detached_head_base(tmp_path: Path, home: Path) -> None:
     assert ws.base_ref == sha and ws.base_ref_name == "HEAD"
 
 
-async def test_non_git_directory_runs_in_place(tmp_path: Path, home: Path) -> None:
+async def test_non_git_directory_is_refused_unless_in_place_is_asked(
+    tmp_path: Path, home: Path
+) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "notes.txt").write_text("x")
-    ws = await WorktreeManager(home).create(plain, "conv-plain")
+    manager = WorktreeManager(home)
+    with pytest.raises(UnsuitableRepositoryError, match="not a git repository") as caught:
+        await manager.create(plain, "conv-plain")
+    assert "\n" not in str(caught.value) and "--no-worktree" in str(caught.value)
+    ws = await manager.create(plain, "conv-plain", enabled=False)
     assert not ws.is_worktree and not ws.is_git
     assert ws.path == plain and ws.repo is None and ws.branch is None
-    assert "not a git repository" in ws.note and "running in place" in ws.note
-    await WorktreeManager(home).remove(ws, delete_branch=True)
+    assert "WARNING" in ws.note and "in place" in ws.note
+    await manager.remove(ws, delete_branch=True)
     assert (plain / "notes.txt").read_text() == "x"  # never deletes the user's directory
 
 
-async def test_disabled_worktrees_run_in_place(tmp_path: Path, home: Path) -> None:
+async def test_in_place_git_repository_gets_no_host_git(tmp_path: Path, home: Path) -> None:
+    """In place, the agent can write .git itself: the host never runs git there."""
     repo = tmp_path / "proj"
-    base = make_repo(repo, FILES)
+    make_repo(repo, FILES)
     manager = WorktreeManager(home)
     ws = await manager.create(repo, "conv-off", enabled=False)
-    assert not ws.is_worktree and ws.is_git
-    assert ws.path == repo and ws.branch == "main" and ws.base_ref == base
-    assert "worktrees disabled" in ws.note
+    assert not ws.is_worktree and not ws.is_git and ws.git_dir is None
+    assert ws.path == repo and "WARNING" in ws.note
     assert not (home / "worktrees").exists()
-    # Resume in place keeps the original base even after the branch moved.
-    git(repo, "commit", "-q", "--allow-empty", "-m", "moved")
-    again = await manager.create(repo, "conv-off", enabled=False)
-    assert again.base_ref == base
+    assert "synthorg/conv-off" not in git(repo, "branch", "--list")
     await manager.remove(ws)
     assert (repo / "README.md").exists()
 
 
-async def test_bare_and_empty_repositories_run_in_place(tmp_path: Path, home: Path) -> None:
+async def test_bare_and_empty_repositories_are_refused(tmp_path: Path, home: Path) -> None:
     bare = tmp_path / "bare.git"
     git(tmp_path, "init", "-q", "--bare", str(bare))
-    ws = await WorktreeManager(home).create(bare, "conv-bare")
-    assert not ws.is_worktree and "bare repository" in ws.note
+    manager = WorktreeManager(home)
+    with pytest.raises(UnsuitableRepositoryError, match="bare repository"):
+        await manager.create(bare, "conv-bare")
 
     empty = tmp_path / "empty"
     empty.mkdir()
     git(empty, "init", "-q", "-b", "main")
-    ws = await WorktreeManager(home).create(empty, "conv-empty")
-    assert not ws.is_worktree and ws.base_ref is None and "no commits" in ws.note
+    with pytest.raises(UnsuitableRepositoryError, match="no commits"):
+        await manager.create(empty, "conv-empty")
+    # Nothing was left behind: no worktree dir, no branch.
+    assert not (home / "worktrees" / "conv-empty").exists()
+    assert git(empty, "for-each-ref") == ""
+    assert (await manager.create(empty, "conv-empty", enabled=False)).path == empty
+
+
+async def test_data_dir_and_its_relatives_are_refused(tmp_path: Path, home: Path) -> None:
+    manager = WorktreeManager(home)
+    home.mkdir(parents=True)
+    inside = home / "worktrees" / "other"
+    make_repo(inside, FILES)
+    for path, in_place in ((home, True), (inside, True), (inside, False), (tmp_path, True)):
+        with pytest.raises(UsageError, match="data dir"):
+            await manager.create(path, "conv-h", enabled=not in_place)
 
 
 async def test_bad_inputs(tmp_path: Path, home: Path) -> None:
@@ -149,7 +168,7 @@ async def test_bad_inputs(tmp_path: Path, home: Path) -> None:
     squatter = home / "worktrees" / "conv-sq" / "proj"
     squatter.mkdir(parents=True)
     (squatter / "something").write_text("not a worktree")
-    with pytest.raises(ConflictError, match="not a live worktree"):
+    with pytest.raises(ConflictError, match="has no record of it"):
         await manager.create(repo, "conv-sq")
 
 

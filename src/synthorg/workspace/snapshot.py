@@ -113,7 +113,7 @@ class SnapshotIndex:
         self.path = self.dir / "snapshot.index"
         self._head_marker = self.dir / "snapshot.head"
         self.env = {"GIT_INDEX_FILE": str(self.path)}
-        self._journal_key = _journal_key(self.ws)
+        self._journal_key = journal_key(self.ws)
 
     @asynccontextmanager
     async def locked(self) -> AsyncIterator[SnapshotIndex]:
@@ -230,9 +230,12 @@ class SnapshotIndex:
         await self.co.run_retrying([*FAST_CONFIG, "read-tree", "--reset", "-u", tree], env=self.env)
 
 
-def _journal_key(ws: Workspace) -> str:
-    """A journal belongs to one work tree of one repository, never to a path alone: a
-    repository re-created at the same path gets fresh admin dirs with the same names."""
+def journal_key(ws: Workspace) -> str:
+    """The journal registry's key for ``ws``.
+
+    A journal belongs to one work tree of one repository, never to a path alone: a repository
+    re-created at the same path gets fresh admin dirs with the same names.
+    """
     assert ws.git_dir is not None
     return f"{state_dir(ws.git_dir) / 'snapshot.index'}\0{ws.path}\0{ws.repo_identity}"
 
@@ -261,7 +264,7 @@ def _pathspecs(root: Path, paths: set[str]) -> list[str] | None:
 def forget(ws: Workspace) -> None:
     """Stop watching a checkout (its worktree is being removed)."""
     if ws.git_dir is not None:
-        JOURNALS.discard(_journal_key(ws))
+        JOURNALS.discard(journal_key(ws))
 
 
 async def snapshot_tree(checkout: Checkout) -> Snapshot:

@@ -115,6 +115,10 @@ class WorktreeManager:
         target = self.path_for(conversation_id, probe.toplevel.name)
         async with exclusive(self.home / "locks" / f"{conversation_id}.lock"):
             existing = self._load(conversation_id, probe.toplevel.name)
+            if existing is not None and not (target.exists() or target.is_symlink()):
+                # Deleted by hand: forget the record; the kept branch is checked out again.
+                self._metadata_file(conversation_id, probe.toplevel.name).unlink()
+                existing = None
             if existing is not None:
                 if existing.common_dir != probe.common_dir:
                     raise ConflictError(
@@ -219,7 +223,7 @@ class WorktreeManager:
                 )
             return await self.create(repo, conversation_id, enabled=False)
         existing = await self.get(conversation_id)
-        if existing is None:
+        if existing is None or not (existing.path.exists() or existing.path.is_symlink()):
             return await self.create(repo, conversation_id)
         if recorded is not None and Path(recorded.path) != existing.path:
             raise WorkspaceTamperedError(
