@@ -8,7 +8,9 @@ repository no longer matches that record, and disarms every filter driver git wo
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,10 +29,33 @@ from synthorg.workspace.models import Workspace
 _MAX_DOTGIT = 4096
 
 
+def _identity_file(common_dir: Path) -> Path:
+    return common_dir / "synthorg" / "repository-id"
+
+
 def repo_identity(common_dir: Path) -> str:
-    """Device and inode of a repository's shared git dir (changes when it is re-created)."""
-    st = os.stat(common_dir)
-    return f"{st.st_dev}:{st.st_ino}"
+    """The repository's identity: a random id SynthOrg keeps in its shared git dir, plus the
+    dir's device and inode. A repository deleted and re-created (or re-cloned) at the same
+    path has another (inode numbers alone are reused; root commits repeat in a clone)."""
+    path = _identity_file(common_dir)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{secrets.token_hex(8)}")
+        tmp.write_text(secrets.token_hex(16), encoding="ascii")
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)  # atomic: the first creator wins, nobody reads a partial id
+        tmp.unlink()
+    return _current_identity(common_dir) or "unreadable"
+
+
+def _current_identity(common_dir: Path) -> str | None:
+    """The identity as it is on disk now (None when the repository has none or is gone)."""
+    try:
+        st = os.stat(common_dir)
+        token = _identity_file(common_dir).read_text(encoding="ascii").strip()
+    except OSError:
+        return None
+    return f"{token}:{st.st_dev}:{st.st_ino}" if token else None
 
 
 def dotgit_text(git_dir: Path) -> bytes:
@@ -74,22 +99,17 @@ def verify(ws: Workspace) -> CheckoutDirs:
             f"{seen}); host git will not touch it. Nothing was run or committed; inspect the "
             "worktree, then delete the conversation"
         )
+    if ws.repo_identity is not None and _current_identity(ws.common_dir) != ws.repo_identity:
+        raise WorkspaceTamperedError(
+            f"{where}: the repository {ws.repo or ws.common_dir} was deleted and re-created "
+            "(or re-cloned) since the conversation began; its branch and base are gone. "
+            "Start a new conversation"
+        )
     back = _read_small(ws.git_dir / "gitdir")
     if back is None or back.strip() != os.fsencode(ws.path / ".git"):
         raise WorkspaceTamperedError(
             f"{where}: git no longer registers it at {ws.git_dir}; nothing was run"
         )
-    if ws.repo_identity is not None:
-        try:
-            now = repo_identity(ws.common_dir)
-        except OSError:
-            now = "gone"
-        if now != ws.repo_identity:
-            raise WorkspaceTamperedError(
-                f"{where}: the repository {ws.repo or ws.common_dir} was deleted and re-created "
-                "(or re-cloned) since the conversation began; its branch and base are gone. "
-                "Start a new conversation"
-            )
     return CheckoutDirs(work_tree=ws.path, git_dir=ws.git_dir, common_dir=ws.common_dir)
 
 
