@@ -72,7 +72,7 @@ _HARDENED = (
 )
 
 # A driver's program runs when an attribute names the driver; these keys define one.
-_DRIVER_KEY = re.compile(r"^(filter)\.(.+)\.(clean|smudge|process)$", re.DOTALL)
+_DRIVER_KEY = re.compile(r"^(filter)\.(.*)\.(clean|smudge|process)$", re.DOTALL)
 
 
 def driver_overrides(config_names: Iterable[str]) -> list[tuple[str, str]]:
