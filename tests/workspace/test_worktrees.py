@@ -240,3 +240,23 @@ async def test_concurrent_creations_across_processes(tmp_path: Path, home: Path)
         assert proc.returncode == 0, err.decode()
     assert worktree_count(repo) == 1 + 18
     git(repo, "fsck", "--no-progress")
+
+
+async def test_creation_is_all_or_nothing(tmp_path: Path, home: Path) -> None:
+    """A failure after the branch and worktree were made (here: the record cannot be
+    written) leaves no branch, no base ref, no registered worktree and no files."""
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    manager = WorktreeManager(home)
+    blocker = home / "worktrees" / "conv-fail" / ".proj.workspace.json.tmp"
+    blocker.mkdir(parents=True)  # the record's temp file cannot be created
+    with pytest.raises(OSError):
+        await manager.create(repo, "conv-fail")
+    assert "synthorg/conv-fail" not in git(repo, "branch", "--list")
+    assert git(repo, "for-each-ref", "refs/synthorg/") == ""
+    assert worktree_count(repo) == 1
+    assert not (home / "worktrees" / "conv-fail" / "proj").exists()
+    assert await manager.get("conv-fail") is None
+    blocker.rmdir()
+    ws = await manager.create(repo, "conv-fail")  # and a retry succeeds
+    assert ws.is_worktree and (ws.path / "README.md").exists()
