@@ -154,6 +154,12 @@ async def test_data_dir_and_its_relatives_are_refused(tmp_path: Path, home: Path
     for path, in_place in ((home, True), (inside, True), (inside, False), (tmp_path, True)):
         with pytest.raises(UsageError, match="data dir"):
             await manager.create(path, "conv-h", enabled=not in_place)
+    # A repository SynthOrg keeps in its data dir (the demo's) is a fine worktree source.
+    demo = home / "demo" / "repo"
+    make_repo(demo, FILES)
+    assert (await manager.create(demo, "conv-demo")).is_worktree
+    with pytest.raises(UsageError, match="data dir"):
+        await manager.create(demo, "conv-demo2", enabled=False)
 
 
 async def test_bad_inputs(tmp_path: Path, home: Path) -> None:

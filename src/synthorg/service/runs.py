@@ -306,6 +306,9 @@ class LocalRunService:
                     + "; ".join(self._isolation_warnings),
                 ),
             )
+        if not workspace.is_worktree:
+            # Asked for explicitly; said loudly in the run's own log (no checkpoints, no commit).
+            await self.store.append(record.id, MessageEvent(role="system", text=workspace.note))
         prior = await self._all_events(record.id)
         resumed = record.runs > 0
         setup = RunSetup(

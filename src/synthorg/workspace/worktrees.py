@@ -75,15 +75,24 @@ class WorktreeManager:
         return _metadata_file(self.path_for(conversation_id, project_name))
 
     def check_mountable(self, path: Path, *, in_place: bool) -> None:
-        """Refuse the data dir, its children and (edited in place) its parents."""
+        """Refuse what must never be mounted or probed.
+
+        In place (mounted read-write): the data dir, its parents and its children. As a
+        worktree's source (only its commits are checked out): the data dir itself and the
+        worktrees, which the agents write (git would discover a git dir one of them built).
+        """
         home = self.home.resolve()
         real = path.resolve()
-        inside = real == home or home in real.parents
-        if inside or (in_place and real in home.parents):
+        if in_place:
+            refused = real == home or home in real.parents or real in home.parents
+        else:
+            worktrees = self.root.resolve()
+            refused = real in (home, worktrees) or worktrees in real.parents
+        if refused:
             raise UsageError(
-                f"refusing {path}: it is SynthOrg's data dir {home}"
-                + (", a parent" if in_place else "")
-                + " or inside it (keys, store, other worktrees). Use a repository elsewhere"
+                f"refusing {path}: it is SynthOrg's data dir {home}, "
+                + ("a parent or a child of it" if in_place else "or one of its worktrees")
+                + " (keys, store, other conversations). Use a repository elsewhere"
             )
 
     async def create(
