@@ -249,3 +249,26 @@ async def test_resume_mounts_and_runs_nothing_the_agent_planted(
     assert resumed.commit_sha is None
     assert final.status is ConversationStatus.FAILED, (final, events)
     assert any(".git" in d for k, d in events if k == "error"), events
+
+
+async def test_core_dump_and_oversize_file_are_refused_by_the_gate(tmp_path: Path) -> None:
+    """Finding 6 (gate part): a core dump and a huge file in the worktree are not committed;
+    the refusal is an error event and the record and the log both end FAILED."""
+    repo = create_demo_repo(tmp_path / "calc")
+    core = "\\177ELF\\002\\001\\001" + "\\000" * 9 + "\\004\\000\\076\\000\\001\\000\\000\\000"
+    async with booted(tmp_path / "home") as components:
+        for name, command, reason in (
+            ("core", f"printf '{core}' > core.4242 && head -c 4096 /dev/zero >> core.4242", "core"),
+            ("big", "head -c 11000000 /dev/zero > blob.bin", "size limit"),
+        ):
+            cid, token = await start_attack(components, repo)
+            PLANS[token] = [f"cd /workspace && echo work > work.txt && {command}"]
+            result = await components.service.run(cid)
+            events = await kinds(components, cid)
+            final = await components.store.get_conversation(cid)
+            last_status = await last_status_in_log(components, cid)
+            assert result.commit_sha is None, name
+            assert final.status is ConversationStatus.FAILED, (name, final)
+            assert last_status is ConversationStatus.FAILED, (name, events)
+            assert any(k == "error" and reason in d for k, d in events), (name, events)
+            assert final.error is not None and reason in final.error
