@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.errors import ConflictError, NotFoundError, UsageError
-from synthorg.workspace.errors import UnsuitableRepositoryError
+from synthorg.workspace.errors import UnsuitableRepositoryError, WorkspaceTamperedError
 from synthorg.workspace.worktrees import WorktreeManager
 
 from .gitfixtures import git, make_repo, tree_state, worktree_count
@@ -266,3 +266,29 @@ async def test_creation_is_all_or_nothing(tmp_path: Path, home: Path) -> None:
     blocker.rmdir()
     ws = await manager.create(repo, "conv-fail")  # and a retry succeeds
     assert ws.is_worktree and (ws.path / "README.md").exists()
+
+
+async def test_resume_rechecks_what_the_store_and_the_host_record_say(
+    tmp_path: Path, home: Path
+) -> None:
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    other = tmp_path / "other"
+    other.mkdir()
+    manager = WorktreeManager(home)
+    ws = await manager.create(repo, "conv-r")
+    assert (await manager.resume(repo, "conv-r", ws.info())).path == ws.path
+    moved = ws.info().model_copy(update={"path": str(home)})
+    with pytest.raises(WorkspaceTamperedError, match="refusing to mount"):
+        await manager.resume(repo, "conv-r", moved)
+    # In place: the directory must be the task's repository, and never the data dir.
+    in_place = await manager.create(other, "conv-p", enabled=False)
+    assert (await manager.resume(other, "conv-p", in_place.info())).path == other
+    elsewhere = in_place.info().model_copy(update={"path": str(home)})
+    with pytest.raises(WorkspaceTamperedError, match="refusing to mount"):
+        await manager.resume(other, "conv-p", elsewhere)
+    # A host record that names another path is refused, not followed.
+    record = home / "worktrees" / "conv-r" / ".proj.workspace.json"
+    record.write_text(record.read_text().replace(str(ws.path), str(other)))
+    with pytest.raises(WorkspaceTamperedError, match="does not describe"):
+        await manager.resume(repo, "conv-r", ws.info())

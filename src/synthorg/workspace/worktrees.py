@@ -225,7 +225,7 @@ class WorktreeManager:
         again on the kept branch. In place, the directory must be the task's repository.
         """
         if recorded is not None and not recorded.is_worktree:
-            if Path(recorded.path) != _existing_dir(repo):
+            if Path(recorded.path).resolve() != _existing_dir(repo).resolve():
                 raise WorkspaceTamperedError(
                     f"conversation {conversation_id} edits {recorded.path} in place, but its "
                     f"task names {repo}; refusing to mount either"
