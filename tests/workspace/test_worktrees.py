@@ -292,3 +292,23 @@ async def test_resume_rechecks_what_the_store_and_the_host_record_say(
     record.write_text(record.read_text().replace(str(ws.path), str(other)))
     with pytest.raises(WorkspaceTamperedError, match="does not describe"):
         await manager.resume(repo, "conv-r", ws.info())
+
+
+async def test_a_worktree_without_a_host_record_is_adopted_only_if_untampered(
+    tmp_path: Path, home: Path
+) -> None:
+    """Worktrees made before records lived beside them: found through git's admin dirs."""
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    manager = WorktreeManager(home)
+    ws = await manager.create(repo, "conv-legacy")
+    record = home / "worktrees" / "conv-legacy" / ".proj.workspace.json"
+    record.unlink()
+    adopted = await manager.create(repo, "conv-legacy")
+    assert (adopted.path, adopted.git_dir, adopted.base_ref) == (ws.path, ws.git_dir, ws.base_ref)
+    assert record.is_file()
+    record.unlink()
+    (ws.path / ".git").write_text("gitdir: .evil\n")
+    with pytest.raises(WorkspaceTamperedError, match=r"\.git file changed"):
+        await manager.create(repo, "conv-legacy")
+    assert not record.exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 from pathlib import Path
 
@@ -136,6 +137,9 @@ class WorktreeManager:
                     )
                 verify(existing)
                 return existing.model_copy(update={"note": "reattached to the existing worktree"})
+            adopted = await self._adopt(probe, target, conversation_id)
+            if adopted is not None:
+                return adopted
             if target.exists() or target.is_symlink():
                 raise ConflictError(
                     f"{target} exists but SynthOrg has no record of it: remove that directory "
@@ -193,6 +197,44 @@ class WorktreeManager:
         except BaseException:
             await asyncio.shield(self._undo(probe, target, git_dir, made_refs))
             raise
+
+    async def _adopt(
+        self, probe: RepoProbe, target: Path, conversation_id: str
+    ) -> Workspace | None:
+        """A worktree made before records lived beside it (or whose record was lost).
+
+        Found from git's host-only admin dirs, never from the worktree's ``.git`` file, and
+        only adopted when that file still says exactly what git wrote.
+        """
+        base = await stored_base(probe.toplevel, conversation_id)
+        admin_root = probe.common_dir / "worktrees"
+        if base is None or not (target.is_dir() and admin_root.is_dir()):
+            return None
+        expected = os.fsencode(target / ".git")
+        for admin in sorted(admin_root.iterdir()):
+            try:
+                points_at = (admin / "gitdir").read_bytes().strip()
+            except OSError:
+                continue
+            if points_at != expected:
+                continue
+            ws = Workspace(
+                conversation_id=conversation_id,
+                path=target,
+                repo=probe.toplevel,
+                branch=refs.branch_name(conversation_id),
+                base_ref=base,
+                base_ref_name=refs.base_ref(conversation_id),
+                is_worktree=True,
+                note="adopted an existing worktree",
+                git_dir=admin,
+                common_dir=probe.common_dir,
+                repo_identity=repo_identity(probe.common_dir),
+            )
+            verify(ws)  # its .git file must be exactly what git wrote
+            self._write_metadata(ws)
+            return ws
+        return None
 
     async def _undo(
         self, probe: RepoProbe, target: Path, git_dir: Path | None, made_refs: list[str]
