@@ -47,31 +47,47 @@ def touch(marker: Path, name: str) -> str:
     return f"touch {marker / name}"
 
 
+def set_config(config: Path, key: str, value: str) -> None:
+    """Write one setting with git's own quoting (a raw ';' would start a comment)."""
+    subprocess.run(["git", "config", "-f", str(config), key, value], check=True)
+
+
 def arm(git_dir: Path, marker: Path, drivers: list[str]) -> None:
     """Give ``git_dir`` drivers, fsmonitor, a pager and hooks that each touch a marker."""
     config = git_dir / "config"
-    with config.open("a", encoding="utf-8") as fh:
-        for n, driver in enumerate(drivers):
-            quoted = driver.replace("\\", "\\\\").replace('"', '\\"')
-            fh.write(
-                f'[filter "{quoted}"]\n'
-                f"\tclean = sh -c '{touch(marker, f'clean-{n}')}; cat'\n"
-                f"\tsmudge = sh -c '{touch(marker, f'smudge-{n}')}; cat'\n"
-                f"\tprocess = sh -c '{touch(marker, f'process-{n}')}'\n"
-                f"\trequired = true\n"
-                f"[diff \"{quoted}\"]\n\ttextconv = sh -c '{touch(marker, f'textconv-{n}')}; cat'\n"
-            )
-        fh.write(
-            f"[core]\n\tfsmonitor = {touch(marker, 'fsmonitor')}; false\n"
-            f"\tpager = {touch(marker, 'pager')}; cat\n\thooksPath = {git_dir / 'evilhooks'}\n"
-            f"[diff]\n\texternal = sh -c '{touch(marker, 'external')}'\n"
-        )
+    for n, driver in enumerate(drivers):
+        for key in ("clean", "smudge"):
+            set_config(config, f"filter.{driver}.{key}", f"sh -c '{touch(marker, key)}-{n}; cat'")
+        set_config(config, f"filter.{driver}.process", f"sh -c '{touch(marker, 'process')}-{n}'")
+        set_config(config, f"filter.{driver}.required", "true")
+        set_config(config, f"diff.{driver}.textconv", f"sh -c '{touch(marker, 'textconv')}; cat'")
+    set_config(config, "core.fsmonitor", f"{touch(marker, 'fsmonitor')}; false")
+    set_config(config, "core.pager", f"{touch(marker, 'pager')}; cat")
+    set_config(config, "core.hooksPath", str(git_dir / "evilhooks"))
+    set_config(config, "diff.external", f"sh -c '{touch(marker, 'external')}'")
     for hooks in (git_dir / "hooks", git_dir / "evilhooks"):
         hooks.mkdir(exist_ok=True)
         for name in HOOKS:
             script = hooks / name
             script.write_text(f"#!/bin/sh\n{touch(marker, 'hook-' + name)}\n")
             script.chmod(0o755)
+
+
+def control_fires(work_tree: Path, git_dir: Path, marker: Path) -> None:
+    """Positive control: plain git (as a user would run it) does run what was planted."""
+    subprocess.run(
+        ["git", f"--git-dir={git_dir}", f"--work-tree={work_tree}", "add", "-A", "--dry-run"],
+        capture_output=True,
+        check=False,
+    )
+    subprocess.run(
+        ["git", f"--git-dir={git_dir}", f"--work-tree={work_tree}", "status"],
+        capture_output=True,
+        check=False,
+    )
+    assert fired(marker), "the planted programs never ran under plain git"
+    for path in marker.iterdir():
+        path.unlink()
 
 
 def attributes(drivers: list[str]) -> bytes:
@@ -128,6 +144,9 @@ async def test_drivers_hooks_and_fsmonitor_in_the_repository_config_never_run(
     repo = tmp / "proj"
     make_repo(repo, {**FILES, ".gitattributes": attributes(drivers)})
     arm(repo / ".git", marker, drivers)
+    (repo / "control.txt").write_text("control\n")
+    control_fires(repo, repo / ".git", marker)
+    (repo / "control.txt").unlink()
     ws = await WorktreeManager(tmp / "home").create(repo, "conv-h")
     await exercise(ws)
     assert fired(marker) == []
@@ -150,6 +169,7 @@ async def test_git_dir_built_in_the_worktree_is_never_used(tmp_path: Path, home:
     git(evil, "--git-dir", str(evil), "symbolic-ref", "HEAD", "refs/heads/synthorg/conv-h")
     arm(evil, marker, ["f"])
     (ws.path / ".gitattributes").write_bytes(attributes(["f"]))
+    control_fires(ws.path, evil, marker)
     (ws.path / ".evil" / "synthorg").mkdir()
     (ws.path / ".evil" / "synthorg" / "workspace.json").write_text(
         json.dumps({"conversation_id": "conv-h", "path": str(home), "is_worktree": False})
@@ -272,3 +292,27 @@ def test_every_filter_driver_seen_is_disarmed(keys: list[tuple[str, str, str]]) 
                 assert overrides[f"filter.{sub}.{part}"] == ""
             assert overrides[f"filter.{sub}.required"] == "false"
     assert all(name.startswith("filter.") for name in overrides)
+
+
+async def test_a_driver_added_to_the_configuration_later_is_disarmed_too(
+    tmp_path: Path, home: Path
+) -> None:
+    """The list of drivers to disarm follows the config files (and their includes)."""
+    marker = tmp_path / "marker"
+    marker.mkdir()
+    repo = tmp_path / "proj"
+    make_repo(repo, {**FILES, ".gitattributes": b"* filter=late\n*.py filter=inc\n"})
+    ws = await WorktreeManager(home).create(repo, "conv-h")
+    store = CheckpointStore()
+    await store.create(ws)  # the configuration as it was is now known
+    config = repo / ".git" / "config"
+    set_config(config, "filter.late.clean", f"sh -c '{touch(marker, 'late')}; cat'")
+    set_config(config, "include.path", str(tmp_path / "included"))
+    (tmp_path / "included").write_text("[core]\n\tabbrev = 12\n")
+    (ws.path / "notes.txt").write_text("changed\n")
+    await store.create(ws)
+    set_config(tmp_path / "included", "filter.inc.clean", f"sh -c '{touch(marker, 'inc')}; cat'")
+    (ws.path / "app.py").write_text("x = 5\n")
+    await store.create(ws)
+    assert (await CommitGate().land(ws, SUMMARY)).committed
+    assert fired(marker) == []

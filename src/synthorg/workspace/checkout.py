@@ -161,8 +161,49 @@ class Checkout:
 async def open_checkout(ws: Workspace) -> Checkout:
     """Verify ``ws`` and learn which filter drivers to disarm (config is read, never run)."""
     dirs = verify(ws)
+    return Checkout(ws=ws, dirs=dirs, overrides=await _disarmed_drivers(dirs))
+
+
+# Per checkout: the config files git read (with their stat signature) and the overrides they
+# called for. Listing config costs a git process per operation; its files rarely change.
+_Overrides = tuple[tuple[str, str], ...]
+_DRIVERS: dict[tuple[Path, Path], tuple[tuple[Path, ...], tuple[object, ...], _Overrides]] = {}
+_MAX_CACHED = 256
+
+
+def _signature(files: tuple[Path, ...]) -> tuple[object, ...]:
+    out: list[object] = []
+    for path in files:
+        try:
+            st = os.stat(path)
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(out)
+
+
+async def _disarmed_drivers(dirs: CheckoutDirs) -> _Overrides:
+    """Overrides for every filter driver git would see in this checkout's configuration."""
+    key = (dirs.git_dir, dirs.common_dir)
+    cached = _DRIVERS.get(key)
+    if cached is not None and _signature(cached[0]) == cached[1]:
+        return cached[2]
+    base = (dirs.common_dir / "config", dirs.git_dir / "config.worktree")
+    before = _signature(base)
     listed = await run_git(
-        ["config", "--list", "--name-only", "-z"], dirs.work_tree, checkout=dirs, check=False
+        ["config", "--list", "--show-origin", "--name-only", "-z"],
+        dirs.work_tree,
+        checkout=dirs,
+        check=False,
     )
-    names = listed.text.split("\0") if listed.returncode == 0 else []
-    return Checkout(ws=ws, dirs=dirs, overrides=tuple(driver_overrides(names)))
+    tokens = listed.text.split("\0") if listed.returncode == 0 else []
+    names = tokens[1::2]
+    origins = {Path(t.removeprefix("file:")) for t in tokens[0::2] if t.startswith("file:")}
+    overrides = tuple(driver_overrides(names))
+    included = tuple(sorted(p for p in origins if p.is_absolute() and p not in base))
+    # Stats taken before listing: a file changed meanwhile differs next time and is re-read.
+    if len(_DRIVERS) >= _MAX_CACHED:
+        _DRIVERS.clear()
+    _DRIVERS[key] = (base + included, before + _signature(included), overrides)
+    return overrides
