@@ -239,7 +239,14 @@ def test_env_builder_drops_inherited_redirections_and_programs(tmp_path: Path) -
         "GIT_PAGER": "touch /evil",
         "GIT_ASKPASS": "touch /evil",
     }
-    code = "import json; from synthorg.workspace.git import git_env; print(json.dumps(git_env()))"
+    code = (
+        "import json, pathlib; from synthorg.workspace.git import git_env; env = git_env(); "
+        "n = [k for k, v in env.items() if v == 'core.hooksPath'][0].rsplit('_', 1)[1]; "
+        "hooks = pathlib.Path(env['GIT_CONFIG_VALUE_' + n]); "
+        "env['_hooks_empty_dir'] = str(hooks.is_dir() and not any(hooks.iterdir())); "
+        "env['_global'] = pathlib.Path(env['GIT_CONFIG_GLOBAL']).read_text(); "
+        "print(json.dumps(env))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code],
         env={**os.environ, **hostile},
@@ -256,9 +263,9 @@ def test_env_builder_drops_inherited_redirections_and_programs(tmp_path: Path) -
     }
     assert settings_["core.fsmonitor"] == "false"
     assert settings_["protocol.allow"] == "never"
-    hooks = Path(settings_["core.hooksPath"])
-    assert hooks.is_dir() and not any(hooks.iterdir())
-    assert "directory = *" in Path(env["GIT_CONFIG_GLOBAL"]).read_text()
+    assert settings_["core.hooksPath"] and env["_hooks_empty_dir"] == "True"
+    assert "directory = *" in env["_global"]
+    assert not Path(settings_["core.hooksPath"]).exists()  # removed when the process ended
 
 
 def test_env_builder_names_the_recorded_dirs(tmp_path: Path) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import random
 import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -112,6 +114,7 @@ class _Control:
 
     def __init__(self) -> None:
         root = Path(tempfile.mkdtemp(prefix="synthorg-git-"))  # 0700, host-only
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
         self.hooks = root / "hooks"
         self.hooks.mkdir(mode=0o700)
         self.config = root / "config"
