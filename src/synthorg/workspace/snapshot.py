@@ -7,6 +7,7 @@ trees. The user's index, HEAD and branch are never written here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -119,6 +120,12 @@ class SnapshotIndex:
     async def locked(self) -> AsyncIterator[SnapshotIndex]:
         """Hold the index against other tasks and processes working on the same checkout."""
         async with exclusive(self.dir / "snapshot.lock"):
+            # Under this lock no other git can be writing the private index: a lock file left
+            # by a git killed mid-write (a cancelled run) is stale; remove it, or every later
+            # snapshot of this checkout fails.
+            for stale in (self.path.with_name(self.path.name + ".lock"),):
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
             yield self
 
     async def _seed(self, head: str | None) -> None:
