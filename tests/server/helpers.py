@@ -26,7 +26,7 @@ def make_repo(path: Path, files: dict[str, bytes]) -> None:
         (path / rel).parent.mkdir(parents=True, exist_ok=True)
         (path / rel).write_bytes(content)
     run_git_sync(["add", "-A"], path)
-    run_git_sync(["commit", "-q", "-m", "initial"], path)
+    run_git_sync(["commit", "-q", "-m", "initial"], path, env=IDENTITY)
 
 
 async def create(

@@ -88,9 +88,13 @@ async def test_git_views_of_the_worktree(
 async def test_git_views_refused_without_git(operator: httpx.AsyncClient, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    cid = (await create(operator, plain))["id"]
+    refused = await operator.post(
+        "/api/conversations", json={"repository": str(plain), "prompt": "append progress"}
+    )
+    assert refused.status_code == 400 and "not a git repository" in refused.json()["detail"]
+    cid = (await create(operator, plain, worktree=False))["id"]  # in place, asked explicitly
     response = await operator.get(f"/api/conversations/{cid}/changes")
-    assert response.status_code == 409 and "not a git repository" in response.json()["detail"]
+    assert response.status_code == 409 and "in place" in response.json()["detail"]
 
 
 async def test_metrics_count_requests_and_commands(app: FastAPI, keys: Keys, repo: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.journal import JOURNALS, Journal, JournalRegistry
-from synthorg.workspace.snapshot import state_dir
+from synthorg.workspace.snapshot import journal_key
 from synthorg.workspace.worktrees import WorktreeManager
 
 from .gitfixtures import git, make_repo, tree_state
@@ -69,7 +69,7 @@ async def test_checkpoints_go_through_the_journal(tmp_path: Path, home: Path) ->
     make_repo(repo, {".gitignore": b"out/\n", "a.txt": b"a\n", "src/m.py": b"m = 1\n"})
     ws = await WorktreeManager(home).create(repo, "conv-j")
     assert ws.git_dir is not None
-    key = str(state_dir(ws.git_dir) / "snapshot.index")
+    key = journal_key(ws)
     store = CheckpointStore()
     await store.create(ws)
     journal = JOURNALS.get(key)

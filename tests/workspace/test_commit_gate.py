@@ -153,9 +153,9 @@ async def test_in_place_and_non_git_workspaces_are_not_committed(
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "f").write_text("x")
-    ws = await WorktreeManager(home).create(plain, "conv-plain")
+    ws = await WorktreeManager(home).create(plain, "conv-plain", enabled=False)
     result = await CommitGate().land(ws, SUMMARY)
-    assert not result.committed and "not a git repository" in result.reason
+    assert not result.committed and "in place" in result.reason
 
 
 async def test_refuses_when_head_left_the_branch(tmp_path: Path, home: Path) -> None:

@@ -138,26 +138,24 @@ async def test_odd_file_names(tmp_path: Path, home: Path) -> None:
     assert star.count("diff --git") == 1
 
 
-async def test_in_place_workspace_views(tmp_path: Path, home: Path) -> None:
+async def test_views_need_a_worktree(tmp_path: Path, home: Path) -> None:
     repo = tmp_path / "proj"
     make_repo(repo, FILES)
-    ws = await WorktreeManager(home).create(repo, "conv-inplace", enabled=False)
-    (repo / "keep.txt").write_text("changed\n")
-    index_before = index_bytes(repo / ".git")
-    assert [c.path for c in await views.changes(ws)] == ["keep.txt"]
-    assert index_bytes(repo / ".git") == index_before
-
-
-async def test_views_need_git(tmp_path: Path, home: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    ws = await WorktreeManager(home).create(plain, "conv-plain")
-    with pytest.raises(NotAGitWorkspaceError, match="not a git checkout"):
-        await views.changes(ws)
-    with pytest.raises(NotAGitWorkspaceError):
-        await views.diff(ws)
-    with pytest.raises(NotAGitWorkspaceError):
-        await views.commits(ws)
+    manager = WorktreeManager(home)
+    for ws in (
+        await manager.create(repo, "conv-inplace", enabled=False),
+        await manager.create(plain, "conv-plain", enabled=False),
+    ):
+        index_before = index_bytes(repo / ".git")
+        with pytest.raises(NotAGitWorkspaceError, match="not a git checkout"):
+            await views.changes(ws)
+        with pytest.raises(NotAGitWorkspaceError):
+            await views.diff(ws)
+        with pytest.raises(NotAGitWorkspaceError):
+            await views.commits(ws)
+        assert index_bytes(repo / ".git") == index_before
 
 
 def test_parse_raw_numstat_copes_with_renames_and_binary() -> None:

@@ -139,7 +139,7 @@ async def test_missing_checkpoint_and_non_git(tmp_path: Path, home: Path) -> Non
         await CheckpointStore().rollback(ws, 7)
     plain = tmp_path / "plain"
     plain.mkdir()
-    not_git = await WorktreeManager(home).create(plain, "conv-plain")
+    not_git = await WorktreeManager(home).create(plain, "conv-plain", enabled=False)
     with pytest.raises(NotAGitWorkspaceError):
         await CheckpointStore().create(not_git)
 
@@ -277,3 +277,18 @@ async def test_same_second_same_size_edit_is_not_missed(
     await asyncio.sleep(1.1)  # the first snapshot happens in a later second
     cp = await CheckpointStore().create(ws)
     assert git(repo, "show", f"{cp.tree}:a.txt") == "ALPHA\n"
+
+
+async def test_a_lock_left_by_a_killed_git_does_not_wedge_checkpoints(
+    tmp_path: Path, home: Path
+) -> None:
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    ws = await WorktreeManager(home).create(repo, "conv-lock")
+    store = CheckpointStore()
+    await store.create(ws)
+    assert ws.git_dir is not None
+    (ws.git_dir / "synthorg" / "snapshot.index.lock").write_bytes(b"")  # git was SIGKILLed
+    (ws.path / "README.md").write_text("after the kill\n")
+    cp = await store.create(ws)
+    assert git(repo, "show", f"{cp.tree}:README.md") == "after the kill\n"

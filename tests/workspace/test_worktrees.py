@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.errors import ConflictError, NotFoundError, UsageError
+from synthorg.workspace.errors import UnsuitableRepositoryError, WorkspaceTamperedError
 from synthorg.workspace.worktrees import WorktreeManager
 
 from .gitfixtures import git, make_repo, tree_state, worktree_count
@@ -95,46 +96,70 @@ async def test_detached_head_base(tmp_path: Path, home: Path) -> None:
     assert ws.base_ref == sha and ws.base_ref_name == "HEAD"
 
 
-async def test_non_git_directory_runs_in_place(tmp_path: Path, home: Path) -> None:
+async def test_non_git_directory_is_refused_unless_in_place_is_asked(
+    tmp_path: Path, home: Path
+) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "notes.txt").write_text("x")
-    ws = await WorktreeManager(home).create(plain, "conv-plain")
+    manager = WorktreeManager(home)
+    with pytest.raises(UnsuitableRepositoryError, match="not a git repository") as caught:
+        await manager.create(plain, "conv-plain")
+    assert "\n" not in str(caught.value) and "--no-worktree" in str(caught.value)
+    ws = await manager.create(plain, "conv-plain", enabled=False)
     assert not ws.is_worktree and not ws.is_git
     assert ws.path == plain and ws.repo is None and ws.branch is None
-    assert "not a git repository" in ws.note and "running in place" in ws.note
-    await WorktreeManager(home).remove(ws, delete_branch=True)
+    assert "WARNING" in ws.note and "in place" in ws.note
+    await manager.remove(ws, delete_branch=True)
     assert (plain / "notes.txt").read_text() == "x"  # never deletes the user's directory
 
 
-async def test_disabled_worktrees_run_in_place(tmp_path: Path, home: Path) -> None:
+async def test_in_place_git_repository_gets_no_host_git(tmp_path: Path, home: Path) -> None:
+    """In place, the agent can write .git itself: the host never runs git there."""
     repo = tmp_path / "proj"
-    base = make_repo(repo, FILES)
+    make_repo(repo, FILES)
     manager = WorktreeManager(home)
     ws = await manager.create(repo, "conv-off", enabled=False)
-    assert not ws.is_worktree and ws.is_git
-    assert ws.path == repo and ws.branch == "main" and ws.base_ref == base
-    assert "worktrees disabled" in ws.note
+    assert not ws.is_worktree and not ws.is_git and ws.git_dir is None
+    assert ws.path == repo and "WARNING" in ws.note
     assert not (home / "worktrees").exists()
-    # Resume in place keeps the original base even after the branch moved.
-    git(repo, "commit", "-q", "--allow-empty", "-m", "moved")
-    again = await manager.create(repo, "conv-off", enabled=False)
-    assert again.base_ref == base
+    assert "synthorg/conv-off" not in git(repo, "branch", "--list")
     await manager.remove(ws)
     assert (repo / "README.md").exists()
 
 
-async def test_bare_and_empty_repositories_run_in_place(tmp_path: Path, home: Path) -> None:
+async def test_bare_and_empty_repositories_are_refused(tmp_path: Path, home: Path) -> None:
     bare = tmp_path / "bare.git"
     git(tmp_path, "init", "-q", "--bare", str(bare))
-    ws = await WorktreeManager(home).create(bare, "conv-bare")
-    assert not ws.is_worktree and "bare repository" in ws.note
+    manager = WorktreeManager(home)
+    with pytest.raises(UnsuitableRepositoryError, match="bare repository"):
+        await manager.create(bare, "conv-bare")
 
     empty = tmp_path / "empty"
     empty.mkdir()
     git(empty, "init", "-q", "-b", "main")
-    ws = await WorktreeManager(home).create(empty, "conv-empty")
-    assert not ws.is_worktree and ws.base_ref is None and "no commits" in ws.note
+    with pytest.raises(UnsuitableRepositoryError, match="no commits"):
+        await manager.create(empty, "conv-empty")
+    # Nothing was left behind: no worktree dir, no branch.
+    assert not (home / "worktrees" / "conv-empty").exists()
+    assert git(empty, "for-each-ref") == ""
+    assert (await manager.create(empty, "conv-empty", enabled=False)).path == empty
+
+
+async def test_data_dir_and_its_relatives_are_refused(tmp_path: Path, home: Path) -> None:
+    manager = WorktreeManager(home)
+    home.mkdir(parents=True)
+    inside = home / "worktrees" / "other"
+    make_repo(inside, FILES)
+    for path, in_place in ((home, True), (inside, True), (inside, False), (tmp_path, True)):
+        with pytest.raises(UsageError, match="data dir"):
+            await manager.create(path, "conv-h", enabled=not in_place)
+    # A repository SynthOrg keeps in its data dir (the demo's) is a fine worktree source.
+    demo = home / "demo" / "repo"
+    make_repo(demo, FILES)
+    assert (await manager.create(demo, "conv-demo")).is_worktree
+    with pytest.raises(UsageError, match="data dir"):
+        await manager.create(demo, "conv-demo2", enabled=False)
 
 
 async def test_bad_inputs(tmp_path: Path, home: Path) -> None:
@@ -149,7 +174,7 @@ async def test_bad_inputs(tmp_path: Path, home: Path) -> None:
     squatter = home / "worktrees" / "conv-sq" / "proj"
     squatter.mkdir(parents=True)
     (squatter / "something").write_text("not a worktree")
-    with pytest.raises(ConflictError, match="not a live worktree"):
+    with pytest.raises(ConflictError, match="has no record of it"):
         await manager.create(repo, "conv-sq")
 
 
@@ -221,3 +246,69 @@ async def test_concurrent_creations_across_processes(tmp_path: Path, home: Path)
         assert proc.returncode == 0, err.decode()
     assert worktree_count(repo) == 1 + 18
     git(repo, "fsck", "--no-progress")
+
+
+async def test_creation_is_all_or_nothing(tmp_path: Path, home: Path) -> None:
+    """A failure after the branch and worktree were made (here: the record cannot be
+    written) leaves no branch, no base ref, no registered worktree and no files."""
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    manager = WorktreeManager(home)
+    blocker = home / "worktrees" / "conv-fail" / ".proj.workspace.json.tmp"
+    blocker.mkdir(parents=True)  # the record's temp file cannot be created
+    with pytest.raises(OSError):
+        await manager.create(repo, "conv-fail")
+    assert "synthorg/conv-fail" not in git(repo, "branch", "--list")
+    assert git(repo, "for-each-ref", "refs/synthorg/") == ""
+    assert worktree_count(repo) == 1
+    assert not (home / "worktrees" / "conv-fail" / "proj").exists()
+    assert await manager.get("conv-fail") is None
+    blocker.rmdir()
+    ws = await manager.create(repo, "conv-fail")  # and a retry succeeds
+    assert ws.is_worktree and (ws.path / "README.md").exists()
+
+
+async def test_resume_rechecks_what_the_store_and_the_host_record_say(
+    tmp_path: Path, home: Path
+) -> None:
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    other = tmp_path / "other"
+    other.mkdir()
+    manager = WorktreeManager(home)
+    ws = await manager.create(repo, "conv-r")
+    assert (await manager.resume(repo, "conv-r", ws.info())).path == ws.path
+    moved = ws.info().model_copy(update={"path": str(home)})
+    with pytest.raises(WorkspaceTamperedError, match="refusing to mount"):
+        await manager.resume(repo, "conv-r", moved)
+    # In place: the directory must be the task's repository, and never the data dir.
+    in_place = await manager.create(other, "conv-p", enabled=False)
+    assert (await manager.resume(other, "conv-p", in_place.info())).path == other
+    elsewhere = in_place.info().model_copy(update={"path": str(home)})
+    with pytest.raises(WorkspaceTamperedError, match="refusing to mount"):
+        await manager.resume(other, "conv-p", elsewhere)
+    # A host record that names another path is refused, not followed.
+    record = home / "worktrees" / "conv-r" / ".proj.workspace.json"
+    record.write_text(record.read_text().replace(str(ws.path), str(other)))
+    with pytest.raises(WorkspaceTamperedError, match="does not describe"):
+        await manager.resume(repo, "conv-r", ws.info())
+
+
+async def test_a_worktree_without_a_host_record_is_adopted_only_if_untampered(
+    tmp_path: Path, home: Path
+) -> None:
+    """Worktrees made before records lived beside them: found through git's admin dirs."""
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    manager = WorktreeManager(home)
+    ws = await manager.create(repo, "conv-legacy")
+    record = home / "worktrees" / "conv-legacy" / ".proj.workspace.json"
+    record.unlink()
+    adopted = await manager.create(repo, "conv-legacy")
+    assert (adopted.path, adopted.git_dir, adopted.base_ref) == (ws.path, ws.git_dir, ws.base_ref)
+    assert record.is_file()
+    record.unlink()
+    (ws.path / ".git").write_text("gitdir: .evil\n")
+    with pytest.raises(WorkspaceTamperedError, match=r"\.git file changed"):
+        await manager.create(repo, "conv-legacy")
+    assert not record.exists()

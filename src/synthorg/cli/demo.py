@@ -85,12 +85,11 @@ def demo(
         raise typer.Exit(1)
     after = _tests(Path(record.workspace.path))
     console.print(Panel(after.stdout + after.stderr, title=f"tests on {result.branch}"))
-    diff = subprocess.run(
-        ["git", "-C", record.workspace.path, "show", "--format=%H%n%s%n%n%b", result.commit_sha],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    # Asked of the demo's repository through the hardened git runner, not of the worktree.
+    from synthorg.workspace.git import run_git_sync
+
+    show = ["show", "--no-textconv", "--no-ext-diff", "--format=%H%n%s%n%n%b", result.commit_sha]
+    diff = run_git_sync(show, Path(record.task.repository)).text
     console.print(Syntax(diff, "diff", theme="ansi_dark"))
     passed = after.returncode == 0 and result.termination_reason is TerminationReason.COMPLETED
     console.print(

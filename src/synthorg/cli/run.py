@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
 from decimal import Decimal
 from pathlib import Path
 
@@ -165,14 +164,13 @@ async def _ask(service: object, conversation_id: str, action_ids: list[str]) -> 
     )
 
 
-def _diffstat(path: str, sha: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", path, "show", "--stat", "--format=", sha],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return out.stdout.rstrip()
+def _diffstat(repo: str, sha: str) -> str:
+    # Asked of the user's repository (the commit is in its object store), never of the
+    # worktree, whose .git the agent could have rewritten; through the hardened git runner.
+    from synthorg.workspace.git import run_git_sync
+
+    args = ["show", "--stat", "--no-textconv", "--no-ext-diff", "--format=", sha]
+    return run_git_sync(args, Path(repo).expanduser(), check=False).text.rstrip()
 
 
 def _print_summary(record: ConversationRecord, result: ExecutionResult) -> None:
@@ -190,5 +188,5 @@ def _print_summary(record: ConversationRecord, result: ExecutionResult) -> None:
         table.add_row("error", result.error or record.error or "")
     console.print(table)
     if result.commit_sha and record.workspace is not None:
-        console.print(_diffstat(record.workspace.path, result.commit_sha))
+        console.print(_diffstat(record.task.repository, result.commit_sha))
     console.print(f"conversation: {record.id}  (synthorg conversations events {record.id})")

@@ -138,6 +138,7 @@ async def boot(
             gate_settings.author_name,
             gate_settings.author_email,
             secret_patterns=gate_settings.secret_patterns,
+            max_file_bytes=gate_settings.max_file_bytes,
         )
         service = LocalRunService(
             store=store,

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from synthorg.sandbox.protocol import SandboxLimits
-from synthorg.workspace.gate import DEFAULT_SECRET_PATTERNS
+from synthorg.workspace.gate import DEFAULT_MAX_FILE_BYTES, DEFAULT_SECRET_PATTERNS
 
 
 class RunDefaults(BaseModel):
@@ -47,4 +47,7 @@ class GateSettings(BaseModel):
     author_email: str = Field(default="synthorg@localhost", description="Commit author email.")
     secret_patterns: tuple[str, ...] = Field(
         default=DEFAULT_SECRET_PATTERNS, description="Files never committed."
+    )
+    max_file_bytes: int = Field(
+        default=DEFAULT_MAX_FILE_BYTES, ge=1, description="Largest file the gate commits."
     )

@@ -48,7 +48,7 @@ from synthorg.logging import get_logger
 from synthorg.service.config import RunDefaults
 from synthorg.service.options import RunOptions
 from synthorg.store.protocol import Store
-from synthorg.workspace.errors import SecretFileError
+from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
 from synthorg.workspace.models import GateSummary, Workspace
 from synthorg.workspace.worktrees import WorktreeManager
@@ -168,7 +168,12 @@ class LocalRunService:
             else self._defaults.budget_usd,
             confirmation_policy=options.confirmation_policy,
         )
-        await self.store.create_conversation(record)
+        try:
+            await self.store.create_conversation(record)
+        except BaseException:
+            # All-or-nothing: no worktree or branch outlives a conversation never recorded.
+            await asyncio.shield(self.worktrees.remove(workspace, delete_branch=True))
+            raise
         _log.info(
             "CONVERSATION_CREATED",
             conversation_id=conversation_id,
@@ -272,7 +277,12 @@ class LocalRunService:
         )
 
     async def _run_inner(self, record: ConversationRecord, active: _ActiveRun) -> ExecutionResult:
-        workspace = await self._workspace_of(record)
+        try:
+            workspace = await self.worktrees.resume(
+                Path(record.task.repository), record.id, record.workspace
+            )
+        except GateRefusedError as exc:  # a worktree that is not the recorded one: run nothing
+            return await self._refuse(record, exc, None)
         execution_id = new_id("exec")
         binding = RunBinding(
             execution_id=execution_id,
@@ -296,6 +306,9 @@ class LocalRunService:
                     + "; ".join(self._isolation_warnings),
                 ),
             )
+        if not workspace.is_worktree:
+            # Asked for explicitly; said loudly in the run's own log (no checkpoints, no commit).
+            await self.store.append(record.id, MessageEvent(role="system", text=workspace.note))
         prior = await self._all_events(record.id)
         resumed = record.runs > 0
         setup = RunSetup(
@@ -359,24 +372,11 @@ class LocalRunService:
             turns=len(result.turns),
             cost_usd=result.usage.cost_usd,
         )
-        current = await self.store.get_conversation(record.id)
         try:
             gate = await self.gate.land(workspace, summary)
-        except SecretFileError as exc:
-            await self.store.append(
-                record.id,
-                ErrorEvent(message=str(exc), code="commit_gate_refused", non_retryable=True),
-            )
-            await self.store.save_conversation(
-                current.model_copy(
-                    update={
-                        "status": ConversationStatus.FAILED,
-                        "error": str(exc),
-                        "updated_at": self._clock(),
-                    }
-                )
-            )
-            return result.model_copy(update={"error": str(exc)})
+        except GateRefusedError as exc:
+            return await self._refuse(record, exc, result)
+        current = await self.store.get_conversation(record.id)
         _log.info(
             "COMMIT_GATE",
             conversation_id=record.id,
@@ -392,14 +392,41 @@ class LocalRunService:
             update={"commit_sha": gate.sha, "branch": gate.branch or result.branch}
         )
 
-    async def _workspace_of(self, record: ConversationRecord) -> Workspace:
-        repo = Path(record.task.repository)
-        existing = await self.worktrees.get(record.id)
-        if existing is not None:
-            return existing
-        if record.workspace is not None and not record.workspace.is_worktree:
-            return await self.worktrees.create(repo, record.id, enabled=False)
-        return await self.worktrees.create(repo, record.id)
+    async def _refuse(
+        self, record: ConversationRecord, exc: GateRefusedError, result: ExecutionResult | None
+    ) -> ExecutionResult:
+        """Record a refusal to land (or to touch the worktree): error event, then FAILED."""
+        current = await self.store.get_conversation(record.id)
+        await self.store.append(
+            record.id, ErrorEvent(message=str(exc), code=exc.code, non_retryable=True)
+        )
+        await self.store.append(
+            record.id,
+            StatusChangeEvent(
+                old=current.status,
+                new=ConversationStatus.FAILED,
+                reason=f"refused: {exc}",
+                termination_reason=result.termination_reason.value if result else None,
+            ),
+        )
+        await self.store.save_conversation(
+            current.model_copy(
+                update={
+                    "status": ConversationStatus.FAILED,
+                    "error": str(exc),
+                    "updated_at": self._clock(),
+                }
+            )
+        )
+        if result is None:
+            result = ExecutionResult(
+                execution_id=current.execution_id or "none",
+                conversation_id=record.id,
+                loop_type=record.loop_type,
+                termination_reason=TerminationReason.ERROR,
+                resumed=record.runs > 0,
+            )
+        return result.model_copy(update={"error": str(exc), "commit_sha": None})
 
     async def _all_events(self, conversation_id: str) -> tuple[StoredEvent, ...]:
         events: list[StoredEvent] = []

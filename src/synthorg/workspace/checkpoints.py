@@ -7,10 +7,10 @@ import builtins
 from synthorg.errors import ConflictError
 from synthorg.workspace import refs
 from synthorg.workspace.errors import CheckpointNotFoundError
-from synthorg.workspace.git import GitError, run_git, run_git_retrying
+from synthorg.workspace.git import GitError, GitOutput, run_git
 from synthorg.workspace.locks import in_process_lock
 from synthorg.workspace.models import Checkpoint, Workspace
-from synthorg.workspace.snapshot import SnapshotIndex, head_sha, require_git
+from synthorg.workspace.snapshot import SnapshotIndex, head_sha, open_git, require_git
 
 # Snapshot commits get a fixed identity so they never depend on (or fail for lack of) the
 # host's git config; they are bookkeeping, not anyone's work.
@@ -37,10 +37,11 @@ class CheckpointStore:
     async def create(self, ws: Workspace, conversation_id: str | None = None) -> Checkpoint:
         """Snapshot ``ws`` now as the conversation's next checkpoint."""
         cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
-        _, common = require_git(ws)
-        key = (str(common), cid)
+        checkout = await open_git(ws)
+        common = checkout.dirs.common_dir
+        key = (f"{common}\0{ws.repo_identity}", cid)
         async with in_process_lock(f"checkpoint:{common}:{cid}"):
-            async with SnapshotIndex(ws).locked() as index:
+            async with SnapshotIndex(checkout).locked() as index:
                 snap = await index.snapshot()
             parents = ["-p", snap.head] if snap.head else []
             for _ in range(20):
@@ -48,16 +49,15 @@ class CheckpointStore:
                 if n is None:
                     n = await self._scan_next(ws, cid)
                 message = f"synthorg checkpoint {n} of conversation {cid}"
-                out = await run_git(
+                out = await checkout.run(
                     ["commit-tree", "--no-gpg-sign", snap.tree, *parents, "-m", message],
-                    ws.path,
                     env=_IDENTITY,
                 )
                 sha = out.text.strip()
                 ref = refs.checkpoint_ref(cid, n)
                 try:
                     # Empty old value: create only, so two processes never share a number.
-                    await run_git(["update-ref", "-m", message, ref, sha, ""], ws.path)
+                    await checkout.run(["update-ref", "-m", message, ref, sha, ""])
                 except GitError as exc:
                     if "exists" not in exc.stderr and not exc.is_lock_race:
                         raise
@@ -72,14 +72,13 @@ class CheckpointStore:
     ) -> builtins.list[Checkpoint]:
         """The conversation's checkpoints, oldest first."""
         cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
-        require_git(ws)
-        out = await run_git(
+        out = await _refs_query(
+            ws,
             [
                 "for-each-ref",
                 "--format=%(refname)%00%(objectname)%00%(tree)",
                 refs.checkpoint_prefix(cid),
             ],
-            ws.path,
         )
         found: builtins.list[Checkpoint] = []
         for line in out.text.splitlines():
@@ -92,10 +91,9 @@ class CheckpointStore:
     async def get(self, ws: Workspace, n: int, conversation_id: str | None = None) -> Checkpoint:
         """Checkpoint ``n`` of the conversation, or ``CheckpointNotFoundError``."""
         cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
-        require_git(ws)
         ref = refs.checkpoint_ref(cid, n)
-        out = await run_git(
-            ["for-each-ref", "--format=%(refname)%00%(objectname)%00%(tree)", ref], ws.path
+        out = await _refs_query(
+            ws, ["for-each-ref", "--format=%(refname)%00%(objectname)%00%(tree)", ref]
         )
         lines = [line.split("\0") for line in out.text.splitlines()]
         lines = [parts for parts in lines if parts[0] == ref and parts[2]]
@@ -111,18 +109,25 @@ class CheckpointStore:
         Files created since are removed, deleted ones come back, edits are undone; ignored
         files are left alone (they were never part of a checkpoint). In a SynthOrg worktree,
         if the branch moved since the checkpoint (the agent committed), it is moved back too
-        and the index reset to it; a workspace run in place keeps its branch.
+        and the index reset to it. A worktree whose ``.git`` changed is refused untouched.
         """
         cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
+        checkout = await open_git(ws)
         cp = await self.get(ws, n, cid)
-        parent = await run_git(["rev-parse", "-q", "--verify", f"{cp.sha}^1"], ws.path, check=False)
+        parent = await checkout.run(["rev-parse", "-q", "--verify", f"{cp.sha}^1"], check=False)
         parent_sha = parent.text.strip() or None
         async with in_process_lock(f"checkpoint:{ws.common_dir}:{cid}"):
-            if ws.is_worktree and parent_sha and await head_sha(ws) != parent_sha:
-                await run_git_retrying(["reset", "--quiet", "--mixed", parent_sha], ws.path)
-            async with SnapshotIndex(ws).locked() as index:
+            if parent_sha and await head_sha(checkout) != parent_sha:
+                await checkout.run_retrying(["reset", "--quiet", "--mixed", parent_sha])
+            async with SnapshotIndex(checkout).locked() as index:
                 await index.restore(cp.tree)
 
     async def _scan_next(self, ws: Workspace, cid: str) -> int:
         existing = await self.list(ws, cid)
         return existing[-1].index + 1 if existing else 0
+
+
+async def _refs_query(ws: Workspace, args: list[str]) -> GitOutput:
+    """Read refs from the recorded shared git dir alone (no work tree is involved)."""
+    _, common = require_git(ws)
+    return await run_git(args, common, env={"GIT_DIR": str(common)})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from synthorg.errors import NotFoundError, UsageError
+from synthorg.errors import ConflictError, NotFoundError, UsageError
 
 
 class NotAGitWorkspaceError(UsageError):
@@ -15,7 +15,50 @@ class CheckpointNotFoundError(NotFoundError):
     """The named checkpoint does not exist for that conversation."""
 
 
-class SecretFileError(UsageError):
+class UnsuitableRepositoryError(UsageError):
+    """A worktree was asked of a directory that cannot have one (not git, bare, no commit)."""
+
+
+class GateRefusedError(ConflictError):
+    """The host refused to land (or touch) a run's worktree; ``code`` names the rule."""
+
+    code = "commit_gate_refused"
+
+
+class WorkspaceTamperedError(GateRefusedError):
+    """The worktree (its ``.git`` file, its repository) no longer matches what was recorded."""
+
+    code = "workspace_tampered"
+
+
+class CoreFileError(GateRefusedError):
+    """The commit gate refused a change that contains core dumps."""
+
+    def __init__(self, files: Sequence[str]) -> None:
+        self.files = sorted(files)
+        super().__init__(
+            "refusing to commit core dump files: "
+            + ", ".join(self.files)
+            + ". Nothing was committed. Delete them (they hold process memory, possibly "
+            "secrets) and land again."
+        )
+
+
+class OversizeFileError(GateRefusedError):
+    """The commit gate refused a change that contains files over its size limit."""
+
+    def __init__(self, files: Sequence[tuple[str, int]], limit: int) -> None:
+        self.files = sorted(files)
+        self.limit = limit
+        listed = ", ".join(f"{path} ({size} bytes)" for path, size in self.files)
+        super().__init__(
+            f"refusing to commit files over the gate's size limit of {limit} bytes: {listed}. "
+            "Nothing was committed. Delete them, add them to .gitignore, or raise "
+            "[gate] max_file_bytes if they belong in the repository."
+        )
+
+
+class SecretFileError(GateRefusedError):
     """The commit gate refused a change because it contains files matching secret patterns."""
 
     def __init__(self, files: Sequence[str], patterns: Sequence[str]) -> None:

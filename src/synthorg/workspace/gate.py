@@ -8,11 +8,11 @@ from pathlib import PurePosixPath
 
 from synthorg.errors import ConflictError
 from synthorg.workspace import refs
-from synthorg.workspace.errors import SecretFileError
-from synthorg.workspace.git import run_git, run_git_retrying
+from synthorg.workspace.blobs import new_blobs, oversize_and_cores
+from synthorg.workspace.errors import CoreFileError, OversizeFileError, SecretFileError
 from synthorg.workspace.locks import in_process_lock
 from synthorg.workspace.models import GateResult, GateSummary, Workspace
-from synthorg.workspace.snapshot import SnapshotIndex, require_git
+from synthorg.workspace.snapshot import SnapshotIndex, open_git
 from synthorg.workspace.views import parse_raw_numstat
 
 DEFAULT_SECRET_PATTERNS = (
@@ -36,6 +36,11 @@ DEFAULT_SECRET_PATTERNS = (
 
 DEFAULT_ALLOWED_PATTERNS = (".env.example", ".env.sample", ".env.template", "*.pub")
 """Exceptions to the secret patterns: templates and public keys are meant to be shared."""
+
+DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
+"""Largest file the gate commits (a run's build output or a disk-filling file is refused)."""
+
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
 def _matches(path: str, patterns: Sequence[str]) -> bool:
@@ -70,7 +75,11 @@ class CommitGate:
         *,
         secret_patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS,
         allowed_patterns: Sequence[str] = DEFAULT_ALLOWED_PATTERNS,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     ) -> None:
+        if max_file_bytes < 1:
+            raise ValueError("max_file_bytes must be at least 1")
+        self.max_file_bytes = max_file_bytes
         self.secret_patterns = tuple(secret_patterns)
         self.allowed_patterns = tuple(allowed_patterns)
         self._identity = {
@@ -91,8 +100,10 @@ class CommitGate:
     async def land(self, ws: Workspace, summary: GateSummary) -> GateResult:
         """Commit everything the run left in the worktree (tracked and untracked, not ignored).
 
-        Raises ``SecretFileError`` (committing nothing) if an added or modified file matches
-        a secret pattern. A workspace that is not a SynthOrg worktree is never committed to.
+        Landing is decided by content: a full scan of the worktree against HEAD, never a
+        cached view. Raises a ``GateRefusedError`` (committing nothing) for a worktree whose
+        ``.git`` or repository changed, secret files, core dumps and files over the size
+        limit. A workspace that is not a SynthOrg worktree is never committed to.
         """
         if not ws.is_worktree or not ws.is_git:
             return GateResult(
@@ -100,20 +111,20 @@ class CommitGate:
                 branch=ws.branch,
                 reason=f"no commit possible: workspace is not a SynthOrg worktree ({ws.note})",
             )
-        require_git(ws)
+        checkout = await open_git(ws)
         branch = ws.branch or refs.branch_name(ws.conversation_id)
         async with in_process_lock(f"gate:{ws.path}"):
-            symbolic = await run_git(["symbolic-ref", "-q", "HEAD"], ws.path, check=False)
+            symbolic = await checkout.run(["symbolic-ref", "-q", "HEAD"], check=False)
             if symbolic.text.strip() != f"refs/heads/{branch}":
                 raise ConflictError(
                     f"worktree {ws.path} is not on branch {branch} (HEAD is "
                     f"{symbolic.text.strip() or 'detached'}): check that branch out and land again"
                 )
-            async with SnapshotIndex(ws).locked() as index:
-                snap = await index.snapshot()
-            base = snap.head or "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-            out = await run_git(
-                ["diff-tree", "-r", "-z", "-M", "--raw", "--numstat", base, snap.tree], ws.path
+            async with SnapshotIndex(checkout).locked() as index:
+                snap = await index.snapshot(full=True)
+            base = snap.head or _EMPTY_TREE
+            out = await checkout.run(
+                ["diff-tree", "-r", "-z", "-M", "--raw", "--numstat", base, snap.tree]
             )
             changed = parse_raw_numstat(out.text)
             if not changed:
@@ -121,23 +132,26 @@ class CommitGate:
             secrets = self.secret_files([c.path for c in changed if c.status != "deleted"])
             if secrets:
                 raise SecretFileError(secrets, self.secret_patterns)
+            blobs = await new_blobs(checkout, base, snap.tree)
+            oversize, cores = await oversize_and_cores(checkout, blobs, self.max_file_bytes)
+            if cores:
+                raise CoreFileError(cores)
+            if oversize:
+                raise OversizeFileError(oversize, self.max_file_bytes)
             message = commit_message(summary)
             parents = ["-p", snap.head] if snap.head else []
-            commit = await run_git(
+            commit = await checkout.run(
                 ["commit-tree", "--no-gpg-sign", snap.tree, *parents, "-F", "-"],
-                ws.path,
                 env=self._identity,
                 stdin=message.encode(),
             )
             sha = commit.text.strip()
             # Compare-and-swap: if HEAD moved under us, fail rather than drop a commit.
             reflog = f"synthorg gate: {summary.task_id}"
-            await run_git_retrying(
-                ["update-ref", "-m", reflog, "HEAD", sha, snap.head or ""], ws.path
-            )
+            await checkout.run_retrying(["update-ref", "-m", reflog, "HEAD", sha, snap.head or ""])
             # The index now lags HEAD; make it match (stat data of unchanged files is kept).
-            await run_git_retrying(["reset", "--quiet", "--mixed", "HEAD"], ws.path)
-            stat = await run_git(["diff-tree", "-r", "-M", "--stat=100", base, sha], ws.path)
+            await checkout.run_retrying(["reset", "--quiet", "--mixed", "HEAD"])
+            stat = await checkout.run(["diff-tree", "-r", "-M", "--stat=100", base, sha])
             return GateResult(
                 committed=True,
                 sha=sha,

@@ -1,29 +1,145 @@
-"""Running git as a subprocess: one place that spawns git, maps failures and retries lock races."""
+"""Running git as a subprocess: the one place that spawns git, hardens it and maps failures."""
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import random
+import re
+import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from synthorg.errors import BoundaryError
 
-# Variables that would silently redirect git away from the directory we name.
-_SCRUBBED = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-    "GIT_CEILING_DIRECTORIES",
+# Inherited variables that would redirect git, add configuration or name programs to run.
+_SCRUBBED_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
+_SCRUBBED = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
+        "GIT_NAMESPACE",
+        "GIT_PREFIX",
+        "GIT_CEILING_DIRECTORIES",
+        "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+        "GIT_CONFIG",
+        "GIT_CONFIG_COUNT",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_DIFF_OPTS",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_ASKPASS",
+        "SSH_ASKPASS",
+        "GIT_PROXY_COMMAND",
+        "GIT_EDITOR",
+        "GIT_SEQUENCE_EDITOR",
+        "GIT_PAGER",
+        "PAGER",
+        "EDITOR",
+        "VISUAL",
+        "GIT_REPLACE_REF_BASE",
+    }
 )
+
+# Command-line scope (the highest): wins over every config file git reads, so no file (the
+# repository's, or an agent-written one that slipped through) can name a program to run.
+_HARDENED = (
+    ("core.fsmonitor", "false"),
+    ("core.pager", "cat"),
+    ("core.editor", "true"),
+    ("sequence.editor", "true"),
+    ("core.sshCommand", "false"),
+    ("core.askPass", "false"),
+    ("core.attributesFile", os.devnull),
+    ("credential.helper", ""),
+    ("gpg.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("protocol.allow", "never"),
+    ("submodule.recurse", "false"),
+    ("fetch.recurseSubmodules", "false"),
+)
+
+# A driver's program runs when an attribute names the driver; these keys define one.
+_DRIVER_KEY = re.compile(r"^(filter)\.(.*)\.(clean|smudge|process)$", re.DOTALL)
+
+
+def driver_overrides(config_names: Iterable[str]) -> list[tuple[str, str]]:
+    """Command-line settings that disarm every filter driver among ``config_names``.
+
+    An empty command is "no filter" to git, and ``required=false`` keeps a disarmed driver
+    from failing the command. (Diff and merge drivers run only in porcelain or with
+    ``--ext-diff``/``--textconv``; host code runs only plumbing and passes ``--no-ext-diff``.)
+    """
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for name in config_names:
+        found = _DRIVER_KEY.match(name)
+        if found is None or "\n" in found.group(2):
+            continue
+        driver = found.group(2)
+        if driver in seen:
+            continue
+        seen.add(driver)
+        for key in ("clean", "smudge", "process"):
+            out.append((f"filter.{driver}.{key}", ""))
+        out.append((f"filter.{driver}.required", "false"))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CheckoutDirs:
+    """The recorded directories of a checkout: git is told them, never left to discover them."""
+
+    work_tree: Path
+    git_dir: Path
+    common_dir: Path
+
+
+class _Control:
+    """A private directory of this process: the controlled global config and an empty hooks dir."""
+
+    def __init__(self) -> None:
+        root = Path(tempfile.mkdtemp(prefix="synthorg-git-"))  # 0700, host-only
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        self.hooks = root / "hooks"
+        self.hooks.mkdir(mode=0o700)
+        self.config = root / "config"
+        # Read as the global config: ownership checks (safe.directory) are honoured only from a
+        # protected scope, and worktree files may belong to the sandbox's uid.
+        self.config.write_text(
+            "[safe]\n\tdirectory = *\n[core]\n\thooksPath = "
+            + str(self.hooks)
+            + "\n\tfsmonitor = false\n",
+            encoding="utf-8",
+        )
+
+    def usable(self) -> bool:
+        return self.config.is_file() and self.hooks.is_dir() and not any(self.hooks.iterdir())
+
+
+_CONTROL: _Control | None = None
+
+
+def _control() -> _Control:
+    global _CONTROL
+    if _CONTROL is None or not _CONTROL.usable():
+        _CONTROL = _Control()
+    return _CONTROL
+
 
 # stderr fragments of git's lock-file races (index.lock, ref locks, config.lock, ...).
 _LOCK_MARKERS = (
@@ -68,14 +184,47 @@ class GitOutput:
         return self.stdout.decode("utf-8", "surrogateescape")
 
 
-def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment every git child gets: the caller's minus redirections, never prompting."""
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    env["LC_ALL"] = "C"
-    # A tool run from inside a hook or an editor must not make us inherit a pager or editor.
-    env["GIT_PAGER"] = "cat"
-    env["GIT_EDITOR"] = "true"
+def git_env(
+    extra: Mapping[str, str] | None = None,
+    *,
+    checkout: CheckoutDirs | None = None,
+    overrides: Sequence[tuple[str, str]] = (),
+) -> dict[str, str]:
+    """The environment of every git child SynthOrg starts: the one place git is hardened.
+
+    No system config; a controlled global config; command-line settings that turn off hooks,
+    fsmonitor, pagers, editors, credential helpers, transports and signing programs (plus
+    ``overrides``, e.g. disarmed filter drivers); no prompts. With ``checkout``, git is told
+    the recorded git dir, common dir and work tree, so nothing in the work tree (its ``.git``
+    file included) can point it elsewhere.
+    """
+    control = _control()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES)
+    }
+    env.update(
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=str(control.config),
+        GIT_ATTR_NOSYSTEM="1",
+        GIT_NO_REPLACE_OBJECTS="1",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_ASKPASS="false",
+        GIT_PAGER="cat",
+        GIT_EDITOR="true",
+        GIT_PROTOCOL_FROM_USER="0",
+        LC_ALL="C",
+    )
+    settings = [("core.hooksPath", str(control.hooks)), *_HARDENED, *overrides]
+    env["GIT_CONFIG_COUNT"] = str(len(settings))
+    for n, (key, value) in enumerate(settings):
+        env[f"GIT_CONFIG_KEY_{n}"] = key
+        env[f"GIT_CONFIG_VALUE_{n}"] = value
+    if checkout is not None:
+        env["GIT_DIR"] = str(checkout.git_dir)
+        env["GIT_COMMON_DIR"] = str(checkout.common_dir)
+        env["GIT_WORK_TREE"] = str(checkout.work_tree)
     if extra:
         env.update(extra)
     return env
@@ -88,6 +237,8 @@ async def run_git(
     env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
     check: bool = True,
+    checkout: CheckoutDirs | None = None,
+    overrides: Sequence[tuple[str, str]] = (),
 ) -> GitOutput:
     """Run ``git <args>`` in ``cwd``; raise ``GitError`` on a non-zero exit when ``check``."""
     try:
@@ -95,7 +246,7 @@ async def run_git(
             "git",
             *args,
             cwd=cwd,
-            env=git_env(env),
+            env=git_env(env, checkout=checkout, overrides=overrides),
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -123,12 +274,16 @@ async def run_git_retrying(
     env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
     attempts: int = 8,
+    checkout: CheckoutDirs | None = None,
+    overrides: Sequence[tuple[str, str]] = (),
 ) -> GitOutput:
     """Like ``run_git`` but retries lock-file races with jittered backoff (for idempotent calls)."""
     delay = 0.01
     for attempt in range(attempts):
         try:
-            return await run_git(args, cwd, env=env, stdin=stdin)
+            return await run_git(
+                args, cwd, env=env, stdin=stdin, checkout=checkout, overrides=overrides
+            )
         except GitError as exc:
             if not exc.is_lock_race or attempt == attempts - 1:
                 raise

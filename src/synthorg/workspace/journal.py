@@ -29,6 +29,7 @@ _IN_MOVE_SELF = 0x800
 _IN_Q_OVERFLOW = 0x4000
 _IN_IGNORED = 0x8000
 _IN_ONLYDIR = 0x1000000
+_IN_DONT_FOLLOW = 0x2000000
 _IN_EXCL_UNLINK = 0x4000000
 _IN_ISDIR = 0x40000000
 _IN_NONBLOCK = os.O_NONBLOCK
@@ -44,6 +45,7 @@ _MASK = (
     | _IN_DELETE_SELF
     | _IN_MOVE_SELF
     | _IN_ONLYDIR
+    | _IN_DONT_FOLLOW  # a directory swapped for a symlink must not make us watch the host
     | _IN_EXCL_UNLINK
 )
 _HEADER = struct.Struct("iIII")

@@ -39,6 +39,11 @@ class Workspace(BaseModel):
     common_dir: Path | None = Field(
         default=None, description="The repository's shared git dir (objects and refs)."
     )
+    repo_identity: str | None = Field(
+        default=None,
+        description="Device and inode of the shared git dir at creation: a repository deleted "
+        "and re-created (or re-cloned) at the same path has another.",
+    )
 
     @property
     def is_git(self) -> bool:

@@ -7,6 +7,7 @@ trees. The user's index, HEAD and branch are never written here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -15,8 +16,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from synthorg.workspace.checkout import Checkout, open_checkout
 from synthorg.workspace.errors import NotAGitWorkspaceError
-from synthorg.workspace.git import run_git, run_git_retrying
 from synthorg.workspace.journal import JOURNALS, Journal
 from synthorg.workspace.locks import exclusive
 from synthorg.workspace.models import Workspace
@@ -94,31 +95,37 @@ def read_head(git_dir: Path, common_dir: Path) -> str | None:
     return None
 
 
-async def head_sha(ws: Workspace) -> str | None:
+async def head_sha(checkout: Checkout) -> str | None:
     """HEAD's commit sha, None when the branch has no commit yet."""
-    git_dir, common_dir = require_git(ws)
     try:
-        return read_head(git_dir, common_dir)
+        return read_head(checkout.dirs.git_dir, checkout.dirs.common_dir)
     except (LookupError, OSError):
-        out = await run_git(["rev-parse", "-q", "--verify", "HEAD^{commit}"], ws.path, check=False)
+        out = await checkout.run(["rev-parse", "-q", "--verify", "HEAD^{commit}"], check=False)
         return out.text.strip() or None
 
 
 class SnapshotIndex:
     """The private index of one checkout and the lock that serialises its users."""
 
-    def __init__(self, ws: Workspace) -> None:
-        git_dir, _ = require_git(ws)
-        self.ws = ws
-        self.dir = state_dir(git_dir)
+    def __init__(self, checkout: Checkout) -> None:
+        self.co = checkout
+        self.ws = checkout.ws
+        self.dir = state_dir(checkout.dirs.git_dir)
         self.path = self.dir / "snapshot.index"
         self._head_marker = self.dir / "snapshot.head"
         self.env = {"GIT_INDEX_FILE": str(self.path)}
+        self._journal_key = journal_key(self.ws)
 
     @asynccontextmanager
     async def locked(self) -> AsyncIterator[SnapshotIndex]:
         """Hold the index against other tasks and processes working on the same checkout."""
         async with exclusive(self.dir / "snapshot.lock"):
+            # Under this lock no other git can be writing the private index: a lock file left
+            # by a git killed mid-write (a cancelled run) is stale; remove it, or every later
+            # snapshot of this checkout fails.
+            for stale in (self.path.with_name(self.path.name + ".lock"),):
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
             yield self
 
     async def _seed(self, head: str | None) -> None:
@@ -127,8 +134,7 @@ class SnapshotIndex:
         Copying it (read-only for the user) means even the first snapshot need not re-hash
         every file, and files tracked despite .gitignore stay tracked.
         """
-        git_dir, _ = require_git(self.ws)
-        real = git_dir / "index"
+        real = self.co.dirs.git_dir / "index"
         tmp = self.path.with_suffix(".seed")
         if real.is_file():
             # copy2 keeps the index's mtime: git's racy-clean check compares entry mtimes
@@ -136,25 +142,28 @@ class SnapshotIndex:
             shutil.copy2(real, tmp)
             os.replace(tmp, self.path)
         elif head is not None:
-            await run_git(["read-tree", head], self.ws.path, env=self.env)
+            await self.co.run(["read-tree", head], env=self.env)
         else:
-            await run_git(["read-tree", "--empty"], self.ws.path, env=self.env)
+            await self.co.run(["read-tree", "--empty"], env=self.env)
         self._head_marker.write_text(head or "", encoding="utf-8")
 
-    async def add_all(self) -> str | None:
-        """Bring the private index in line with the worktree; returns HEAD's sha."""
+    async def add_all(self, *, full: bool = False) -> str | None:
+        """Bring the private index in line with the worktree; returns HEAD's sha.
+
+        ``full`` scans every file whatever the journal says (the gate decides landing by
+        content, never by a cache).
+        """
         self.dir.mkdir(parents=True, exist_ok=True)
-        head = await head_sha(self.ws)
+        head = await head_sha(self.co)
         try:
             seeded_for = self._head_marker.read_text(encoding="utf-8")
         except FileNotFoundError:
             seeded_for = None
-        full = False
         if seeded_for is None or not self.path.is_file() or seeded_for != (head or ""):
             # HEAD moved (someone committed): files it now tracks may be ignored ones.
             await self._seed(head)
             full = True
-        journal = JOURNALS.get(str(self.path))
+        journal = JOURNALS.get(self._journal_key)
         restart = journal is None
         if journal is not None:
             changes = journal.drain()
@@ -166,7 +175,7 @@ class SnapshotIndex:
         if restart:
             await self._start_journal()  # before the scan, so nothing falls in between
         if full or restart:
-            await run_git_retrying([*FAST_CONFIG, "add", "-A"], self.ws.path, env=self.env)
+            await self.co.run_retrying([*FAST_CONFIG, "add", "-A"], env=self.env)
         return head
 
     async def _add_paths(self, paths: set[str]) -> bool:
@@ -174,7 +183,7 @@ class SnapshotIndex:
         specs = _pathspecs(self.ws.path, paths)
         if specs is None:
             return False
-        out = await run_git(
+        out = await self.co.run(
             [
                 *FAST_CONFIG,
                 "-c",
@@ -185,7 +194,6 @@ class SnapshotIndex:
                 "--pathspec-from-file=-",
                 "--pathspec-file-nul",
             ],
-            self.ws.path,
             env=self.env,
             stdin=b"".join(os.fsencode(s) + b"\0" for s in specs),
             check=False,
@@ -197,11 +205,10 @@ class SnapshotIndex:
 
     async def _start_journal(self) -> None:
         """(Re)start watching the worktree; wholly ignored directories are not watched."""
-        key = str(self.path)
+        key = self._journal_key
         JOURNALS.discard(key)
-        listed = await run_git(
+        listed = await self.co.run(
             ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
-            self.ws.path,
             env=self.env,
         )
         skip = {p.rstrip("/") for p in listed.text.split("\0") if p.endswith("/")}
@@ -211,12 +218,12 @@ class SnapshotIndex:
 
     async def write_tree(self) -> str:
         """The tree of the private index."""
-        out = await run_git_retrying([*FAST_CONFIG, "write-tree"], self.ws.path, env=self.env)
+        out = await self.co.run_retrying([*FAST_CONFIG, "write-tree"], env=self.env)
         return out.text.strip()
 
-    async def snapshot(self) -> Snapshot:
+    async def snapshot(self, *, full: bool = False) -> Snapshot:
         """Capture the worktree (tracked and untracked, not ignored) as a tree."""
-        head = await self.add_all()
+        head = await self.add_all(full=full)
         return Snapshot(tree=await self.write_tree(), head=head)
 
     async def restore(self, tree: str) -> None:
@@ -227,11 +234,17 @@ class SnapshotIndex:
         index and are therefore left alone.
         """
         await self.add_all()
-        await run_git_retrying(
-            [*FAST_CONFIG, "read-tree", "--reset", "-u", tree],
-            self.ws.path,
-            env=self.env,
-        )
+        await self.co.run_retrying([*FAST_CONFIG, "read-tree", "--reset", "-u", tree], env=self.env)
+
+
+def journal_key(ws: Workspace) -> str:
+    """The journal registry's key for ``ws``.
+
+    A journal belongs to one work tree of one repository, never to a path alone: a repository
+    re-created at the same path gets fresh admin dirs with the same names.
+    """
+    assert ws.git_dir is not None
+    return f"{state_dir(ws.git_dir) / 'snapshot.index'}\0{ws.path}\0{ws.repo_identity}"
 
 
 def _is_ignore_file(path: str) -> bool:
@@ -258,10 +271,16 @@ def _pathspecs(root: Path, paths: set[str]) -> list[str] | None:
 def forget(ws: Workspace) -> None:
     """Stop watching a checkout (its worktree is being removed)."""
     if ws.git_dir is not None:
-        JOURNALS.discard(str(state_dir(ws.git_dir) / "snapshot.index"))
+        JOURNALS.discard(journal_key(ws))
 
 
-async def snapshot_tree(ws: Workspace) -> Snapshot:
-    """Snapshot ``ws`` under its lock (for one-shot callers such as views and the gate)."""
-    async with SnapshotIndex(ws).locked() as index:
+async def snapshot_tree(checkout: Checkout) -> Snapshot:
+    """Snapshot a checkout under its lock (for one-shot callers such as views and the gate)."""
+    async with SnapshotIndex(checkout).locked() as index:
         return await index.snapshot()
+
+
+async def open_git(ws: Workspace) -> Checkout:
+    """``ws`` verified for host git (``require_git`` first, for its clearer message)."""
+    require_git(ws)
+    return await open_checkout(ws)

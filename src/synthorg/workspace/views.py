@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from synthorg.workspace.git import run_git
 from synthorg.workspace.models import ChangeStatus, CommitInfo, FileChange, Workspace
-from synthorg.workspace.snapshot import head_sha, require_git, snapshot_tree
+from synthorg.workspace.snapshot import head_sha, open_git, snapshot_tree
 
 _STATUS: dict[str, ChangeStatus] = {
     "A": "added",
@@ -25,7 +24,6 @@ _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
 def _base(ws: Workspace) -> str:
-    require_git(ws)
     return ws.base_ref or _EMPTY_TREE
 
 
@@ -77,35 +75,36 @@ def parse_raw_numstat(payload: str) -> list[FileChange]:
 
 async def changes(ws: Workspace) -> list[FileChange]:
     """Every path that differs between the base ref and the worktree (untracked included)."""
-    base = _base(ws)
-    snap = await snapshot_tree(ws)
-    out = await run_git(
-        ["diff-tree", "-r", "-z", "-M", "--raw", "--numstat", base, snap.tree], ws.path
+    checkout = await open_git(ws)
+    snap = await snapshot_tree(checkout)
+    out = await checkout.run(
+        ["diff-tree", "-r", "-z", "-M", "--raw", "--numstat", _base(ws), snap.tree]
     )
     return parse_raw_numstat(out.text)
 
 
 async def diff(ws: Workspace, path: str | None = None) -> str:
     """Unified diff from the base ref to the worktree, whole or for one path."""
-    base = _base(ws)
-    snap = await snapshot_tree(ws)
-    args = ["diff-tree", "-r", "-p", "-M", "--no-color", "--full-index", base, snap.tree]
+    checkout = await open_git(ws)
+    snap = await snapshot_tree(checkout)
+    # Plumbing with no external diff and no textconv: no driver the attributes name can run.
+    args = ["diff-tree", "-r", "-p", "-M", "--no-color", "--no-ext-diff", "--no-textconv"]
+    args += ["--full-index", _base(ws), snap.tree]
     if path is not None:
         # Literal pathspec: a file named '*.py' means that file, not a glob.
         args = ["--literal-pathspecs", *args, "--", path]
-    out = await run_git(args, ws.path)
+    out = await checkout.run(args)
     return out.text
 
 
 async def commits(ws: Workspace) -> list[CommitInfo]:
     """Commits reachable from HEAD but not from the base ref, newest first."""
-    require_git(ws)
-    if await head_sha(ws) is None:
+    checkout = await open_git(ws)
+    if await head_sha(checkout) is None:
         return []  # an unborn branch has no commits
     revs = ["HEAD", f"^{ws.base_ref}"] if ws.base_ref else ["HEAD"]
-    out = await run_git(
-        ["rev-list", "--no-commit-header", "--format=%H%x00%an%x00%ae%x00%aI%x00%s", *revs],
-        ws.path,
+    out = await checkout.run(
+        ["rev-list", "--no-commit-header", "--format=%H%x00%an%x00%ae%x00%aI%x00%s", *revs]
     )
     result = []
     for line in out.text.splitlines():

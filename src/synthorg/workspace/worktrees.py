@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 import shutil
 from pathlib import Path
 
-from synthorg.errors import ConflictError, NotFoundError
+from synthorg.domain.conversation import WorkspaceInfo
+from synthorg.errors import ConflictError, NotFoundError, UsageError
 from synthorg.workspace import refs
+from synthorg.workspace.checkout import open_checkout, repo_identity, verify
+from synthorg.workspace.errors import UnsuitableRepositoryError, WorkspaceTamperedError
 from synthorg.workspace.git import GitError, run_git, run_git_retrying
 from synthorg.workspace.locks import exclusive
 from synthorg.workspace.models import Workspace
@@ -15,32 +20,19 @@ from synthorg.workspace.repo import (
     RepoProbe,
     branch_exists,
     choose_base,
-    current_branch,
     delete_refs,
     list_refs,
     probe_repo,
     remember_base,
-    resolve_commit,
     stored_base,
 )
 from synthorg.workspace.snapshot import forget, state_dir
 
-_METADATA = "workspace.json"
-
-
-def _gitdir_of(worktree: Path) -> Path | None:
-    """The private git dir a linked worktree's ``.git`` file points at (read, no subprocess)."""
-    dotgit = worktree / ".git"
-    if not dotgit.is_file():
-        return None
-    text = dotgit.read_text(encoding="utf-8").strip()
-    if not text.startswith("gitdir: "):
-        return None
-    gitdir = Path(text.removeprefix("gitdir: "))
-    return gitdir if gitdir.is_absolute() else (worktree / gitdir).resolve()
-
-
-_NOT_A_WORKTREE = Path("/nonexistent/not-a-worktree")
+_METADATA_SUFFIX = ".workspace.json"
+_NO_WORKTREE_HINT = (
+    'pass --no-worktree (API: "worktree": false) to let the agent edit the directory in '
+    "place, with no checkpoints, no views and no commit"
+)
 
 
 def _existing_dir(path: Path) -> Path:
@@ -50,52 +42,24 @@ def _existing_dir(path: Path) -> Path:
     return path
 
 
-def _live_gitdir(target: Path) -> Path | None:
-    """``target``'s git dir; None if nothing is there; ``_NOT_A_WORKTREE`` if something else is."""
-    if not target.exists():
-        return None
-    git_dir = _gitdir_of(target)
-    if git_dir is not None and git_dir.is_dir():
-        return git_dir
-    if target.is_dir() and not any(target.iterdir()):
-        target.rmdir()  # an empty leftover directory is no conflict
-        return None
-    return _NOT_A_WORKTREE
-
-
-def _common_dir_of(git_dir: Path) -> Path | None:
-    """The shared git dir a linked worktree's admin dir names in its ``commondir`` file."""
-    try:
-        text = (git_dir / "commondir").read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        return None
-    return (git_dir / text).resolve()
-
-
-def _read_metadata(git_dir: Path) -> Workspace | None:
-    try:
-        raw = (state_dir(git_dir) / _METADATA).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    return Workspace.model_validate_json(raw)
-
-
-def _write_metadata(ws: Workspace) -> None:
-    assert ws.git_dir is not None
-    directory = state_dir(ws.git_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / (_METADATA + ".tmp")
-    tmp.write_text(ws.model_dump_json(indent=2), encoding="utf-8")
-    tmp.replace(directory / _METADATA)
+def _registered_gitdir(worktree: Path) -> Path:
+    """The admin dir git just wrote into a new worktree's ``.git`` file (before any sandbox)."""
+    text = (worktree / ".git").read_text(encoding="utf-8").strip()
+    if not text.startswith("gitdir: ") or not Path(text.removeprefix("gitdir: ")).is_absolute():
+        raise ConflictError(f"git did not register {worktree} as a worktree ({text[:80]!r})")
+    return Path(text.removeprefix("gitdir: "))
 
 
 class WorktreeManager:
     """Gives each conversation its own worktree under ``<home>/worktrees``.
 
     Worktrees live at ``<home>/worktrees/<conversation-id>/<project-name>`` on branch
-    ``synthorg/<conversation-id>``. Registering worktrees is serialised per repository (git
-    picks admin-dir names with a racy stat-then-mkdir, and branch creation takes ref locks);
-    populating the files, the expensive part, runs outside that lock so creations overlap.
+    ``synthorg/<conversation-id>``. What decides mounts and git dirs is recorded beside the
+    worktree, in ``<home>/worktrees/<conversation-id>/.<project-name>.workspace.json``: a
+    host-only file the sandbox (which sees the worktree alone) cannot write. Registering
+    worktrees is serialised per repository (git picks admin-dir names with a racy
+    stat-then-mkdir, and branch creation takes ref locks); populating the files, the
+    expensive part, runs outside that lock so creations overlap. Creation is all-or-nothing.
     """
 
     def __init__(self, home: Path, *, checkout_workers: int = 0) -> None:
@@ -108,6 +72,30 @@ class WorktreeManager:
         """Where the conversation's worktree of ``project_name`` lives."""
         return self.root / refs.check_conversation_id(conversation_id) / project_name
 
+    def _metadata_file(self, conversation_id: str, project_name: str) -> Path:
+        return _metadata_file(self.path_for(conversation_id, project_name))
+
+    def check_mountable(self, path: Path, *, in_place: bool) -> None:
+        """Refuse what must never be mounted or probed.
+
+        In place (mounted read-write): the data dir, its parents and its children. As a
+        worktree's source (only its commits are checked out): the data dir itself and the
+        worktrees, which the agents write (git would discover a git dir one of them built).
+        """
+        home = self.home.resolve()
+        real = path.resolve()
+        if in_place:
+            refused = real == home or home in real.parents or real in home.parents
+        else:
+            worktrees = self.root.resolve()
+            refused = real in (home, worktrees) or worktrees in real.parents
+        if refused:
+            raise UsageError(
+                f"refusing {path}: it is SynthOrg's data dir {home}, "
+                + ("a parent or a child of it" if in_place else "or one of its worktrees")
+                + " (keys, store, other conversations). Use a repository elsewhere"
+            )
+
     async def create(
         self,
         repo: Path,
@@ -118,67 +106,150 @@ class WorktreeManager:
     ) -> Workspace:
         """The conversation's workspace for ``repo``: reused if it exists, else made.
 
-        A non-git directory, a bare repository, a repository without commits or
-        ``enabled=False`` run in the supplied directory, and the workspace's note says why.
+        A non-git directory, a bare repository or one without commits is refused unless
+        ``enabled=False`` asks to edit the directory in place (then host git never runs
+        there: the agent can write its ``.git``). A failure after the branch or worktree was
+        made removes them again.
         """
         refs.check_conversation_id(conversation_id)
         repo = _existing_dir(repo)
+        self.check_mountable(repo, in_place=not enabled)
+        if not enabled:
+            return _in_place(repo, conversation_id)
         probe = await probe_repo(repo)
         if isinstance(probe, str):
-            return Workspace(
-                conversation_id=conversation_id,
-                path=repo,
-                note=f"{probe}: running in place in {repo}, no worktree, views or checkpoints",
+            raise UnsuitableRepositoryError(
+                f"cannot make a worktree of {repo}: {probe}; " + _NO_WORKTREE_HINT
             )
-        if not enabled:
-            return await self._in_place(
-                repo, probe, conversation_id, base_ref, "worktrees disabled: running in place"
-            )
+        self.check_mountable(probe.toplevel, in_place=False)
         target = self.path_for(conversation_id, probe.toplevel.name)
         async with exclusive(self.home / "locks" / f"{conversation_id}.lock"):
-            existing = await self._attached(target, probe)
+            existing = self._load(conversation_id, probe.toplevel.name)
+            if existing is not None and not (target.exists() or target.is_symlink()):
+                # Deleted by hand: forget the record; the kept branch is checked out again.
+                self._metadata_file(conversation_id, probe.toplevel.name).unlink()
+                existing = None
             if existing is not None:
-                return existing
+                if existing.common_dir != probe.common_dir:
+                    raise ConflictError(
+                        f"{target} is a worktree of another repository: delete the "
+                        "conversation, or use another conversation id"
+                    )
+                verify(existing)
+                return existing.model_copy(update={"note": "reattached to the existing worktree"})
+            adopted = await self._adopt(probe, target, conversation_id)
+            if adopted is not None:
+                return adopted
+            if target.exists() or target.is_symlink():
+                raise ConflictError(
+                    f"{target} exists but SynthOrg has no record of it: remove that directory "
+                    "(`git worktree remove --force` if git lists it), or use another id"
+                )
             base = await choose_base(probe.toplevel, base_ref)
             if base is None:
-                return await self._in_place(
-                    repo,
-                    probe,
-                    conversation_id,
-                    None,
-                    "repository has no commits yet: running in place",
+                raise UnsuitableRepositoryError(
+                    f"cannot make a worktree of {repo}: the repository has no commits yet "
+                    "(commit something first); or " + _NO_WORKTREE_HINT
                 )
-            branch = refs.branch_name(conversation_id)
+            return await self._make(probe, target, conversation_id, base.sha, base.name)
+
+    async def _make(
+        self, probe: RepoProbe, target: Path, conversation_id: str, sha: str, name: str
+    ) -> Workspace:
+        branch = refs.branch_name(conversation_id)
+        made_refs: list[str] = []
+        git_dir: Path | None = None
+        try:
             async with exclusive(state_dir(probe.common_dir) / "worktrees.lock"):
                 note = "new worktree"
+                base_sha, base_name = sha, name
                 if await branch_exists(probe.toplevel, branch):
                     # A kept branch from an earlier life of this conversation: resume it.
                     args = ["worktree", "add", "--no-checkout", str(target), branch]
-                    base_sha = await stored_base(probe.toplevel, conversation_id) or base.sha
+                    stored = await stored_base(probe.toplevel, conversation_id)
+                    if stored is not None:
+                        base_sha, base_name = stored, refs.base_ref(conversation_id)
                     note = "worktree recreated on the existing branch"
                 else:
-                    args = ["worktree", "add", "--no-checkout", "-b", branch, str(target), base.sha]
-                    base_sha = base.sha
+                    args = ["worktree", "add", "--no-checkout", "-b", branch, str(target), sha]
+                    made_refs.append(f"refs/heads/{branch}")
                 await self._add_worktree(probe, target, args)
+                git_dir = _registered_gitdir(target)
+                if await stored_base(probe.toplevel, conversation_id) is None:
+                    made_refs.append(refs.base_ref(conversation_id))
                 await remember_base(probe.toplevel, conversation_id, base_sha)
-            git_dir = _gitdir_of(target)
-            if git_dir is None:
-                raise ConflictError(f"git did not register {target} as a worktree")
-            await self._populate(target)
             ws = Workspace(
                 conversation_id=conversation_id,
                 path=target,
                 repo=probe.toplevel,
                 branch=branch,
                 base_ref=base_sha,
-                base_ref_name=base.name if base_sha == base.sha else refs.base_ref(conversation_id),
+                base_ref_name=base_name,
                 is_worktree=True,
                 note=note,
                 git_dir=git_dir,
                 common_dir=probe.common_dir,
+                repo_identity=repo_identity(probe.common_dir),
             )
-            _write_metadata(ws)
+            await self._populate(ws)
+            self._write_metadata(ws)
             return ws
+        except BaseException:
+            await asyncio.shield(self._undo(probe, target, git_dir, made_refs))
+            raise
+
+    async def _adopt(
+        self, probe: RepoProbe, target: Path, conversation_id: str
+    ) -> Workspace | None:
+        """A worktree made before records lived beside it (or whose record was lost).
+
+        Found from git's host-only admin dirs, never from the worktree's ``.git`` file, and
+        only adopted when that file still says exactly what git wrote.
+        """
+        base = await stored_base(probe.toplevel, conversation_id)
+        admin_root = probe.common_dir / "worktrees"
+        if base is None or not (target.is_dir() and admin_root.is_dir()):
+            return None
+        expected = os.fsencode(target / ".git")
+        for admin in sorted(admin_root.iterdir()):
+            try:
+                points_at = (admin / "gitdir").read_bytes().strip()
+            except OSError:
+                continue
+            if points_at != expected:
+                continue
+            ws = Workspace(
+                conversation_id=conversation_id,
+                path=target,
+                repo=probe.toplevel,
+                branch=refs.branch_name(conversation_id),
+                base_ref=base,
+                base_ref_name=refs.base_ref(conversation_id),
+                is_worktree=True,
+                note="adopted an existing worktree",
+                git_dir=admin,
+                common_dir=probe.common_dir,
+                repo_identity=repo_identity(probe.common_dir),
+            )
+            verify(ws)  # its .git file must be exactly what git wrote
+            self._write_metadata(ws)
+            return ws
+        return None
+
+    async def _undo(
+        self, probe: RepoProbe, target: Path, git_dir: Path | None, made_refs: list[str]
+    ) -> None:
+        """Remove what a failed creation made: worktree files, git's registration, refs."""
+        with contextlib.suppress(OSError):
+            self._metadata_file(target.parent.name, target.name).unlink()
+        shutil.rmtree(target, ignore_errors=True)
+        if git_dir is not None:
+            shutil.rmtree(git_dir, ignore_errors=True)
+        with contextlib.suppress(GitError):
+            await run_git(["worktree", "prune"], probe.common_dir)
+            await delete_refs(probe.common_dir, made_refs)
+        with contextlib.suppress(OSError):
+            target.parent.rmdir()
 
     async def reattach(
         self, repo: Path, conversation_id: str, *, base_ref: str | None = None
@@ -186,42 +257,75 @@ class WorktreeManager:
         """Resume: the existing worktree of the conversation (``create`` reuses it)."""
         return await self.create(repo, conversation_id, base_ref=base_ref)
 
+    async def resume(
+        self, repo: Path, conversation_id: str, recorded: WorkspaceInfo | None
+    ) -> Workspace:
+        """The workspace a resumed run works in, from host-only records, checked again.
+
+        ``recorded`` is what the store holds for the conversation. A worktree must still be
+        the one recorded (path, ``.git`` file, repository); one whose files are gone is made
+        again on the kept branch. In place, the directory must be the task's repository.
+        """
+        if recorded is not None and not recorded.is_worktree:
+            if Path(recorded.path).resolve() != _existing_dir(repo).resolve():
+                raise WorkspaceTamperedError(
+                    f"conversation {conversation_id} edits {recorded.path} in place, but its "
+                    f"task names {repo}; refusing to mount either"
+                )
+            return await self.create(repo, conversation_id, enabled=False)
+        existing = await self.get(conversation_id)
+        if existing is None or not (existing.path.exists() or existing.path.is_symlink()):
+            return await self.create(repo, conversation_id)
+        if recorded is not None and Path(recorded.path) != existing.path:
+            raise WorkspaceTamperedError(
+                f"conversation {conversation_id}: the store records {recorded.path} but the "
+                f"worktree record names {existing.path}; refusing to mount either"
+            )
+        verify(existing)
+        return existing
+
     async def get(self, conversation_id: str, project_name: str | None = None) -> Workspace | None:
-        """The conversation's existing worktree, None if it has none."""
+        """The conversation's recorded worktree, None if it has none."""
         directory = self.root / refs.check_conversation_id(conversation_id)
         if project_name is not None:
-            candidates = [directory / project_name]
+            names = [project_name]
         elif directory.is_dir():
-            candidates = sorted(p for p in directory.iterdir() if not p.name.startswith("."))
+            names = sorted(
+                p.name[1 : -len(_METADATA_SUFFIX)]
+                for p in directory.iterdir()
+                if p.name.startswith(".") and p.name.endswith(_METADATA_SUFFIX)
+            )
         else:
-            candidates = []
-        for candidate in candidates:
-            git_dir = _gitdir_of(candidate)
-            if git_dir is not None:
-                ws = _read_metadata(git_dir)
-                if ws is not None:
-                    return ws.model_copy(update={"note": "reattached to the existing worktree"})
+            names = []
+        for name in names:
+            ws = self._load(conversation_id, name)
+            if ws is not None:
+                return ws.model_copy(update={"note": "reattached to the existing worktree"})
         return None
+
+    def _load(self, conversation_id: str, project_name: str) -> Workspace | None:
+        return recorded_workspace(self.path_for(conversation_id, project_name), conversation_id)
+
+    def _write_metadata(self, ws: Workspace) -> None:
+        path = self._metadata_file(ws.conversation_id, ws.path.name)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(ws.model_dump_json(indent=2), encoding="utf-8")
+        tmp.replace(path)
 
     async def remove(self, workspace: Workspace, *, delete_branch: bool = False) -> None:
         """Remove the conversation's worktree; its branch (and checkpoints) stay unless asked.
 
-        A workspace run in place is never deleted: it is the user's directory.
+        A workspace run in place is never deleted: it is the user's directory. No git runs
+        in the worktree: its files are deleted (symlinks not followed) and git forgets it.
         """
         if not workspace.is_worktree or workspace.common_dir is None:
             return
         common = workspace.common_dir
         forget(workspace)
         async with exclusive(state_dir(common) / "worktrees.lock"):
-            if workspace.path.exists():
-                out = await run_git(
-                    ["worktree", "remove", "--force", "--force", str(workspace.path)],
-                    common,
-                    check=False,
-                )
-                if out.returncode != 0:
-                    # e.g. a worktree holding submodules: git refuses, we delete and prune.
-                    shutil.rmtree(workspace.path, ignore_errors=True)
+            shutil.rmtree(workspace.path, ignore_errors=True)
+            if workspace.git_dir is not None and workspace.git_dir.parent.name == "worktrees":
+                shutil.rmtree(workspace.git_dir, ignore_errors=True)
             await run_git(["worktree", "prune"], common)
             if delete_branch:
                 cid = workspace.conversation_id
@@ -229,49 +333,9 @@ class WorktreeManager:
                 names += await list_refs(common, refs.checkpoint_prefix(cid))
                 await delete_refs(common, names)
         with contextlib.suppress(OSError):
+            self._metadata_file(workspace.conversation_id, workspace.path.name).unlink()
+        with contextlib.suppress(OSError):
             workspace.path.parent.rmdir()  # only succeeds when no other project is left
-
-    async def _attached(self, target: Path, probe: RepoProbe) -> Workspace | None:
-        """The worktree already at ``target`` if it belongs to this repository."""
-        git_dir = _live_gitdir(target)
-        if git_dir is None:
-            return None
-        if git_dir is _NOT_A_WORKTREE:
-            raise ConflictError(
-                f"{target} exists but is not a live worktree of {probe.toplevel}: "
-                "remove that directory, or use another conversation id"
-            )
-        ws = _read_metadata(git_dir)
-        if ws is not None and ws.common_dir == probe.common_dir:
-            return ws.model_copy(update={"note": "reattached to the existing worktree"})
-        if ws is None and _common_dir_of(git_dir) == probe.common_dir.resolve():
-            # Registered but never handed out (metadata is written last): finish the job.
-            return await self._finish(target, git_dir, probe)
-        raise ConflictError(
-            f"{target} is a worktree of another repository or not SynthOrg's: remove it "
-            f"with `git worktree remove --force {target}` and retry"
-        )
-
-    async def _finish(self, target: Path, git_dir: Path, probe: RepoProbe) -> Workspace:
-        cid = target.parent.name
-        base_sha = await stored_base(probe.toplevel, cid)
-        if base_sha is None:
-            base_sha = await resolve_commit(target, "HEAD")
-        await self._populate(target)
-        ws = Workspace(
-            conversation_id=cid,
-            path=target,
-            repo=probe.toplevel,
-            branch=await current_branch(target),
-            base_ref=base_sha,
-            base_ref_name=refs.base_ref(cid),
-            is_worktree=True,
-            note="finished an interrupted worktree creation",
-            git_dir=git_dir,
-            common_dir=probe.common_dir,
-        )
-        _write_metadata(ws)
-        return ws
 
     async def _add_worktree(self, probe: RepoProbe, target: Path, args: list[str]) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -289,52 +353,60 @@ class WorktreeManager:
             else:
                 raise
 
-    async def _populate(self, target: Path) -> None:
+    async def _populate(self, ws: Workspace) -> None:
         """Check the files out (what ``git worktree add`` does after registering)."""
-        await run_git(
+        checkout = await open_checkout(ws)
+        await checkout.run(
             [
                 "-c",
                 f"checkout.workers={self.checkout_workers}",
-                "-c",
-                "core.fsmonitor=false",
                 "reset",
                 "--hard",
                 "--quiet",
                 "--no-recurse-submodules",
-            ],
-            target,
+            ]
         )
 
-    async def _in_place(
-        self,
-        path: Path,
-        probe: RepoProbe,
-        conversation_id: str,
-        explicit_base: str | None,
-        note: str,
-    ) -> Workspace:
-        """A git workspace in the supplied directory (no worktree, no new branch)."""
-        base_sha: str | None
-        if explicit_base is not None:
-            base = await choose_base(probe.toplevel, explicit_base)
-            base_sha, base_name = (base.sha, base.name) if base else (None, None)
-        else:
-            base_sha = await stored_base(probe.toplevel, conversation_id)
-            base_name = refs.base_ref(conversation_id) if base_sha else None
-            if base_sha is None:
-                base_sha = await resolve_commit(probe.toplevel, "HEAD")
-                base_name = (await current_branch(probe.toplevel) or "HEAD") if base_sha else None
-        if base_sha is not None:
-            await remember_base(probe.toplevel, conversation_id, base_sha)
-        return Workspace(
-            conversation_id=conversation_id,
-            path=path,
-            repo=probe.toplevel,
-            branch=await current_branch(probe.toplevel),
-            base_ref=base_sha,
-            base_ref_name=base_name,
-            is_worktree=False,
-            note=f"{note} in {path}",
-            git_dir=probe.git_dir,
-            common_dir=probe.common_dir,
+
+def _metadata_file(worktree: Path) -> Path:
+    """The host-only record of a worktree: beside it, where the sandbox cannot reach."""
+    return worktree.parent / f".{worktree.name}{_METADATA_SUFFIX}"
+
+
+def recorded_workspace(worktree: Path, conversation_id: str) -> Workspace | None:
+    """The host-only record of the worktree at ``worktree`` (a path the store recorded).
+
+    None when there is none (the conversation edits in place, or its worktree was removed);
+    a refusal when the record does not describe exactly that worktree.
+    """
+    path = _metadata_file(worktree)
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    ws = Workspace.model_validate_json(raw)
+    if (
+        ws.conversation_id != conversation_id
+        or worktree.parent.name != conversation_id
+        or ws.path != worktree
+        or not ws.is_worktree
+        or ws.git_dir is None
+        or ws.common_dir is None
+    ):
+        raise WorkspaceTamperedError(
+            f"the workspace record {path} does not describe {worktree}; refusing to use it"
         )
+    return ws
+
+
+def _in_place(path: Path, conversation_id: str) -> Workspace:
+    """The supplied directory, edited in place: no worktree, and no host git ever runs there."""
+    return Workspace(
+        conversation_id=conversation_id,
+        path=path,
+        is_worktree=False,
+        note=(
+            f"WARNING: no worktree: the agent edits {path} in place; no checkpoints, no git "
+            "views and no commit (the agent can rewrite anything there, .git included)"
+        ),
+    )

@@ -17,7 +17,7 @@ from synthorg.domain import (
 )
 from synthorg.engine.native.scripts import demo_fix_script
 from synthorg.workspace.checkpoints import CheckpointStore
-from synthorg.workspace.models import Workspace
+from synthorg.workspace.worktrees import WorktreeManager
 
 from .harness import git, harness
 
@@ -30,13 +30,10 @@ async def test_multi_step_fix_on_a_real_repo(tmp_path: Path, loop_type: str) -> 
         run = await h.new_run(demo_fix_script, loop_type=loop_type)
         cid = run.context.conversation_id
         checkpoints = CheckpointStore()
-        ws = Workspace(
-            conversation_id=cid,
-            path=h.repo,
-            repo=h.repo,
-            git_dir=h.repo / ".git",
-            common_dir=h.repo / ".git",
-        )
+        # Checkpoints need a worktree SynthOrg made (host git never runs in a directory the
+        # agent edits in place): the run works in one of the harness's repository.
+        ws = await WorktreeManager(tmp_path / "home").create(h.repo, cid)
+        h.repo = ws.path
 
         async def checkpoint(action_id: str) -> CheckpointEvent:
             cp = await checkpoints.create(ws, cid)

@@ -14,33 +14,26 @@ from synthorg.server.state import ServerState, State, Viewer
 from synthorg.server.wire import Changes, Commits, Diff
 from synthorg.workspace import views
 from synthorg.workspace.models import Workspace
-from synthorg.workspace.repo import probe_repo
+from synthorg.workspace.worktrees import recorded_workspace
 
 router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["git"])
 
 
 async def workspace_of(state: ServerState, conversation_id: str) -> Workspace:
-    """The conversation's git workspace, rebuilt from its record; 409 when there is none."""
+    """The conversation's worktree as recorded on the host (never discovered from its files);
+    409 when there is none."""
     record = await state.store.get_conversation(conversation_id)
     info = record.workspace
     if info is None:
         raise ConflictError(f"conversation {conversation_id} has no workspace yet")
-    path = Path(info.path)
-    if not path.is_dir():
-        raise ConflictError(f"the workspace of {conversation_id} ({path}) no longer exists")
-    probe = await probe_repo(path)
-    if isinstance(probe, str):
-        raise ConflictError(f"the workspace of {conversation_id} has no git views: {probe}")
-    return Workspace(
-        conversation_id=conversation_id,
-        path=path,
-        repo=probe.toplevel,
-        branch=info.branch,
-        base_ref=info.base_ref,
-        is_worktree=info.is_worktree,
-        git_dir=probe.git_dir,
-        common_dir=probe.common_dir,
-    )
+    if not info.is_worktree:
+        raise ConflictError(
+            f"the workspace of {conversation_id} has no git views: it edits {info.path} in place"
+        )
+    ws = recorded_workspace(Path(info.path), conversation_id)
+    if ws is None:
+        raise ConflictError(f"the worktree of {conversation_id} ({info.path}) no longer exists")
+    return ws
 
 
 @router.get("/changes", response_model=Changes, responses=responses(401, 403, 404, 409))

@@ -1,0 +1,104 @@
+"""What the gate checks about the files a change adds: their size and whether they are cores."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from synthorg.workspace.checkout import Checkout
+
+_CORE_NAME = re.compile(r"core(\.\d+)?|vgcore\.\d+")
+_ELF_HEADER = 20
+_ET_CORE = 4
+_REGULAR_MODES = ("100644", "100755")
+
+
+@dataclass(frozen=True, slots=True)
+class NewBlob:
+    """A regular file the change adds or modifies: its path and blob."""
+
+    path: str
+    sha: str
+
+
+def is_core_name(path: str) -> bool:
+    """Whether the file name is one the kernel or a debugger gives a core dump."""
+    return _CORE_NAME.fullmatch(PurePosixPath(path).name) is not None
+
+
+def is_elf_core(header: bytes) -> bool:
+    """Whether ``header`` (the first 20 bytes of a file) starts an ELF core file."""
+    if len(header) < _ELF_HEADER or not header.startswith(b"\x7fELF"):
+        return False
+    if header[5] == 1:
+        return int.from_bytes(header[16:18], "little") == _ET_CORE
+    return int.from_bytes(header[16:18], "big") == _ET_CORE
+
+
+async def new_blobs(checkout: Checkout, base: str, tree: str) -> list[NewBlob]:
+    """Regular files of ``tree`` that are new or changed since ``base`` (no renames)."""
+    out = await checkout.run(["diff-tree", "-r", "-z", "--raw", "--no-renames", base, tree])
+    tokens = out.text.split("\0")
+    blobs = []
+    for meta, path in zip(tokens[0::2], tokens[1::2], strict=False):
+        fields = meta.lstrip(":").split()
+        if len(fields) == 5 and fields[4] != "D" and fields[1] in _REGULAR_MODES:
+            blobs.append(NewBlob(path=path, sha=fields[3]))
+    return blobs
+
+
+async def oversize_and_cores(
+    checkout: Checkout, blobs: list[NewBlob], limit: int
+) -> tuple[list[tuple[str, int]], list[str]]:
+    """(files over ``limit`` with their sizes, core dumps) among ``blobs``."""
+    if not blobs:
+        return [], []
+    listing = await checkout.run(
+        ["cat-file", "--batch-check=%(objectname) %(objectsize)"],
+        stdin="".join(f"{b.sha}\n" for b in blobs).encode(),
+    )
+    sizes = {}
+    for line in listing.text.splitlines():
+        sha, _, size = line.partition(" ")
+        if size.isdigit():
+            sizes[sha] = int(size)
+    oversize = [(b.path, sizes[b.sha]) for b in blobs if sizes.get(b.sha, 0) > limit]
+    cores = [
+        b.path
+        for b in blobs
+        if is_core_name(b.path) or is_elf_core(_head(checkout.dirs.work_tree, b.path))
+    ]
+    return oversize, cores
+
+
+def _head(root: Path, rel: str) -> bytes:
+    """The first bytes of a worktree file, opened without following any symlink.
+
+    The sandbox is gone by now, but the tree is still the agent's: every component is opened
+    with O_NOFOLLOW relative to its parent, and only a regular file is read.
+    """
+    parts = PurePosixPath(rel).parts
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(root, flags | os.O_DIRECTORY)
+    except OSError:
+        return b""
+    try:
+        for part in parts[:-1]:
+            next_fd = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = next_fd
+        leaf = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=fd)
+    except OSError:
+        os.close(fd)
+        return b""
+    os.close(fd)
+    try:
+        if not stat.S_ISREG(os.fstat(leaf).st_mode):
+            return b""
+        return os.read(leaf, _ELF_HEADER)
+    finally:
+        os.close(leaf)

@@ -1,0 +1,274 @@
+"""Red team, git and workspace metadata: a hostile run plants a git dir, drivers, hooks and
+metadata in its worktree; no host-side path (gate, checkpoint, views, rollback, resume) may
+run any of it or mount what it names.
+
+Every test drives a real run: the bwrap sandbox, the embedded gateway serving a scripted model
+that issues the attack as terminal commands, the native react loop, worktrees, the gate. The
+attack's programs each touch a marker in a host directory the sandbox cannot see: if a marker
+appears, host code ran something the agent wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from synthorg.domain import ConversationStatus, Task, new_id
+from synthorg.service.boot import Components, boot
+from synthorg.service.demo import create_demo_repo
+from synthorg.service.loops import default_provisioner, default_registry
+from synthorg.service.options import RunOptions
+from tests.support import scripted_settings
+
+from .redteam_git_scripts import PLANS
+
+pytestmark = pytest.mark.bwrap
+
+SCRIPT = "tests.sandbox.redteam_git_scripts:planned_commands"
+MODEL = "scripted-redteam-git"
+HOOKS = ("reference-transaction", "post-index-change", "post-checkout", "pre-commit", "post-commit")
+
+
+def plant_evil_gitdir(marker: Path, conversation_id: str) -> list[str]:
+    """Issue 12's recipe: a git dir the agent built, with drivers, fsmonitor and hooks."""
+    m = str(marker)
+    cfg = "git config -f /workspace/.evil/config"
+    hook = f"#!/bin/sh\\ntouch {m}/hook-$(basename $0)\\ncat >/dev/null 2>&1 || true\\n"
+    return [
+        "cd /workspace && git init -q /tmp/x && mv /tmp/x/.git /workspace/.evil && git"
+        f" --git-dir=/workspace/.evil symbolic-ref HEAD refs/heads/synthorg/{conversation_id}",
+        f"{cfg} filter.f.clean \"sh -c 'touch {m}/filter-clean; cat'\""
+        f" && {cfg} filter.f.smudge \"sh -c 'touch {m}/filter-smudge; cat'\""
+        f" && {cfg} filter.p.process \"sh -c 'touch {m}/filter-process'\""
+        f" && {cfg} diff.d.textconv \"sh -c 'touch {m}/textconv; cat'\""
+        f" && {cfg} diff.external \"sh -c 'touch {m}/diff-external'\""
+        f" && {cfg} merge.m.driver \"sh -c 'touch {m}/merge-driver'\""
+        f" && {cfg} core.fsmonitor 'touch {m}/fsmonitor; false'"
+        f" && {cfg} core.pager 'touch {m}/pager; cat'"
+        f" && {cfg} core.hooksPath .evilhooks",
+        f"cd /workspace && mkdir -p .evilhooks .evil/hooks && printf '{hook}' > /tmp/hook"
+        f" && for h in {' '.join(HOOKS)}; do cp /tmp/hook .evilhooks/$h;"
+        " cp /tmp/hook .evil/hooks/$h; done && chmod +x .evilhooks/* .evil/hooks/*",
+        "cd /workspace && printf '* filter=f diff=d merge=m\\n*.txt filter=p\\n' > .gitattributes"
+        " && echo planted > planted.txt && printf 'gitdir: .evil\\n' > .git",
+    ]
+
+
+def plant_metadata(conversation_id: str, target: Path) -> str:
+    """Finding 2: workspace metadata in the git dir the agent controls, naming a host dir."""
+    meta = json.dumps(
+        {"conversation_id": conversation_id, "path": str(target), "is_worktree": False}
+    )
+    evil = "/workspace/.evil/synthorg"
+    return f"mkdir -p {evil} && printf '%s' '{meta}' > {evil}/workspace.json"
+
+
+@pytest.fixture
+def marker(tmp_path: Path) -> Path:
+    """A host directory outside every sandbox; anything appearing in it ran on the host."""
+    path = tmp_path / "markers"
+    path.mkdir()
+    return path
+
+
+@asynccontextmanager
+async def booted(home: Path) -> AsyncIterator[Components]:
+    settings = scripted_settings(home, SCRIPT, model=MODEL)
+    async with boot(
+        settings, registry=default_registry(), provisioner=default_provisioner
+    ) as components:
+        yield components
+
+
+async def start_attack(
+    components: Components, repo: Path, plan: list[str] | None = None, **options: object
+) -> tuple[str, str]:
+    """Create a conversation whose model runs ``plan`` (filled in by the caller via PLANS)."""
+    token = secrets.token_hex(8)
+    task = Task(
+        id=new_id("task"),
+        project_id="proj",
+        prompt=f"Red team git attack PLAN:{token}",
+        repository=str(repo),
+    )
+    record = await components.service.create(task, RunOptions(loop="react", **options))  # type: ignore[arg-type]
+    PLANS[token] = plan or []
+    return record.id, token
+
+
+def ran_on_host(marker: Path) -> list[str]:
+    return sorted(p.name for p in marker.iterdir())
+
+
+async def kinds(components: Components, conversation_id: str) -> list[tuple[str, str]]:
+    page = await components.store.history(conversation_id, after=0, limit=1000)
+    out = []
+    for stored in page:
+        event = stored.event
+        detail = getattr(event, "message", None) or getattr(event, "reason", "") or ""
+        out.append((event.kind, str(detail)))
+    return out
+
+
+async def test_commit_gate_runs_nothing_the_agent_planted(tmp_path: Path, marker: Path) -> None:
+    repo = create_demo_repo(tmp_path / "calc")
+    async with booted(tmp_path / "home") as components:
+        cid, token = await start_attack(components, repo)
+        PLANS[token] = plant_evil_gitdir(marker, cid)
+        result = await components.service.run(cid)
+        assert ran_on_host(marker) == []
+        final = await components.store.get_conversation(cid)
+        events = await kinds(components, cid)
+        last_status = await last_status_in_log(components, cid)
+    assert result.commit_sha is None
+    # The gate refused, said why, and the record and the log agree on the end state.
+    assert final.status is ConversationStatus.FAILED, (final, events)
+    refusals = [d for k, d in events if k == "error" and ".git" in d]
+    assert refusals, events
+    assert last_status is ConversationStatus.FAILED, events
+    # Nothing reached the user's repository either.
+    branches = subprocess.run(
+        ["git", "log", "--format=%s", f"synthorg/{cid}"], cwd=repo, capture_output=True, text=True
+    ).stdout
+    assert branches.count("\n") == 1  # only the demo's initial commit
+
+
+async def last_status_in_log(components: Components, conversation_id: str) -> object:
+    """The status the event log ends on (it must agree with the record)."""
+    page = await components.store.history(conversation_id, after=0, limit=1000)
+    changes = [s.event for s in page if s.event.kind == "status_change"]
+    return changes[-1].new  # type: ignore[union-attr]
+
+
+async def test_checkpoint_runs_nothing_the_agent_planted(tmp_path: Path, marker: Path) -> None:
+    repo = create_demo_repo(tmp_path / "calc")
+    async with booted(tmp_path / "home") as components:
+        cid, token = await start_attack(components, repo)
+        # The command after the plant is mutating: a checkpoint is taken before it runs.
+        PLANS[token] = [*plant_evil_gitdir(marker, cid), "echo more > /workspace/more.txt"]
+        result = await components.service.run(cid)
+        events = await kinds(components, cid)
+        final = await components.store.get_conversation(cid)
+    assert ran_on_host(marker) == []
+    assert result.commit_sha is None
+    # The refused checkpoint stops the loop (the runner's error path) before the command runs.
+    assert final.status is ConversationStatus.ERROR, (final, events)
+    assert any(".git" in d for k, d in events if k == "error"), events
+    assert not (Path(final.workspace.path) / "more.txt").exists()  # type: ignore[union-attr]
+
+
+async def test_git_views_run_nothing_the_agent_planted(tmp_path: Path, marker: Path) -> None:
+    from synthorg.server import KeyStore, Role, ServerSettings, create_app
+
+    repo = create_demo_repo(tmp_path / "calc")
+    keys = KeyStore(tmp_path / "keys.json")
+    _, viewer = keys.create("vera", {Role.VIEWER})
+    async with booted(tmp_path / "home") as components:
+        plan_len = len(plant_evil_gitdir(marker, "x"))
+        cid, token = await start_attack(components, repo, max_turns=plan_len)
+        PLANS[token] = plant_evil_gitdir(marker, cid)
+        await components.service.run(cid)  # ends at the turn cap: the gate never runs
+        assert ran_on_host(marker) == []
+        app = create_app(
+            ServerSettings(), store=components.store, run_service=components.service, auth=keys
+        )
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app),
+                base_url="http://testserver",
+                headers={"Authorization": f"Bearer {viewer}"},
+            ) as client,
+        ):
+            answers = {
+                view: await client.get(f"/api/conversations/{cid}/{view}")
+                for view in ("changes", "diff", "commits")
+            }
+    assert ran_on_host(marker) == []
+    for view, response in answers.items():
+        assert response.status_code == 409, (view, response.text)
+        assert ".git" in response.json()["detail"], (view, response.text)
+
+
+async def test_rollback_runs_nothing_the_agent_planted(tmp_path: Path, marker: Path) -> None:
+    repo = create_demo_repo(tmp_path / "calc")
+    async with booted(tmp_path / "home") as components:
+        plan_len = len(plant_evil_gitdir(marker, "x"))
+        cid, token = await start_attack(components, repo, max_turns=plan_len)
+        PLANS[token] = plant_evil_gitdir(marker, cid)
+        recorded = await components.worktrees.get(cid)  # as recorded before the run
+        assert recorded is not None and recorded.is_git
+        await components.service.run(cid)
+        # Control: the run took a checkpoint before each of its commands (read in the repo).
+        taken = subprocess.run(
+            ["git", "for-each-ref", "--format=%(refname)", f"refs/synthorg/checkpoints/{cid}/"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert len(taken) == plan_len, taken
+        with pytest.raises(Exception, match=r"\.git"):
+            await components.checkpoints.rollback(recorded, 0)
+    assert ran_on_host(marker) == []
+
+
+async def test_resume_mounts_and_runs_nothing_the_agent_planted(
+    tmp_path: Path, marker: Path
+) -> None:
+    repo = create_demo_repo(tmp_path / "calc")
+    target = tmp_path / "host-data"  # stands for SYNTHORG_HOME or any host directory
+    target.mkdir()
+    (target / "signing.key").write_text("host secret\n")
+    async with booted(tmp_path / "home") as components:
+        plant = plant_evil_gitdir(marker, "x")
+        cid, token = await start_attack(components, repo, max_turns=len(plant) + 1)
+        *setup, repoint = plant_evil_gitdir(marker, cid)
+        PLANS[token] = [
+            *setup,
+            plant_metadata(cid, target),
+            repoint,  # the last command of the first run: no checkpoint comes after it
+            # Only the resumed run gets this far: it would write into whatever is mounted.
+            "touch /workspace/written-by-resumed-run && cat /workspace/signing.key",
+        ]
+        first = await components.service.run(cid)
+        assert first.termination_reason.value == "max_turns", first
+        resumed = await components.service.run(cid)
+        events = await kinds(components, cid)
+        final = await components.store.get_conversation(cid)
+    assert ran_on_host(marker) == []
+    assert sorted(p.name for p in target.iterdir()) == ["signing.key"]
+    assert not any("host secret" in d for _, d in events)
+    assert resumed.commit_sha is None
+    assert final.status is ConversationStatus.FAILED, (final, events)
+    assert any(".git" in d for k, d in events if k == "error"), events
+
+
+async def test_core_dump_and_oversize_file_are_refused_by_the_gate(tmp_path: Path) -> None:
+    """Finding 6 (gate part): a core dump and a huge file in the worktree are not committed;
+    the refusal is an error event and the record and the log both end FAILED."""
+    repo = create_demo_repo(tmp_path / "calc")
+    core = "\\177ELF\\002\\001\\001" + "\\000" * 9 + "\\004\\000\\076\\000\\001\\000\\000\\000"
+    async with booted(tmp_path / "home") as components:
+        for name, command, reason in (
+            ("core", f"printf '{core}' > core.4242 && head -c 4096 /dev/zero >> core.4242", "core"),
+            ("big", "head -c 11000000 /dev/zero > blob.bin", "size limit"),
+        ):
+            cid, token = await start_attack(components, repo)
+            PLANS[token] = [f"cd /workspace && echo work > work.txt && {command}"]
+            result = await components.service.run(cid)
+            events = await kinds(components, cid)
+            final = await components.store.get_conversation(cid)
+            last_status = await last_status_in_log(components, cid)
+            assert result.commit_sha is None, name
+            assert final.status is ConversationStatus.FAILED, (name, final)
+            assert last_status is ConversationStatus.FAILED, (name, events)
+            assert any(k == "error" and reason in d for k, d in events), (name, events)
+            assert final.error is not None and reason in final.error
