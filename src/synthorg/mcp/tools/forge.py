@@ -192,7 +192,8 @@ class ForgeClient:
             raise ToolRefusedError(
                 f"branch {branch!r} has no pull request yet; open one with open_pull_request"
             )
-        return dict(max(mine, key=lambda p: int(p["number"]) if "number" in p else 0))
+        newest: dict[str, Any] = max(mine, key=lambda p: int(p.get("number") or 0))
+        return newest
 
     def expect(self, reply: ForgeReply, status: int, doing: str) -> None:
         """Raise ToolFailedError (redacted forge message) unless ``reply`` has ``status``."""
