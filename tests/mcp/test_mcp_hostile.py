@@ -135,6 +135,7 @@ async def test_an_unsupported_encoding_is_an_error_not_garbage(
 async def test_the_event_loop_answers_while_a_bomb_is_decoded(
     world: World, endpoints: McpEndpoints
 ) -> None:
+    gzip_bomb()  # built before (the upstream's cost, not the server's)
     bearer = world.bearer()
     bomb = asyncio.create_task(
         call(endpoints, bearer, "http_fetch", {"url": f"{world.fetch_url}/allowed/bomb"})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import functools
 import re
 import ssl
 from urllib.parse import urljoin
@@ -27,6 +28,14 @@ from synthorg.mcp.tools.base import ToolContext
 from synthorg.mcp.urls import NormalUrl, UrlError, normalise_url
 
 _REDIRECTS = {301, 302, 303, 307, 308}
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    # Loading the system CA store costs tens of milliseconds: once per process, not per fetch.
+    return ssl.create_default_context()
+
+
 _CHARSET = re.compile(r"charset\s*=\s*\"?([\w.:-]+)", re.IGNORECASE)
 
 
@@ -172,7 +181,7 @@ class HttpFetchTool:
             (b"Accept-Encoding", ACCEPT_ENCODING.encode()),
         ]
         pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl.create_default_context(),
+            ssl_context=_tls() if url.scheme == "https" else None,
             network_backend=PinnedBackend(address),
             max_connections=1,
             retries=0,
