@@ -15,6 +15,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp_servers import gzip_bomb
 from mcp_world import (
     CONVERSATION,
@@ -447,3 +449,46 @@ async def test_a_name_pinned_to_a_private_address_needs_allow_private(world: Wor
     # The system resolver does not know the name: the connection went to the checked address,
     # and the server still saw the name.
     assert world.fetch_state.hosts == [f"docs.allowed.test:{port}"]
+
+
+# ------------------------------------------------ property: nothing outside the prefix is served
+
+_ATTACK_SEGMENTS = st.sampled_from(
+    [
+        "..",
+        ".",
+        "%2e%2e",
+        "%2E.",
+        ".%2E",
+        "%2e",
+        "allowed",
+        "private",
+        "secret",
+        "hello",
+        "%2f",
+        "..;",
+        "%70rivate",
+        "%61llowed",
+        "",
+        "x",
+    ]
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(path=st.lists(_ATTACK_SEGMENTS, min_size=1, max_size=6))
+async def test_no_url_the_agent_writes_reaches_a_page_outside_the_prefix(
+    world: World, endpoints: McpEndpoints, path: list[str]
+) -> None:
+    url = f"{world.fetch_url}/allowed/" + "/".join(path)
+    result = await call(endpoints, world.bearer(), "http_fetch", {"url": url})
+    assert "not for agents" not in result.text
+    # What the upstream resolved (decoded, dot segments removed) stayed under the prefix.
+    assert all(p.startswith("/allowed/") for p in world.fetch_state.served), (
+        url,
+        world.fetch_state.served,
+    )
