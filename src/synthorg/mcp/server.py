@@ -96,6 +96,19 @@ class _ToolDispatcher:
     async def _check_alive(self, claims: BearerClaims) -> None:
         """Refuse a bearer whose conversation is unknown or whose run is over (store truth)."""
         try:
+            await self._judge(claims)
+        except _Dead:
+            raise
+        except Exception as exc:  # the store is down: nothing can be checked or audited
+            _log.error("mcp.tool_call.store_unavailable", error=type(exc).__name__)
+            raise _Dead(
+                "the run's state could not be read from the store, so nothing was done; "
+                "retry shortly",
+                auditable=False,
+            ) from exc
+
+    async def _judge(self, claims: BearerClaims) -> None:
+        try:
             record = await self._store.get_conversation(claims.conversation_id)
         except NotFoundError as exc:
             raise _Dead(
