@@ -104,16 +104,16 @@ async def test_the_request_sent_is_the_normal_form_that_was_matched(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", ["/allowed/bomb", "/allowed/deflate-bomb"])
+@pytest.mark.parametrize("bomb", ["/allowed/bomb", "/allowed/deflate-bomb"])
 async def test_a_nested_compression_bomb_is_capped_while_decoding(
-    world: World, endpoints: McpEndpoints, page: str
+    world: World, endpoints: McpEndpoints, bomb: str
 ) -> None:
     gzip_bomb(), gzip_bomb(1)  # built before measuring (the server side's cost, not ours)
     gc.collect()
     tracemalloc.start()
     try:
         result = await call(
-            endpoints, world.bearer(), "http_fetch", {"url": world.fetch_url + page}
+            endpoints, world.bearer(), "http_fetch", {"url": world.fetch_url + bomb}
         )
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -292,6 +292,17 @@ async def test_nothing_is_done_when_the_intent_cannot_be_audited(world: World) -
         assert result.is_error and "could not be written, so nothing was done" in result.text
     assert world.git_state.authorized == 0
     assert world.forge_state.auth_headers == [] and world.fetch_state.targets == []
+
+
+async def test_a_store_that_cannot_be_read_refuses_the_call(world: World) -> None:
+    app = create_mcp_app(world.config, world.signer, world.vault, world.audit)
+    async with serve_mcp(app, host="127.0.0.1") as ends:
+        await world.audit.store.close()  # the database went away under the server
+        result = await call(
+            ends, world.bearer(), "http_fetch", {"url": f"{world.fetch_url}/allowed/hello"}
+        )
+    assert result.is_error and "could not be read from the store" in result.text
+    assert world.fetch_state.targets == []
 
 
 async def test_the_intent_is_on_record_before_the_action(
