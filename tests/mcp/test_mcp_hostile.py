@@ -30,7 +30,13 @@ from mcp_world import (
 )
 
 from synthorg.gateway.signer import RunBinding
-from synthorg.mcp import McpEndpoints, create_mcp_app, serve_mcp
+from synthorg.mcp import (
+    McpClientError,
+    McpEndpoints,
+    McpToolClient,
+    create_mcp_app,
+    serve_mcp,
+)
 from synthorg.store.protocol import ExecutionStatus
 
 BRANCH = f"synthorg/{CONVERSATION}"
@@ -349,6 +355,17 @@ async def test_a_bearer_dies_with_its_run(
         {"url": f"{world.fetch_url}/allowed/hello"},
     )
     assert not other.is_error, other.text
+
+
+async def test_a_dead_bearer_is_not_even_shown_the_tools(
+    world: World, endpoints: McpEndpoints
+) -> None:
+    assert endpoints.url is not None
+    bearer = world.bearer()
+    assert len(await McpToolClient(endpoints.url, bearer).list_tools()) == 6
+    await world.end_run(CONVERSATION)
+    with pytest.raises(McpClientError, match="is finished"):
+        await McpToolClient(endpoints.url, bearer).list_tools()
 
 
 async def test_a_bearer_whose_run_reached_its_ceiling_is_refused(world: World) -> None:

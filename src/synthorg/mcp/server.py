@@ -13,13 +13,14 @@ import mcp_types as types
 import structlog
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp
 
 from synthorg.errors import NotFoundError
 from synthorg.gateway.liveness import run_closed
 from synthorg.gateway.signer import BearerClaims, GatewaySigner
 from synthorg.mcp.audit import AuditWriteError, McpStore, Outcome, record_call
-from synthorg.mcp.auth import BearerAuthMiddleware, claims_from_request
+from synthorg.mcp.auth import UNAUTHENTICATED, BearerAuthMiddleware, claims_from_request
 from synthorg.mcp.config import McpConfig
 from synthorg.mcp.errors import ToolFailedError, ToolRefusedError
 from synthorg.mcp.redact import Redactor
@@ -75,7 +76,13 @@ class _ToolDispatcher:
         self._tools = {tool.name: tool for tool in tools}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def list_tools(self, _ctx: Any, _params: Any) -> types.ListToolsResult:
+    async def list_tools(self, ctx: Any, _params: Any) -> types.ListToolsResult:
+        claims = claims_from_request(ctx.request)
+        if claims is not None:
+            try:
+                await self._check_alive(claims)
+            except _Dead as exc:  # a dead bearer is told so at once, not shown tools
+                raise MCPError(UNAUTHENTICATED, f"refused: {exc}") from exc
         return types.ListToolsResult(
             tools=[
                 types.Tool(
