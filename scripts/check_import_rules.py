@@ -43,7 +43,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "sandbox": BASICS,
     "runtime": BASICS,
     "gateway": (*BASICS, "synthorg.store.protocol", "synthorg.settings"),
-    "mcp": (*BASICS, "synthorg.store.protocol", "synthorg.gateway.signer", "synthorg.settings"),
+    "mcp": (
+        *BASICS,
+        "synthorg.store.protocol",
+        "synthorg.gateway.signer",
+        "synthorg.gateway.liveness",  # bearers die with their run: the gateway's own rule
+        "synthorg.settings",
+    ),
     "settings": (*BASICS, "synthorg.engine.config"),
 }
 # Composition roots may import anything.

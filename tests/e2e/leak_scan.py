@@ -1,4 +1,4 @@
-"""Finding a credential in any form: plain, inside a Basic header, or any 8-character fragment."""
+"""Finding a credential in any form: plain, hex, base64 (any alignment), any 8-character piece."""
 
 from __future__ import annotations
 
@@ -28,15 +28,23 @@ class Secret:
     basic_user: str
 
     def forms(self) -> set[str]:
-        """Every 8-character piece of the credential and of its base64 (as in Basic auth).
+        """Every 8-character piece of the credential, of its hex, and of its base64.
 
         base64("user:token") is cut where the token starts when ``len("user:")`` is a
-        multiple of 3; then its tail is base64(token), whose pieces are what a leak shows.
+        multiple of 3; then its tail is base64(token), whose pieces are what a leak shows. The
+        token's own base64 characters at the two other alignments (after 1 or 2 other bytes)
+        and its hex (either case) count too.
         """
         prefix = f"{self.basic_user}:".encode()
         basic = base64.b64encode(prefix + self.value.encode()).decode()
         cut = (len(prefix) // 3) * 4
-        return _windows(self.value) | _windows(basic[cut:])
+        raw = self.value.encode()
+        forms = _windows(self.value) | _windows(basic[cut:])
+        forms |= _windows(raw.hex()) | _windows(raw.hex().upper())
+        for pad in (1, 2):
+            encoded = base64.b64encode(b"\xfe" * pad + raw).decode()
+            forms |= _windows(encoded[-(-8 * pad // 6) :])
+        return forms
 
 
 class LeakFinder:

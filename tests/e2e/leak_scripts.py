@@ -9,6 +9,8 @@ command) stays a fair place to look for leaks.
 
 from __future__ import annotations
 
+import base64
+import os
 import secrets
 import string
 from collections.abc import Sequence
@@ -93,6 +95,36 @@ GREP_PROBE = (
     + f"rm -rf \"$(dirname {CANARY})\"; echo '{PROBE_END}'"
 )
 
+FETCH_BASE_ENV = "LEAK_PROBE_FETCH_BASE"
+"""Where the test serves pages that echo the credentials back (read when the script runs)."""
+FETCH_CAP = 120
+"""The size cap of the truncation probe: it lands inside the echoed git token."""
+
+
+def echo_pages() -> dict[str, str]:
+    """Pages a careless upstream might serve: the credentials hex-encoded, in Basic headers
+    (every base64 alignment, with its tail), and across the fetch's size cap."""
+    basic = " ".join(
+        base64.b64encode(f"{user}:{token}".encode()).decode()
+        for user in (GIT_USERNAME, "ab", "a", "")
+        for token in (GIT_TOKEN, FORGE_TOKEN)
+    )
+    return {
+        "/allowed/echo-hex": f"{GIT_TOKEN.encode().hex()} {FORGE_TOKEN.encode().hex().upper()}",
+        "/allowed/echo-basic": basic,
+        "/allowed/echo-cut": "z" * (FETCH_CAP - 11) + GIT_TOKEN + FORGE_TOKEN,
+    }
+
+
+def _fetches() -> tuple[tuple[str, dict[str, object]], ...]:
+    base = os.environ[FETCH_BASE_ENV]
+    return (
+        ("http_fetch", {"url": f"{base}/allowed/echo-hex"}),
+        ("http_fetch", {"url": f"{base}/allowed/echo-basic"}),
+        ("http_fetch", {"url": f"{base}/allowed/echo-cut", "max_bytes": FETCH_CAP}),
+    )
+
+
 _TURNS: tuple[tuple[str, dict[str, object]], ...] = (
     ("file_editor", {"command": "create", "path": PROBE_FILE, "file_text": PROBE_FILE_TEXT}),
     ("terminal", {"command": ENV_PROBE}),
@@ -112,11 +144,12 @@ PROBE_COUNT = sum(1 for name, _ in _TURNS if name == "terminal")
 
 def leak_probe_script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
     """One step of _TURNS per turn, then finish; refuses to go on if the MCP tools are missing."""
-    missing = {"git_push", "open_pull_request"} - offered(tools)
+    missing = {"git_push", "open_pull_request", "http_fetch"} - offered(tools)
     if missing:
         return ScriptedTurn.call("finish", message=f"MCP tools not offered: {sorted(missing)}")
     done = len(steps_of(messages))
-    if done < len(_TURNS):
-        name, arguments = _TURNS[done]
+    turns = _TURNS[:-2] + _fetches() + _TURNS[-2:]  # the last probes run after the fetches
+    if done < len(turns):
+        name, arguments = turns[done]
         return ScriptedTurn.call(name, f"Leak probe step {done + 1}.", **arguments)
     return ScriptedTurn.call("finish", message="leak probe done")

@@ -36,6 +36,8 @@ from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.options import RunOptions
 from synthorg.settings import Settings
 from tests.mcp.mcp_servers import (
+    FetchHandler,
+    FetchState,
     ForgeHandler,
     ForgeState,
     GitRemoteHandler,
@@ -165,11 +167,14 @@ async def test_full_run_pushes_opens_a_pull_request_and_leaks_no_credential(
         root=remote.parent, username=probe.GIT_USERNAME, token=probe.GIT_TOKEN
     )
     forge_state = ForgeState(owner="acme", repo="project", token=probe.FORGE_TOKEN, remote=remote)
+    fetch_state = FetchState(pages={p: (b.encode(), {}) for p, b in probe.echo_pages().items()})
 
     with (
         serving(GitRemoteHandler, git_state) as git_url,
         serving(ForgeHandler, forge_state) as forge_url,
+        serving(FetchHandler, fetch_state) as fetch_url,
     ):
+        monkeypatch.setenv(probe.FETCH_BASE_ENV, fetch_url)
         settings = Settings(
             home=home,
             sections={
@@ -198,6 +203,7 @@ async def test_full_run_pushes_opens_a_pull_request_and_leaks_no_credential(
                                 "repo": "project",
                                 "token_env": probe.FORGE_TOKEN_ENV,
                             },
+                            "fetch": {"allow": [f"{fetch_url}/allowed/"]},
                         }
                     ]
                 },
@@ -242,6 +248,12 @@ async def test_full_run_pushes_opens_a_pull_request_and_leaks_no_credential(
     ]
     assert forge_state.auth_headers == [f"Bearer {probe.FORGE_TOKEN}"]
     assert "opened pull request #1" in audits["open_pull_request"].detail
+    # The upstream echoed the credentials hex-encoded, in Basic headers and across the cap:
+    # each fetch succeeded and came back redacted (the scans below find no piece of them).
+    fetched = [e for e in events if isinstance(e, ToolAuditEvent) and e.tool == "http_fetch"]
+    assert [e.outcome for e in fetched] == ["started", "ok"] * 3, fetched
+    assert all("[REDACTED]" in e.detail for e in fetched if e.outcome == "ok")
+    assert sorted(fetch_state.served) == sorted(probe.echo_pages())
 
     # -- the probes ran, to the end, and saw the sandbox ----------------------------------
     outputs = _probe_outputs(events)

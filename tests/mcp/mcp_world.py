@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from mcp_servers import (
     FetchHandler,
+    FetchState,
     ForgeHandler,
     ForgeState,
     GitRemoteHandler,
@@ -32,6 +33,7 @@ from synthorg.mcp import (
     create_mcp_app,
     serve_mcp,
 )
+from synthorg.store.protocol import ExecutionStatus, ExecutionUsage
 from synthorg.store.sqlite import SqliteStore
 
 GIT_TOKEN = "ghs_gitPUSHtoken_5b1f0e9a7c3d4e2f8a6b"
@@ -58,6 +60,11 @@ def git(*args: str, cwd: Path | None = None) -> str:
     return done.stdout.strip()
 
 
+def execution_of(conversation: str) -> str:
+    """The execution id the tests' bearers carry for a conversation."""
+    return f"exec-{conversation}"
+
+
 KNOWN_CONVERSATIONS = (
     (CONVERSATION, "alpha"),
     (OTHER_CONVERSATION, "alpha"),
@@ -67,7 +74,7 @@ KNOWN_CONVERSATIONS = (
 
 
 class StoreAudit:
-    """The audit sink of the tests: the real SQLite store, read back through its history."""
+    """The MCP server's store in the tests: the real SQLite store, with readers for the audit."""
 
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
@@ -75,13 +82,34 @@ class StoreAudit:
     async def append(self, conversation_id: str, event: ToolAuditEvent, /) -> object:
         return await self.store.append(conversation_id, event)
 
-    async def of(self, conversation_id: str) -> list[ToolAuditEvent]:
+    async def get_conversation(self, conversation_id: str) -> ConversationRecord:
+        return await self.store.get_conversation(conversation_id)
+
+    async def get_execution(self, execution_id: str) -> ExecutionUsage:
+        return await self.store.get_execution(execution_id)
+
+    async def log(self, conversation_id: str) -> list[ToolAuditEvent]:
+        """Every audit event of the conversation: intents ('started') and outcomes."""
         stored = await self.store.history(
             conversation_id, kinds=frozenset({"tool_audit"}), limit=1000
         )
         events = [s.event for s in stored]
         assert all(isinstance(e, ToolAuditEvent) for e in events)
         return events  # type: ignore[return-value]
+
+    async def of(self, conversation_id: str) -> list[ToolAuditEvent]:
+        """The outcome events of the conversation (each call's intent checked to precede it)."""
+        events = await self.log(conversation_id)
+        outcomes: list[ToolAuditEvent] = []
+        open_intents: list[str] = []
+        for event in events:
+            if event.outcome == "started":
+                open_intents.append(event.tool)
+                continue
+            if event.tool in open_intents:
+                open_intents.remove(event.tool)
+            outcomes.append(event)
+        return outcomes
 
     async def all(self) -> list[ToolAuditEvent]:
         return [e for cid, _ in KNOWN_CONVERSATIONS for e in await self.of(cid)]
@@ -121,6 +149,7 @@ class World:
     forge_state: ForgeState
     forge_url: str
     fetch_url: str
+    fetch_state: FetchState
     config: McpConfig
     vault: CredentialVault
     audit: StoreAudit
@@ -132,7 +161,7 @@ class World:
         self, project: str = "alpha", conversation: str = CONVERSATION, ttl_s: int = 600
     ) -> str:
         binding = RunBinding(
-            execution_id=f"exec-{conversation}",
+            execution_id=execution_of(conversation),
             agent_id="agent-1",
             task_id="task-1",
             project_id=project,
@@ -141,6 +170,12 @@ class World:
             model_id="scripted-1",
         )
         return self.signer.mint(binding, ttl_s=ttl_s)
+
+    async def end_run(
+        self, conversation: str = CONVERSATION, status: ExecutionStatus = ExecutionStatus.FINISHED
+    ) -> None:
+        """What the gateway does when a run ends: its ledger row is closed in the store."""
+        await self.audit.store.set_execution_status(execution_of(conversation), status, "run ended")
 
     def commit_on(self, branch: str, name: str = "change.txt") -> str:
         exists = (
@@ -180,10 +215,11 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
 
     git_state = GitRemoteState(root=served, username="x-access-token", token=GIT_TOKEN)
     forge_state = ForgeState(owner="acme", repo="widgets", token=FORGE_TOKEN, remote=remote)
+    fetch_state = FetchState()
     with (
         serving(GitRemoteHandler, git_state) as git_url,
         serving(ForgeHandler, forge_state) as forge_url,
-        serving(FetchHandler, None) as fetch_url,
+        serving(FetchHandler, fetch_state) as fetch_url,
     ):
         config = make_config(
             {
@@ -216,6 +252,14 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         store = await SqliteStore.open(tmp_path / "store.db")
         for conversation_id, project_id in KNOWN_CONVERSATIONS:
             await store.create_conversation(_record(conversation_id, project_id))
+            # What the run service does before it mints a run's bearer.
+            await store.open_execution(
+                execution_id=execution_of(conversation_id),
+                conversation_id=conversation_id,
+                model="scripted-1",
+                provider="scripted",
+                cost_ceiling_usd=None,
+            )
         clock = Clock()
         signer = GatewaySigner(b"k" * 48, served=lambda p, m: True, clock=clock)
         yield World(
@@ -226,6 +270,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             forge_state=forge_state,
             forge_url=forge_url,
             fetch_url=fetch_url,
+            fetch_state=fetch_state,
             config=config,
             vault=vault,
             audit=StoreAudit(store),

@@ -57,6 +57,14 @@ async def test_serve_command_serves_audits_and_stops_on_sigterm(tmp_path: Path) 
     uds = Path(f"/tmp/synthorg-mcp-cli-{os.getpid()}-{time.monotonic_ns()}.sock")
     store = await SqliteStore.open(store_path)
     await store.create_conversation(_record("conv-cli", "alpha"))
+    # The run's ledger row, as the run service opens it before minting the bearer.
+    await store.open_execution(
+        execution_id="e1",
+        conversation_id="conv-cli",
+        model="m",
+        provider="p",
+        cost_ceiling_usd=None,
+    )
     await store.close()
     with serving(FetchHandler, None) as fetch_url:
         config = tmp_path / "synthorg.toml"
@@ -85,7 +93,7 @@ async def test_serve_command_serves_audits_and_stops_on_sigterm(tmp_path: Path) 
             )
             assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
             over_tcp = await McpToolClient(url, bearer).list_tools()
-            assert len(over_tcp) == 3
+            assert len(over_tcp) == 6
             result = await McpToolClient("http://sandbox/mcp", bearer, uds=uds).call_tool(
                 "http_fetch", {"url": f"{fetch_url}/allowed/hello"}
             )
@@ -97,11 +105,14 @@ async def test_serve_command_serves_audits_and_stops_on_sigterm(tmp_path: Path) 
     assert not uds.exists()
     store = await SqliteStore.open(store_path)
     try:
-        [stored] = await store.history("conv-cli", kinds=frozenset({"tool_audit"}))
+        stored = await store.history("conv-cli", kinds=frozenset({"tool_audit"}))
     finally:
         await store.close()
-    assert stored.event.kind == "tool_audit"
-    assert stored.event.tool == "http_fetch" and stored.event.outcome == "ok"  # type: ignore[union-attr]
+    # The intent, written before the fetch, then the outcome.
+    assert [(s.event.tool, s.event.outcome) for s in stored] == [  # type: ignore[union-attr]
+        ("http_fetch", "started"),
+        ("http_fetch", "ok"),
+    ]
 
 
 def test_serve_refuses_a_config_without_projects(tmp_path: Path) -> None:

@@ -44,9 +44,12 @@ async def test_urls_off_the_allow_list_are_refused(
 ) -> None:
     url = path_or_url if "://" in path_or_url else f"{world.fetch_url}{path_or_url}"
     result = await call(endpoints, world.bearer(), "http_fetch", {"url": url})
-    assert (
-        result.is_error and "is not on the http_fetch allow-list of project 'alpha'" in result.text
+    expected = (
+        "only http and https URLs can be fetched"
+        if path_or_url.startswith("file:")
+        else "is not on the http_fetch allow-list of project 'alpha'"
     )
+    assert result.is_error and expected in result.text, result.text
     assert (await world.audit.of(CONVERSATION))[0].outcome == "refused"
 
 

@@ -21,8 +21,23 @@ def _forms(token: str) -> list[str]:
     return [token, basic, token[4:-4]]
 
 
+def _windows(text: str, size: int = 8) -> set[str]:
+    return {text[i : i + size] for i in range(len(text) - size + 1)}
+
+
+def _pieces(token: str) -> set[str]:
+    """Every 8-character piece of the token, its hex, and its base64 at each alignment."""
+    raw = token.encode()
+    pieces = _windows(token) | _windows(raw.hex()) | _windows(raw.hex().upper())
+    for pad in range(3):
+        encoded = base64.b64encode(b"\xfe" * pad + raw).decode()
+        pieces |= _windows(encoded[-(-8 * pad // 6) :])
+    return pieces
+
+
 def _leaks(text: str) -> list[str]:
-    return [form for t in (GIT_TOKEN, FORGE_TOKEN) for form in _forms(t) if form in text]
+    found = [form for t in (GIT_TOKEN, FORGE_TOKEN) for form in _forms(t) if form in text]
+    return found + sorted(p for t in (GIT_TOKEN, FORGE_TOKEN) for p in _pieces(t) if p in text)
 
 
 @pytest.fixture
@@ -113,3 +128,46 @@ async def test_a_secret_sent_by_the_caller_is_redacted_from_audit_and_outputs(
     }.items():
         assert _leaks(text) == [], f"credential found in {where}"
         assert where == "tool outputs" or "[REDACTED]" in text
+
+
+async def test_no_piece_escapes_when_upstreams_echo_tokens_encoded_or_at_a_cut(
+    world: World, endpoints: McpEndpoints, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Truncation, hex and base64-tail cases: every encoded echo, at every cap, redacted."""
+    caplog.set_level(logging.DEBUG)
+    pages = {
+        "/allowed/hex": f"sha: {GIT_TOKEN.encode().hex()} / {FORGE_TOKEN.encode().hex().upper()}",
+        "/allowed/b64": " ".join(
+            base64.b64encode(f"{user}:{token}".encode()).decode()
+            for user in ("x-access-token", "ab", "a", "")
+            for token in (GIT_TOKEN, FORGE_TOKEN)
+        ),
+        "/allowed/straddle": "z" * 100 + GIT_TOKEN + FORGE_TOKEN + "z" * 100,
+    }
+    for path, body in pages.items():
+        world.fetch_state.pages[path] = (body.encode(), {})
+    bearer = world.bearer()
+    outputs: list[str] = []
+    with structlog.testing.capture_logs() as structured:
+        for path in pages:
+            # Caps that land everywhere in and around the echoed tokens.
+            for cap in (None, 105, 111, 120, 136, 141, 150, 170, 176):
+                arguments: dict[str, object] = {"url": f"{world.fetch_url}{path}"}
+                if cap is not None:
+                    arguments["max_bytes"] = cap
+                result = await call(endpoints, bearer, "http_fetch", arguments)
+                assert not result.is_error, result.text
+                outputs.append(result.text)
+        outputs.append(
+            (await call(endpoints, bearer, "open_pull_request", {"title": "echo-long"})).text
+        )
+    assert sum("[REDACTED]" in o for o in outputs) >= 10  # the echoes were there, and redacted
+    events = await world.audit.log(CONVERSATION)
+    seen = {
+        "tool outputs": "\n".join(outputs),
+        "audit events": "\n".join(e.model_dump_json() for e in events),
+        "structured logs": repr(structured),
+        "stdlib logs": "\n".join(f"{r.name} {r.getMessage()} {r.__dict__}" for r in caplog.records),
+    }
+    for where, text in seen.items():
+        assert _leaks(text) == [], f"credential piece found in {where}"

@@ -10,7 +10,14 @@ from mcp_world import World, call
 
 from synthorg.mcp import McpClientError, McpEndpoints, McpToolClient
 
-TOOLS = {"git_push", "open_pull_request", "http_fetch"}
+TOOLS = {
+    "git_push",
+    "open_pull_request",
+    "pull_request_reviews",
+    "ci_status",
+    "comment_on_pull_request",
+    "http_fetch",
+}
 
 
 async def test_lists_the_three_tools_with_schemas_over_tcp(
@@ -100,7 +107,7 @@ async def test_bearer_renewed_mid_session_is_picked_up(
         with pytest.raises(McpClientError, match="expired"):
             await client.list_tools()
         current[0] = world.bearer(ttl_s=60)
-        assert len(await client.list_tools()) == 3
+        assert len(await client.list_tools()) == len(TOOLS)
 
 
 async def test_unknown_tool_and_bad_arguments_are_refused_and_audited(

@@ -22,6 +22,7 @@ from decimal import Decimal
 
 from synthorg.errors import NotFoundError, SynthOrgError
 from synthorg.gateway.config import GatewayConfig, ModelPrice
+from synthorg.gateway.liveness import run_closed
 from synthorg.gateway.providers.base import Provider
 from synthorg.gateway.signer import BearerClaims, BearerError, GatewaySigner, RunBinding
 from synthorg.gateway.wire import ChatRequest, Usage
@@ -274,26 +275,10 @@ class Gateway:
         return state
 
     def _check_open(self, state: _Execution) -> None:
-        row = state.row
-        ceiling = row.cost_ceiling_usd
-        if row.status == ExecutionStatus.FINISHED:
-            raise _forbidden(
-                f"execution {row.execution_id!r} is finished; its bearer is no longer valid",
-                "execution_finished",
-            )
-        if ceiling is not None and state.cost >= ceiling:
-            raise GatewayRefusal(
-                402,
-                f"execution {row.execution_id!r} reached its cost ceiling of ${ceiling} "
-                f"(spent ${state.cost:.6f}); the run was killed",
-                "insufficient_quota",
-                "cost_ceiling_reached",
-            )
-        if row.status == ExecutionStatus.KILLED:
-            raise _forbidden(
-                f"execution {row.execution_id!r} was killed ({row.status_reason or 'no reason'})",
-                "execution_killed",
-            )
+        closed = run_closed(state.row, spent=state.cost)  # the rule shared with the MCP server
+        if closed is not None:
+            type_ = "insufficient_quota" if closed.status == 402 else "permission_error"
+            raise GatewayRefusal(closed.status, closed.message, type_, closed.code)
 
     async def admit(self, claims: BearerClaims, request: ChatRequest) -> Ticket:
         """Admit a request of the bound model, or refuse it (402 / 403)."""

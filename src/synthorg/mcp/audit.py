@@ -1,4 +1,8 @@
-"""Auditing: every tool call becomes an event in the calling conversation and a log line."""
+"""Auditing: every tool call becomes events in the calling conversation and log lines.
+
+A call that acts is recorded twice: its intent ('started', written durably before anything is
+done; the call is refused if it cannot be written) and its outcome.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,11 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
-from synthorg.domain import ToolAuditEvent
+from synthorg.domain import ConversationRecord, ToolAuditEvent
+from synthorg.errors import SynthOrgError
+from synthorg.store.protocol import ExecutionUsage
 
-Outcome = Literal["ok", "refused", "error"]
+Outcome = Literal["started", "ok", "refused", "error"]
 
 _log = structlog.get_logger("synthorg.mcp")
 
@@ -21,8 +27,24 @@ class AuditSink(Protocol):
         ...
 
 
-class AuditWriteError(Exception):
-    """The audit event could not be written (the call's effect may still have happened)."""
+class McpStore(AuditSink, Protocol):
+    """What the MCP server reads and writes: the audit log, conversations, the run ledger.
+
+    The store (SQLite or PostgreSQL) satisfies it structurally; it is the one the gateway
+    meters into, so a run the gateway finished or killed is seen here too.
+    """
+
+    async def get_conversation(self, conversation_id: str) -> ConversationRecord:
+        """The conversation; NotFoundError if unknown."""
+        ...
+
+    async def get_execution(self, execution_id: str) -> ExecutionUsage:
+        """The execution's ledger row; NotFoundError if unknown."""
+        ...
+
+
+class AuditWriteError(SynthOrgError):
+    """The audit event could not be written."""
 
 
 async def record_call(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import tomllib
 from pathlib import Path
@@ -12,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from synthorg.domain.ids import ProjectId
 from synthorg.errors import ConfigError
+from synthorg.mcp.allowlist import parse_entry
+from synthorg.mcp.refs import ref_name_problem
 
 
 def _no_userinfo(url: str, what: str) -> str:
@@ -52,20 +55,65 @@ class ForgeConfig(BaseModel):
     def _check_url(cls, value: str) -> str:
         return _no_userinfo(value, "forge api_base_url").rstrip("/")
 
+    @field_validator("default_base")
+    @classmethod
+    def _check_base(cls, value: str) -> str:
+        problem = ref_name_problem(value)
+        if problem is not None:
+            raise ValueError(f"default_base {value!r} is not a valid branch name: {problem}")
+        return value
+
+
+class FetchRule(BaseModel):
+    """An allow-list entry with options (a bare string entry is the same without them)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str = Field(min_length=1, description="scheme://host[:port][/path], host or '*.host'.")
+    allow_private: bool = Field(
+        default=False,
+        description="The host may resolve to loopback, link-local or private addresses "
+        "(an intranet server); refused otherwise.",
+    )
+
 
 class FetchConfig(BaseModel):
     """What ``http_fetch`` may GET for a project, and how much."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    allow: tuple[str, ...] = Field(
+    allow: tuple[str | FetchRule, ...] = Field(
         default=(),
         description="URL prefixes (scheme://host[:port]/path) or bare hosts ('*.host' for "
         "subdomains); empty means http_fetch is refused for the project.",
     )
+    hosts: dict[str, str] = Field(
+        default_factory=dict,
+        description="Fixed addresses of host names (like /etc/hosts), used instead of DNS.",
+    )
     max_bytes: int = Field(default=1_048_576, gt=0, description="Response body size cap.")
     timeout_s: float = Field(default=15.0, gt=0, description="Wall-time cap of one fetch.")
     max_redirects: int = Field(default=5, ge=0, description="Redirect hops, each allow-listed.")
+
+    @field_validator("allow")
+    @classmethod
+    def _check_allow(cls, value: tuple[str | FetchRule, ...]) -> tuple[str | FetchRule, ...]:
+        for entry in value:
+            if isinstance(entry, str):
+                parse_entry(entry)
+            else:
+                parse_entry(entry.url, allow_private=entry.allow_private)
+        return value
+
+    @field_validator("hosts")
+    @classmethod
+    def _check_hosts(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, address in value.items():
+            try:
+                ipaddress.ip_address(address)
+            except ValueError as exc:
+                raise ValueError(f"hosts[{name!r}] must be an IP address, got {address!r}") from exc
+        return {name.lower().rstrip("."): address for name, address in value.items()}
 
 
 class ProjectToolConfig(BaseModel):

@@ -8,6 +8,7 @@ from fnmatch import fnmatchcase
 from synthorg.gateway.signer import BearerClaims
 from synthorg.mcp.config import McpConfig, ProjectToolConfig
 from synthorg.mcp.errors import ToolRefusedError
+from synthorg.mcp.refs import check_branch_name
 
 BRANCH_PREFIX = "synthorg/"
 
@@ -43,7 +44,11 @@ class RunScope:
 
     def check_branch(self, requested: str | None) -> str:
         """The branch to act on: the run's own; protected or foreign branches are refused."""
-        branch = self.branch if requested is None else requested.removeprefix("refs/heads/")
+        branch = (
+            self.branch
+            if requested is None
+            else check_branch_name(requested.removeprefix("refs/heads/"))
+        )
         if self.is_protected(branch):
             raise ToolRefusedError(
                 f"branch {branch!r} is protected in project {self.project.project_id!r}; "

@@ -46,6 +46,21 @@ class CredentialedTool(Protocol):
         """The pydantic model its arguments validate against."""
         ...
 
+    @property
+    def read_only(self) -> bool:
+        """It changes nothing outside (MCP readOnlyHint)."""
+        ...
+
+    @property
+    def destructive(self) -> bool:
+        """It may overwrite or delete something (MCP destructiveHint)."""
+        ...
+
+    @property
+    def idempotent(self) -> bool:
+        """Calling it again with the same arguments has no further effect (idempotentHint)."""
+        ...
+
     async def run(self, ctx: ToolContext, args: Any) -> str:
         """Do the call; the returned text is shown to the model (after redaction)."""
         ...

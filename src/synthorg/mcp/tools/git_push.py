@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from synthorg.mcp.errors import ToolFailedError, ToolRefusedError
+from synthorg.mcp.redact import cut
 from synthorg.mcp.tools.base import ToolContext
 from synthorg.mcp.vault import CredentialKind
 
@@ -127,6 +128,9 @@ class GitPushTool:
         "refused. The remote's credential is held by the server and never shown."
     )
     args_model = GitPushArgs
+    read_only = False
+    destructive = False  # never forced: a push that is not a fast-forward is rejected
+    idempotent = True  # the same commit pushed again changes nothing
 
     async def run(self, ctx: ToolContext, args: GitPushArgs) -> str:
         """Push the branch; return git's one-line summary."""
@@ -222,7 +226,8 @@ class GitPushTool:
                 timeout,
             )
         if code != 0:
-            detail = ctx.redactor.text((err.strip() or out.strip())[-_STDERR_TAIL:])
+            # Redact the whole output, then keep its tail: a cut never halves a credential.
+            detail = cut(ctx.redactor.text(err.strip() or out.strip()), _STDERR_TAIL, keep="tail")
             if token is None and "could not read Username" in detail:
                 detail += (
                     f" (the remote requires authentication and project "
