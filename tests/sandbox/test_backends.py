@@ -25,6 +25,7 @@ from synthorg.sandbox import (
     render_boundary,
 )
 from synthorg.sandbox.cgroups import CgroupMode, CgroupSupport, RunCgroup, detect_cgroups
+from synthorg.sandbox.identity import resolve_identity
 
 from .helpers import collect, py, request
 
@@ -63,25 +64,28 @@ def test_local_boundary_declares_nothing_enforced(local: LocalSandbox) -> None:
     decl = local.boundary()
     assert {r.boundary for r in decl.rows} == {
         "filesystem",
+        "identity",
         "network",
         "processes",
         "resources",
         "secrets",
     }
     assert all(r.status is BoundaryStatus.NOT_ENFORCED for r in decl.rows)
-    assert len(decl.warnings) == 5 and not decl.fully_enforced
+    assert len(decl.warnings) == 6 and not decl.fully_enforced
 
 
 @pytest.mark.bwrap
 def test_bwrap_boundary_reflects_this_host(bwrap: BwrapSandbox) -> None:
     decl = bwrap.boundary()
     rows = {r.boundary: r for r in decl.rows}
-    assert len(rows) == 5 and rows["network"].status is BoundaryStatus.ENFORCED
+    assert len(rows) == 6 and rows["network"].status is BoundaryStatus.ENFORCED
+    assert rows["identity"].status is BoundaryStatus.ENFORCED, rows["identity"]
+    assert rows["processes"].status is BoundaryStatus.ENFORCED
+    assert "seccomp" in rows["processes"].on_this_host
     resources = rows["resources"]
-    if bwrap.cgroups.mode is CgroupMode.NONE or bwrap.cgroups.missing:
-        assert resources.status is BoundaryStatus.WEAKER and resources.warning
-    else:
-        assert resources.status is BoundaryStatus.ENFORCED
+    # No total quota on the worktree yet: the row says so whatever the cgroups.
+    assert resources.status is BoundaryStatus.WEAKER and "disk quota" in (resources.warning or "")
+    if bwrap.cgroups.mode is not CgroupMode.NONE and not bwrap.cgroups.missing:
         assert bwrap.cgroups.mode.value in resources.on_this_host
     text = render_boundary(decl)
     assert "sandbox backend: bwrap" in text and "resources" in text
@@ -93,7 +97,7 @@ def test_boundary_warns_when_bwrap_cannot_run(tmp_path: Path) -> None:
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\nexit 1\n")
     fake.chmod(0o755)
-    decl = bwrap_boundary(str(fake), detect_cgroups())
+    decl = bwrap_boundary(str(fake), detect_cgroups(), resolve_identity(), seccomp=True)
     assert all(r.status is BoundaryStatus.NOT_ENFORCED for r in decl.rows)
     assert "nothing is enforced" in render_boundary(decl)
 
@@ -101,7 +105,7 @@ def test_boundary_warns_when_bwrap_cannot_run(tmp_path: Path) -> None:
 def test_weaker_resources_row_without_cgroups() -> None:
     from synthorg.sandbox.boundary import _resources_row
 
-    row = _resources_row(CgroupSupport(CgroupMode.NONE, detail="none here"))
+    row = _resources_row(CgroupSupport(CgroupMode.NONE, detail="none here"), resolve_identity())
     assert row.status is BoundaryStatus.WEAKER
     assert "RLIMIT_NPROC" in row.on_this_host and "SYNTHORG_SANDBOX_CGROUP" in (row.warning or "")
 

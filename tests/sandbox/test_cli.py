@@ -30,7 +30,7 @@ def test_boundary_as_json_and_unknown_backend() -> None:
     result = runner.invoke(app, ["boundary", "--backend", "local", "--allow-local", "--json"])
     assert result.exit_code == 0
     decl = json.loads(result.stdout)  # the loud local-backend warning goes to stderr
-    assert decl["backend"] == "local" and len(decl["rows"]) == 5
+    assert decl["backend"] == "local" and len(decl["rows"]) == 6
     assert "unisolated" in result.stderr or "NO ISOLATION" in result.stderr.upper()
     unknown = runner.invoke(app, ["boundary", "--backend", "docker"])
     assert unknown.exit_code == 2 and "unknown sandbox backend" in unknown.output

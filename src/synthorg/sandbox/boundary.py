@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 from synthorg.sandbox.cgroups import CgroupMode, CgroupSupport
+from synthorg.sandbox.identity import IdentityMode, SandboxIdentity
 from synthorg.sandbox.protocol import BoundaryDeclaration, BoundaryRow, BoundaryStatus
 
 E, W, N = BoundaryStatus.ENFORCED, BoundaryStatus.WEAKER, BoundaryStatus.NOT_ENFORCED
 
 _DECLARED = {
     "filesystem": "read-only /usr, interpreter and runtime binds; read-write worktree "
-    "(/workspace) and state dir only; private /tmp; host home, data dir and keys invisible",
+    "(/workspace) and state dir only; private size-capped /tmp; host home, data dir and keys "
+    "invisible; /proc/sys read-only; no host path or id in /proc/1/cmdline",
     "network": "own network namespace; the only way out is the forwarded gateway and MCP "
     "unix sockets, reached via 127.0.0.1 forwarders; no DNS",
-    "processes": "own pid namespace; dies with its parent; pid-1 killed on every exit path",
-    "resources": "process count, memory and CPU capped per run; wall-clock and idle timeouts",
+    "processes": "own pid namespace; dies with its parent; pid-1 killed on every exit path; "
+    "seccomp filter (mount, ptrace, bpf, namespaces, kernel modules... refused)",
+    "identity": "never host root: programs run as an unprivileged host uid",
+    "resources": "process count, memory and CPU capped per run; /tmp and file size capped; "
+    "no core files; wall-clock and idle timeouts",
     "secrets": "cleared environment (only the run spec's variables); no provider keys or "
     "tool credentials inside",
 }
@@ -30,19 +34,30 @@ def _bwrap_version(bwrap: str) -> str:
     return out.stdout.strip() or f"unusable (status {out.returncode})"
 
 
-def _resources_row(cg: CgroupSupport) -> BoundaryRow:
+_DISK = (
+    "tmpfs /tmp capped per run (ENOSPC), RLIMIT_FSIZE per file (EFBIG), RLIMIT_CORE=0; "
+    "the worktree has no total disk quota"
+)
+_DISK_WARNING = (
+    "the worktree has no total disk quota: files up to the per-file cap each "
+    "(RLIMIT_FSIZE); the host disk is the limit"
+)
+
+
+def _resources_row(cg: CgroupSupport, identity: SandboxIdentity) -> BoundaryRow:
     declared = _DECLARED["resources"]
     if cg.mode is not CgroupMode.NONE and not cg.missing:
         return BoundaryRow(
             boundary="resources",
             declared=declared,
-            on_this_host=f"{cg.detail}: pids, memory and cpu quota per run; timeouts",
-            status=E,
+            on_this_host=f"{cg.detail}: pids, memory and cpu quota per run; {_DISK}; timeouts",
+            status=W,
+            warning=_DISK_WARNING,
         )
-    # The kernel never applies RLIMIT_NPROC to uid 0, and bwrap maps root to root.
+    # The kernel never applies RLIMIT_NPROC to uid 0.
     nproc = (
         "no process cap (RLIMIT_NPROC is ignored for root)"
-        if os.geteuid() == 0
+        if identity.uid == 0
         else ("RLIMIT_NPROC per user")
     )
     fallback = ", ".join(
@@ -52,15 +67,36 @@ def _resources_row(cg: CgroupSupport) -> BoundaryRow:
     return BoundaryRow(
         boundary="resources",
         declared=declared,
-        on_this_host=f"{cg.detail}; rlimits instead: {fallback}; timeouts enforced",
+        on_this_host=f"{cg.detail}; rlimits instead: {fallback}; {_DISK}; timeouts enforced",
         status=W,
         warning=f"cgroups unavailable for {', '.join(cg.missing)}: caps are per process or "
         "per user, not per sandbox (run as root with writable cgroups, or delegate a v2 "
-        "cgroup via SYNTHORG_SANDBOX_CGROUP)",
+        f"cgroup via SYNTHORG_SANDBOX_CGROUP); {_DISK_WARNING}",
     )
 
 
-def bwrap_boundary(bwrap: str, cgroups: CgroupSupport) -> BoundaryDeclaration:
+def _identity_row(identity: SandboxIdentity) -> BoundaryRow:
+    if identity.mode is IdentityMode.ROOT:
+        return BoundaryRow(
+            boundary="identity",
+            declared=_DECLARED["identity"],
+            on_this_host=identity.describe,
+            status=N,
+            warning="sandboxes run as host root: files they create are root's and any "
+            "kernel or file permission bug is a host root bug; create the sandbox user "
+            "(scripts/bootstrap.sh) and unset SYNTHORG_SANDBOX_ALLOW_ROOT",
+        )
+    return BoundaryRow(
+        boundary="identity",
+        declared=_DECLARED["identity"],
+        on_this_host=identity.describe,
+        status=E,
+    )
+
+
+def bwrap_boundary(
+    bwrap: str, cgroups: CgroupSupport, identity: SandboxIdentity, *, seccomp: bool
+) -> BoundaryDeclaration:
     """The bwrap backend's table, checked against this host."""
     version = _bwrap_version(bwrap)
     usable = version.startswith("bubblewrap")
@@ -80,8 +116,12 @@ def bwrap_boundary(bwrap: str, cgroups: CgroupSupport) -> BoundaryDeclaration:
         BoundaryRow(
             boundary="filesystem",
             declared=_DECLARED["filesystem"],
-            on_this_host=f"{version}: mount namespace, --remount-ro /, only listed binds",
-            status=E,
+            on_this_host=f"{version}: mount namespace, --remount-ro /, only listed binds; "
+            "/proc/sys bound read-only; options passed via --args; forwarded sockets bound "
+            "from neutral per-run links",
+            status=W,
+            warning="/proc/self/mountinfo inside still shows the host paths of the worktree "
+            "and state dir (bind sources); the worktree's path names the conversation",
         ),
         BoundaryRow(
             boundary="network",
@@ -93,10 +133,16 @@ def bwrap_boundary(bwrap: str, cgroups: CgroupSupport) -> BoundaryDeclaration:
             boundary="processes",
             declared=_DECLARED["processes"],
             on_this_host="--unshare-pid --die-with-parent --new-session --cap-drop ALL; "
-            "no seccomp filter",
-            status=E,
+            + (
+                "seccomp filter (libseccomp, Docker's default deny list)"
+                if seccomp
+                else "NO seccomp filter"
+            ),
+            status=E if seccomp else W,
+            warning=None if seccomp else "no seccomp filter: every syscall reaches the kernel",
         ),
-        _resources_row(cgroups),
+        _identity_row(identity),
+        _resources_row(cgroups, identity),
         BoundaryRow(
             boundary="secrets",
             declared=_DECLARED["secrets"],
