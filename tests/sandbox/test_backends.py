@@ -83,9 +83,11 @@ def test_bwrap_boundary_reflects_this_host(bwrap: BwrapSandbox) -> None:
     assert rows["processes"].status is BoundaryStatus.ENFORCED
     assert "seccomp" in rows["processes"].on_this_host
     resources = rows["resources"]
-    # No total quota on the worktree yet: the row says so whatever the cgroups.
-    assert resources.status is BoundaryStatus.WEAKER and "disk quota" in (resources.warning or "")
-    if bwrap.cgroups.mode is not CgroupMode.NONE and not bwrap.cgroups.missing:
+    assert "loop ext4" in resources.on_this_host, resources  # the worktree quota (as root)
+    if bwrap.cgroups.mode is CgroupMode.NONE or bwrap.cgroups.missing:
+        assert resources.status is BoundaryStatus.WEAKER and resources.warning
+    else:
+        assert resources.status is BoundaryStatus.ENFORCED
         assert bwrap.cgroups.mode.value in resources.on_this_host
     text = render_boundary(decl)
     assert "sandbox backend: bwrap" in text and "resources" in text

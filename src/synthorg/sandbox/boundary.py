@@ -34,25 +34,28 @@ def _bwrap_version(bwrap: str) -> str:
     return out.stdout.strip() or f"unusable (status {out.returncode})"
 
 
-_DISK = (
-    "tmpfs /tmp capped per run (ENOSPC), RLIMIT_FSIZE per file (EFBIG), RLIMIT_CORE=0; "
-    "the worktree has no total disk quota"
-)
-_DISK_WARNING = (
-    "the worktree has no total disk quota: files up to the per-file cap each "
-    "(RLIMIT_FSIZE); the host disk is the limit"
-)
+_DISK = "tmpfs /tmp capped (ENOSPC), RLIMIT_FSIZE per file (EFBIG), RLIMIT_CORE=0"
 
 
-def _resources_row(cg: CgroupSupport, identity: SandboxIdentity) -> BoundaryRow:
+def _disk(quota_unavailable: str | None) -> tuple[str, str | None]:
+    """What the host gives for disk, and the warning when the worktree has no quota."""
+    if quota_unavailable is None:
+        return f"worktree on its own loop ext4 per run (ENOSPC past its quota); {_DISK}", None
+    return f"{_DISK}; NO worktree quota", f"no worktree disk quota: {quota_unavailable}"
+
+
+def _resources_row(
+    cg: CgroupSupport, identity: SandboxIdentity, quota_unavailable: str | None = None
+) -> BoundaryRow:
     declared = _DECLARED["resources"]
+    disk, disk_warning = _disk(quota_unavailable)
     if cg.mode is not CgroupMode.NONE and not cg.missing:
         return BoundaryRow(
             boundary="resources",
             declared=declared,
-            on_this_host=f"{cg.detail}: pids, memory and cpu quota per run; {_DISK}; timeouts",
-            status=W,
-            warning=_DISK_WARNING,
+            on_this_host=f"{cg.detail}: pids, memory and cpu quota per run; {disk}; timeouts",
+            status=E if disk_warning is None else W,
+            warning=disk_warning,
         )
     # The kernel never applies RLIMIT_NPROC to uid 0.
     nproc = (
@@ -67,11 +70,11 @@ def _resources_row(cg: CgroupSupport, identity: SandboxIdentity) -> BoundaryRow:
     return BoundaryRow(
         boundary="resources",
         declared=declared,
-        on_this_host=f"{cg.detail}; rlimits instead: {fallback}; {_DISK}; timeouts enforced",
+        on_this_host=f"{cg.detail}; rlimits instead: {fallback}; {disk}; timeouts enforced",
         status=W,
         warning=f"cgroups unavailable for {', '.join(cg.missing)}: caps are per process or "
         "per user, not per sandbox (run as root with writable cgroups, or delegate a v2 "
-        f"cgroup via SYNTHORG_SANDBOX_CGROUP); {_DISK_WARNING}",
+        "cgroup via SYNTHORG_SANDBOX_CGROUP)" + (f"; {disk_warning}" if disk_warning else ""),
     )
 
 
@@ -95,7 +98,12 @@ def _identity_row(identity: SandboxIdentity) -> BoundaryRow:
 
 
 def bwrap_boundary(
-    bwrap: str, cgroups: CgroupSupport, identity: SandboxIdentity, *, seccomp: bool
+    bwrap: str,
+    cgroups: CgroupSupport,
+    identity: SandboxIdentity,
+    *,
+    seccomp: bool,
+    quota_unavailable: str | None = None,
 ) -> BoundaryDeclaration:
     """The bwrap backend's table, checked against this host."""
     version = _bwrap_version(bwrap)
@@ -120,8 +128,9 @@ def bwrap_boundary(
             "/proc/sys bound read-only; options passed via --args; forwarded sockets bound "
             "from neutral per-run links",
             status=W,
-            warning="/proc/self/mountinfo inside still shows the host paths of the worktree "
-            "and state dir (bind sources); the worktree's path names the conversation",
+            warning="/proc/self/mountinfo inside still shows the host path of the state dir "
+            "(OpenHands persistence, named after the conversation) and of read-only runtime "
+            "binds; the worktree shows as its own filesystem only with the quota",
         ),
         BoundaryRow(
             boundary="network",
@@ -142,7 +151,7 @@ def bwrap_boundary(
             warning=None if seccomp else "no seccomp filter: every syscall reaches the kernel",
         ),
         _identity_row(identity),
-        _resources_row(cgroups, identity),
+        _resources_row(cgroups, identity, quota_unavailable),
         BoundaryRow(
             boundary="secrets",
             declared=_DECLARED["secrets"],

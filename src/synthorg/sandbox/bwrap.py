@@ -42,6 +42,8 @@ from synthorg.sandbox.protocol import (
     SandboxProcess,
     SandboxRequest,
 )
+from synthorg.sandbox.quota import WorkspaceQuota, unavailable_reason
+from synthorg.sandbox.quota import sweep_stale as sweep_quotas
 from synthorg.sandbox.seccomp import filter_program, program_fd
 
 log = structlog.get_logger(__name__)
@@ -126,6 +128,9 @@ class BwrapSandbox:
         self.seccomp = seccomp
         if seccomp:
             filter_program()  # compile now: a missing libseccomp fails here, not per run
+        self.quota_unavailable = unavailable_reason()
+        if self.quota_unavailable is None:
+            sweep_quotas()
         self._cgroups: CgroupSupport = detect_cgroups()
         sweep_stale(self._cgroups)
         self._overlay = _prepare_overlay()
@@ -138,7 +143,13 @@ class BwrapSandbox:
         return self._cgroups
 
     def boundary(self) -> BoundaryDeclaration:
-        return bwrap_boundary(self._bwrap, self._cgroups, self.identity, seccomp=self.seccomp)
+        return bwrap_boundary(
+            self._bwrap,
+            self._cgroups,
+            self.identity,
+            seccomp=self.seccomp,
+            quota_unavailable=self.quota_unavailable,
+        )
 
     def workspace_path_inside(self, request: SandboxRequest) -> str:
         return WORKSPACE
@@ -263,6 +274,13 @@ class BwrapSandbox:
         control.links = self._overlay / "links" / secrets.token_hex(8)
         control.links.mkdir(mode=0o700)
         try:
+            allowance = request.limits.disk_bytes
+            if not request.workspace.is_dir():
+                raise SandboxStartError(f"workspace {request.workspace} is not a directory")
+            if allowance is not None and self.quota_unavailable is None:
+                control.quota = await asyncio.to_thread(
+                    WorkspaceQuota.mount, request.workspace, allowance
+                )
             args, argv = self.build_args(request, control.links)
         except BaseException:
             control.cleanup()
@@ -416,6 +434,7 @@ class _BwrapControl:
         self.cgroup = cgroup
         self.pidfd: int | None = None
         self.links: Path | None = None
+        self.quota: WorkspaceQuota | None = None
 
     def kill(self) -> None:
         if self.pidfd is not None:
@@ -440,6 +459,12 @@ class _BwrapControl:
         if self.cgroup is not None and not self.cgroup.remove_now():
             log.warning("sandbox.cgroup_leftover", dirs=[str(d) for d in self.cgroup.dirs.values()])
         self.cgroup = None
+        if self.quota is not None:
+            quota, self.quota = self.quota, None
+            try:  # blocking on purpose: the worktree must be whole before the gate runs
+                quota.release()
+            except SandboxStartError as exc:
+                log.error("sandbox.quota_release_failed", dir=str(quota.dir), error=str(exc))
 
 
 async def _read_fd(fd: int, limit_s: float) -> bytes:

@@ -57,6 +57,12 @@ class SandboxLimits(BaseModel):
         ge=1024**2,
         description="Size of the sandbox's private /tmp (a tmpfs; past it writes get ENOSPC).",
     )
+    disk_bytes: int | None = Field(
+        default=2 * 1024**3,
+        ge=1024**2,
+        description="Growth allowed in the worktree over the run (its own filesystem: ENOSPC "
+        "past it); None = no quota.",
+    )
     file_bytes: int = Field(
         default=1024**3,
         ge=1024**2,
