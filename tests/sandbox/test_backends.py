@@ -24,7 +24,13 @@ from synthorg.sandbox import (
     make_sandbox,
     render_boundary,
 )
-from synthorg.sandbox.cgroups import CgroupMode, CgroupSupport, RunCgroup, detect_cgroups
+from synthorg.sandbox.cgroups import (
+    CgroupMode,
+    CgroupSupport,
+    RunCgroup,
+    cgroup_label,
+    detect_cgroups,
+)
 from synthorg.sandbox.identity import resolve_identity
 
 from .helpers import collect, py, request
@@ -252,13 +258,14 @@ async def test_sweep_removes_only_empty_stale_run_cgroups(
     if support.mode is CgroupMode.NONE:
         pytest.skip("no cgroups here")
     stale = RunCgroup(support, "stale-test", SandboxLimits())  # as if its host was SIGKILLed
+    stale_label, live_label = cgroup_label("stale-test"), cgroup_label("live-test")
     code = "import sys; print('up', flush=True); sys.stdin.readline(); sys.stdin.readline()"
     async with bwrap.stream(request(workspace, py(code), conversation_id="live-test"), "{}") as p:
         assert await anext(aiter(p)) == "up"
-        live = [d for par in support.parents.values() for d in par.glob("live-test-*")]
+        live = [d for par in support.parents.values() for d in par.glob(f"{live_label}-*")]
         assert live
         # Other sessions on this host may be creating cgroups right now: only touch ours.
-        assert sweep_stale(support, older_than_s=0, prefix="stale-test") >= 1
-        assert sweep_stale(support, older_than_s=0, prefix="live-test") == 0
+        assert sweep_stale(support, older_than_s=0, prefix=stale_label) >= 1
+        assert sweep_stale(support, older_than_s=0, prefix=live_label) == 0
         assert all(d.exists() for d in live)  # busy: rmdir refused
         assert not any(d.exists() for d in stale.dirs.values())
