@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -20,11 +21,13 @@ import pytest
 from synthorg.sandbox import BwrapSandbox, ExitReason, LocalSandbox, SandboxLimits
 from synthorg.sandbox.identity import resolve_identity
 from synthorg.sandbox.quota import unavailable_reason
+from synthorg.service.demo import create_demo_repo
 
 from . import redteam_probe
 from .helpers import attack, collect, processes_with, py, request
 
 pytestmark = pytest.mark.bwrap
+ROOT = Path(__file__).resolve().parents[2]
 
 # Shared by the attack programs: try each target, report what happened per target.
 PROBE = """
@@ -442,3 +445,42 @@ def test_no_host_path_or_id_in_proc(bwrap: BwrapSandbox, workspace: Path) -> Non
     for secret in (str(home), str(workspace), conversation, workspace.name):
         leaks = [k for k, text in seen.items() if secret in text]
         assert not leaks, (secret, {k: seen[k] for k in leaks})
+
+
+@pytest.mark.slow
+def test_the_attacks_fail_through_a_real_synthorg_run(tmp_path: Path) -> None:
+    """A scripted model runs the probe through the terminal tool of an ordinary run."""
+    home = tmp_path / "home"
+    repo = create_demo_repo(tmp_path / "calc")
+    config = tmp_path / "synthorg.toml"
+    config.write_text(
+        '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\nmodels = ["m"]\n'
+        'script = "tests.sandbox.redteam_probe:attack_script"\n[run]\nmodel = "m"\n'
+        f"[sandbox.limits]\ndisk_bytes = {8 << 20}\ntmp_bytes = {4 << 20}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
+    env.update(SYNTHORG_HOME=str(home), PYTHONPATH=str(ROOT), COLUMNS="200")
+    argv = ["run", "probe", "--repo", str(repo), "-c", str(config)]
+    done = subprocess.run(
+        [sys.executable, "-m", "synthorg.cli.app", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    conversation = re.search(r"conversation (conv-[0-9a-f]+)", output)
+    assert conversation, output
+    worktree = next((home / "worktrees" / conversation.group(1)).iterdir())
+    report = json.loads((worktree / ".redteam.json").read_text())
+
+    assert set(report["knobs"].values()) <= {"EROFS", "EACCES"}, report["knobs"]
+    assert set(report["denied"].values()) == {"EPERM"}, report["denied"]
+    assert report["fill_workspace"]["error"] == "ENOSPC" and report["fill_tmp"]["error"] == "ENOSPC"
+    assert report["core_limit"] == [0, 0] and report["core_files"] == []
+    owned = (worktree / "redteam-owned.txt").stat()
+    assert report["uid"] != 0 and owned.st_uid == report["uid"] != 0
+    seen = json.dumps([report[k] for k in ("cmdline_1", "cmdlines", "mountinfo", "cgroup")])
+    for secret in (str(home), str(worktree), conversation.group(1)):
+        assert secret not in seen and secret not in report["environ_1"], secret

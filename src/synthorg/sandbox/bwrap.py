@@ -311,6 +311,9 @@ class BwrapSandbox:
                     # bwrap's own pid-1 keeps the env it was started with, and a program
                     # inside may read /proc/1/environ: start it with nothing worth reading.
                     env={"PATH": "/usr/bin:/bin"},
+                    # Host-only marker of whose sandbox this is (/proc/<pid>/cwd of the bwrap
+                    # outside); inside, pid-1 has its own root and cwd.
+                    cwd=request.workspace,
                 )
             finally:
                 for fd in fds:

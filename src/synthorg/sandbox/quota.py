@@ -133,7 +133,8 @@ class WorkspaceQuota:
         if not self.mnt.is_mount() and self.image.exists() and self.mnt.exists():
             _run("mount", "-o", "loop,nosuid,nodev", str(self.image), str(self.mnt))
         if self.mnt.is_mount():
-            _run("rsync", "-a", "--delete", f"{self.mnt}/", f"{self.worktree}/")
+            if self.worktree.is_dir():  # a worktree deleted meanwhile gets nothing back
+                _run("rsync", "-a", "--delete", f"{self.mnt}/", f"{self.worktree}/")
             _run("umount", str(self.mnt))
         shutil.rmtree(self.dir, ignore_errors=True)
 
