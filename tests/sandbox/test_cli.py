@@ -17,6 +17,10 @@ def test_check_proves_isolation_live() -> None:
     result = runner.invoke(app, ["check"])
     assert result.exit_code == 0, result.output
     assert "isolated" in result.output and "NOT isolated" not in result.output
+    for boundary in ("uid", "/proc/sys", "seccomp", "core files", "/tmp size", "host paths"):
+        line = next(x for x in result.output.splitlines() if x.strip().startswith(boundary))
+        assert " holds " in line, line
+    assert "worktree quota" in result.output
 
 
 def test_check_reports_the_local_backend_as_not_isolated() -> None:
