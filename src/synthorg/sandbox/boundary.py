@@ -128,9 +128,7 @@ def bwrap_boundary(
             "/proc/sys bound read-only; options passed via --args; forwarded sockets bound "
             "from neutral per-run links",
             status=W,
-            warning="/proc/self/mountinfo inside still shows the host path of the state dir "
-            "(OpenHands persistence, named after the conversation) and of read-only runtime "
-            "binds; the worktree shows as its own filesystem only with the quota",
+            warning="mountinfo inside shows the host paths of the state dir and runtime binds",
         ),
         BoundaryRow(
             boundary="network",

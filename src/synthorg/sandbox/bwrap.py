@@ -110,6 +110,7 @@ class BwrapSandbox:
         *,
         identity: SandboxIdentity | None = None,
         seccomp: bool = True,
+        cgroups: bool = True,
     ) -> None:
         found = bwrap_path or shutil.which("bwrap")
         if found is None:
@@ -131,7 +132,10 @@ class BwrapSandbox:
         self.quota_unavailable = unavailable_reason()
         if self.quota_unavailable is None:
             sweep_quotas()
-        self._cgroups: CgroupSupport = detect_cgroups()
+        # cgroups=False (benchmarks): rlimits only, as on a host without writable cgroups.
+        self._cgroups: CgroupSupport = (
+            detect_cgroups() if cgroups else CgroupSupport(CgroupMode.NONE, detail="disabled")
+        )
         sweep_stale(self._cgroups)
         self._overlay = _prepare_overlay()
         weakref.finalize(self, shutil.rmtree, self._overlay, True)
