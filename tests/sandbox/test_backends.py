@@ -163,6 +163,7 @@ async def test_large_lines_state_dir_and_read_only_binds(
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     (runtime / "marker.txt").write_text("runtime")
+    runtime.chmod(0o700)  # as a runtime venv built in a private temp dir is
     state = tmp_path / "state"
     code = f"""
 import os, sys

@@ -31,6 +31,7 @@ from synthorg.sandbox.errors import SandboxIOError, SandboxStartError, SandboxUn
 from synthorg.sandbox.identity import (
     IdentityMode,
     SandboxIdentity,
+    grant_read,
     grant_socket,
     grant_tree,
     resolve_identity,
@@ -229,6 +230,7 @@ class BwrapSandbox:
         for bind in request.read_only_binds:
             if not bind.exists():
                 raise SandboxStartError(f"read-only bind {bind} does not exist on this host")
+            grant_read(bind, self.identity)
             args += [*_traversable_parents(bind, made), "--ro-bind", str(bind), str(bind)]
         if not request.workspace.is_dir():
             raise SandboxStartError(f"workspace {request.workspace} is not a directory")
@@ -275,8 +277,9 @@ class BwrapSandbox:
 
     async def _start(self, request: SandboxRequest) -> ManagedProcess:
         control = _BwrapControl(None)
-        control.links = self._overlay / "links" / secrets.token_hex(8)
-        control.links.mkdir(mode=0o700)
+        if request.endpoints:  # a dir per run for the sockets' neutral hard links
+            control.links = self._overlay / "links" / secrets.token_hex(8)
+            control.links.mkdir(mode=0o700)
         try:
             allowance = request.limits.disk_bytes
             if not request.workspace.is_dir():

@@ -140,3 +140,17 @@ def grant_socket(path: Path, identity: SandboxIdentity) -> None:
             os.chmod(path, 0o660)
     except OSError as exc:
         raise SandboxStartError(f"cannot let the sandbox user reach {path}: {exc}") from exc
+
+
+def grant_read(path: Path, identity: SandboxIdentity) -> None:
+    """Let the sandbox user enter a read-only bind's top dir (o+rx; its contents keep their
+    modes). A runtime venv built in a private temp dir is 0700 at the top and nothing more."""
+    if identity.mode is not IdentityMode.DROPPED:
+        return
+    try:
+        st = os.stat(path)
+        wanted = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(st.st_mode) else 0)
+        if st.st_mode & wanted != wanted:
+            os.chmod(path, stat.S_IMODE(st.st_mode) | wanted)
+    except OSError as exc:
+        raise SandboxStartError(f"cannot let the sandbox user read {path}: {exc}") from exc
