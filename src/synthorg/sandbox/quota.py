@@ -134,7 +134,7 @@ class WorkspaceQuota:
             _run("mount", "-o", "loop,nosuid,nodev", str(self.image), str(self.mnt))
         if self.mnt.is_mount():
             if self.worktree.is_dir():  # a worktree deleted meanwhile gets nothing back
-                _run("rsync", "-a", "--delete", f"{self.mnt}/", f"{self.worktree}/")
+                _run("rsync", "-a", "--delete", "--chmod=ug-s", f"{self.mnt}/", f"{self.worktree}/")
             _run("umount", str(self.mnt))
         shutil.rmtree(self.dir, ignore_errors=True)
 
