@@ -105,10 +105,12 @@ def grant_tree(root: Path, identity: SandboxIdentity, *, keep_top: bool) -> None
         if not stat.S_ISDIR(top.st_mode):
             raise SandboxStartError(f"{root} is not a directory")
         if keep_top:
-            os.chown(root, -1, gid, follow_symlinks=False)
-            # the sandbox group gets rwx on the top dir only (owner stays for host git)
-            os.chmod(root, stat.S_IMODE(top.st_mode) | stat.S_IRWXG)  # noqa: S103
-        else:
+            if top.st_gid != gid:
+                os.chown(root, -1, gid, follow_symlinks=False)
+            if top.st_mode & stat.S_IRWXG != stat.S_IRWXG:
+                # the sandbox group gets rwx on the top dir only (owner stays for host git)
+                os.chmod(root, stat.S_IMODE(top.st_mode) | stat.S_IRWXG)  # noqa: S103
+        elif (top.st_uid, top.st_gid) != (uid, gid):
             os.chown(root, uid, gid, follow_symlinks=False)
         for _, dirs, files, dirfd in os.fwalk(root, follow_symlinks=False):
             skip = ".git" if keep_top and _same_dir(dirfd, top) else None
