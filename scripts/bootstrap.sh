@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Make this machine ready to run SynthOrg and its tests. Idempotent; safe to run every time.
-# Installs: Debian packages (git, bubblewrap, tmux), uv for Python 3.12, the project
-# venv; starts PostgreSQL when it is installed but not running; sets a git identity if none.
+# Installs: Debian packages (git, bubblewrap, tmux, and for the sandbox's protections
+# setpriv, libseccomp, mkfs.ext4, rsync), uv for Python 3.12, the project venv; as root,
+# creates the unprivileged user sandboxes run as (synthorg-sandbox); starts PostgreSQL when
+# it is installed but not running; sets a git identity if none.
 # With --tests it also builds the OpenHands runtime the test suite uses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +14,10 @@ need=()
 command -v git >/dev/null || need+=(git)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v tmux >/dev/null || need+=(tmux)
+command -v setpriv >/dev/null || need+=(util-linux)
+command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+command -v rsync >/dev/null || need+=(rsync)
+ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need+=(libseccomp2)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     log "installing ${need[*]}"
@@ -20,6 +26,13 @@ if [ ${#need[@]} -gt 0 ]; then
   else
     log "missing ${need[*]}: install them (sudo apt-get install -y ${need[*]})"; exit 1
   fi
+fi
+
+# Run as root, sandboxes drop to this unprivileged user (synthorg.sandbox.identity).
+if [ "$(id -u)" = 0 ] && ! getent passwd synthorg-sandbox >/dev/null; then
+  log "creating the sandbox user synthorg-sandbox"
+  useradd --system --user-group --no-create-home --home-dir /nonexistent \
+    --shell /usr/sbin/nologin synthorg-sandbox
 fi
 
 # uv for the interpreter .python-version selects (pyenv shims resolve it inside the repo).

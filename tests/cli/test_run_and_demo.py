@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from synthorg.service.demo import create_demo_repo
+from tests.sandbox.helpers import sandboxes_in
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
@@ -54,12 +55,7 @@ def test_demo_fixes_the_sample_repo_on_a_branch(tmp_path: Path) -> None:
 
 
 def _sandboxes_of(home: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["name", "cmdline"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if proc.info["name"] == "bwrap" and str(home) in cmdline:
-            found.append(proc)
-    return found
+    return sandboxes_in(home)  # by host-side cwd: bwrap's command line names no host path
 
 
 def test_ctrl_c_cancels_cleanly_and_resume_continues(tmp_path: Path) -> None:

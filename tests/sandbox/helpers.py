@@ -48,3 +48,18 @@ def processes_with(marker: str) -> list[psutil.Process]:
         if marker in cmd and proc.info["status"] != psutil.STATUS_ZOMBIE:
             found.append(proc)
     return found
+
+
+def sandboxes_in(path: Path) -> list[psutil.Process]:
+    """bwrap processes whose sandbox works in a worktree under path (their host-side cwd:
+    the command line no longer names any host path)."""
+    found = []
+    for proc in psutil.process_iter(["name", "status"]):
+        if proc.info["name"] != "bwrap" or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            if Path(proc.cwd()).is_relative_to(path):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found

@@ -24,7 +24,14 @@ from synthorg.sandbox import (
     make_sandbox,
     render_boundary,
 )
-from synthorg.sandbox.cgroups import CgroupMode, CgroupSupport, RunCgroup, detect_cgroups
+from synthorg.sandbox.cgroups import (
+    CgroupMode,
+    CgroupSupport,
+    RunCgroup,
+    cgroup_label,
+    detect_cgroups,
+)
+from synthorg.sandbox.identity import resolve_identity
 
 from .helpers import collect, py, request
 
@@ -63,21 +70,26 @@ def test_local_boundary_declares_nothing_enforced(local: LocalSandbox) -> None:
     decl = local.boundary()
     assert {r.boundary for r in decl.rows} == {
         "filesystem",
+        "identity",
         "network",
         "processes",
         "resources",
         "secrets",
     }
     assert all(r.status is BoundaryStatus.NOT_ENFORCED for r in decl.rows)
-    assert len(decl.warnings) == 5 and not decl.fully_enforced
+    assert len(decl.warnings) == 6 and not decl.fully_enforced
 
 
 @pytest.mark.bwrap
 def test_bwrap_boundary_reflects_this_host(bwrap: BwrapSandbox) -> None:
     decl = bwrap.boundary()
     rows = {r.boundary: r for r in decl.rows}
-    assert len(rows) == 5 and rows["network"].status is BoundaryStatus.ENFORCED
+    assert len(rows) == 6 and rows["network"].status is BoundaryStatus.ENFORCED
+    assert rows["identity"].status is BoundaryStatus.ENFORCED, rows["identity"]
+    assert rows["processes"].status is BoundaryStatus.ENFORCED
+    assert "seccomp" in rows["processes"].on_this_host
     resources = rows["resources"]
+    assert "loop ext4" in resources.on_this_host, resources  # the worktree quota (as root)
     if bwrap.cgroups.mode is CgroupMode.NONE or bwrap.cgroups.missing:
         assert resources.status is BoundaryStatus.WEAKER and resources.warning
     else:
@@ -93,7 +105,7 @@ def test_boundary_warns_when_bwrap_cannot_run(tmp_path: Path) -> None:
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\nexit 1\n")
     fake.chmod(0o755)
-    decl = bwrap_boundary(str(fake), detect_cgroups())
+    decl = bwrap_boundary(str(fake), detect_cgroups(), resolve_identity(), seccomp=True)
     assert all(r.status is BoundaryStatus.NOT_ENFORCED for r in decl.rows)
     assert "nothing is enforced" in render_boundary(decl)
 
@@ -101,7 +113,7 @@ def test_boundary_warns_when_bwrap_cannot_run(tmp_path: Path) -> None:
 def test_weaker_resources_row_without_cgroups() -> None:
     from synthorg.sandbox.boundary import _resources_row
 
-    row = _resources_row(CgroupSupport(CgroupMode.NONE, detail="none here"))
+    row = _resources_row(CgroupSupport(CgroupMode.NONE, detail="none here"), resolve_identity())
     assert row.status is BoundaryStatus.WEAKER
     assert "RLIMIT_NPROC" in row.on_this_host and "SYNTHORG_SANDBOX_CGROUP" in (row.warning or "")
 
@@ -151,6 +163,7 @@ async def test_large_lines_state_dir_and_read_only_binds(
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     (runtime / "marker.txt").write_text("runtime")
+    runtime.chmod(0o700)  # as a runtime venv built in a private temp dir is
     state = tmp_path / "state"
     code = f"""
 import os, sys
@@ -246,13 +259,14 @@ async def test_sweep_removes_only_empty_stale_run_cgroups(
     if support.mode is CgroupMode.NONE:
         pytest.skip("no cgroups here")
     stale = RunCgroup(support, "stale-test", SandboxLimits())  # as if its host was SIGKILLed
+    stale_label, live_label = cgroup_label("stale-test"), cgroup_label("live-test")
     code = "import sys; print('up', flush=True); sys.stdin.readline(); sys.stdin.readline()"
     async with bwrap.stream(request(workspace, py(code), conversation_id="live-test"), "{}") as p:
         assert await anext(aiter(p)) == "up"
-        live = [d for par in support.parents.values() for d in par.glob("live-test-*")]
+        live = [d for par in support.parents.values() for d in par.glob(f"{live_label}-*")]
         assert live
         # Other sessions on this host may be creating cgroups right now: only touch ours.
-        assert sweep_stale(support, older_than_s=0, prefix="stale-test") >= 1
-        assert sweep_stale(support, older_than_s=0, prefix="live-test") == 0
+        assert sweep_stale(support, older_than_s=0, prefix=stale_label) >= 1
+        assert sweep_stale(support, older_than_s=0, prefix=live_label) == 0
         assert all(d.exists() for d in live)  # busy: rmdir refused
         assert not any(d.exists() for d in stale.dirs.values())

@@ -5,21 +5,29 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import secrets
+import signal
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from synthorg.sandbox import BwrapSandbox, ExitReason, LocalSandbox, SandboxLimits
+from synthorg.sandbox.identity import resolve_identity
+from synthorg.sandbox.quota import unavailable_reason
+from synthorg.service.demo import create_demo_repo
 
+from . import redteam_probe
 from .helpers import attack, collect, processes_with, py, request
 
 pytestmark = pytest.mark.bwrap
+ROOT = Path(__file__).resolve().parents[2]
 
 # Shared by the attack programs: try each target, report what happened per target.
 PROBE = """
@@ -315,3 +323,164 @@ results = {{"read": probe(read, {str(path)!r}),
     assert results["read"] == f"LEAKED:{token!r}"
     assert results["write"].startswith("LEAKED") and (workspace.parent / "evil.txt").exists()
     assert int(results["ps"].removeprefix("LEAKED:")) > 3
+
+
+# --- issue 12: kernel knobs, host uid, seccomp, disk, core dumps, host paths in /proc ---
+
+KNOB = Path("/proc/sys/kernel/printk_ratelimit")
+
+
+def _probe(sandbox: BwrapSandbox, workspace: Path, *flags: str, **kwargs: object) -> dict[str, Any]:
+    """Run the attacker's probe (tests/sandbox/redteam_probe.py) inside; its JSON report."""
+    req = request(workspace, [*py(redteam_probe.PROBE), *flags], **kwargs)  # type: ignore[arg-type]
+    lines, ended = asyncio.run(collect(sandbox, req))
+    assert ended.returncode == 0, (lines[-3:], ended)
+    return dict(json.loads(lines[-1]))
+
+
+def test_host_kernel_settings_cannot_be_written(bwrap: BwrapSandbox, workspace: Path) -> None:
+    before = KNOB.read_text()
+    pattern = Path("/proc/sys/kernel/core_pattern").read_text()
+    changed = str(int(before) + 1)
+    body = f"""
+def put(path, value):
+    with open(path, "w") as fh:
+        fh.write(value)
+    return open(path).read()
+results = {{"printk": probe(put, {str(KNOB)!r}, {changed!r}),
+            "core_pattern": probe(put, "/proc/sys/kernel/core_pattern", {pattern!r})}}
+"""
+    try:
+        results = run_probes(bwrap, workspace, body)
+    finally:
+        if KNOB.read_text() != before:  # the old sandbox changed the host: put it back
+            KNOB.write_text(before)
+    assert results["printk"].startswith("BLOCKED") and results["core_pattern"].startswith(
+        "BLOCKED"
+    ), results
+    assert KNOB.read_text() == before
+    assert Path("/proc/sys/kernel/core_pattern").read_text() == pattern
+
+
+@pytest.fixture
+def root_secret(tmp_path: Path) -> tuple[Path, str]:
+    """A 0600 root-owned file in a dir the sandbox gets as a read-only bind."""
+    token = secrets.token_hex(16)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    secret = shared / "root-only.key"
+    secret.write_text(token)
+    secret.chmod(0o600)
+    return secret, token
+
+
+def test_sandbox_runs_as_an_unprivileged_host_uid(
+    bwrap: BwrapSandbox, workspace: Path, root_secret: tuple[Path, str]
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the uid drop is what a root host does; run the suite as root")
+    secret, token = root_secret
+    body = f"""
+def create(path):
+    with open(path, "w") as fh:
+        fh.write("made inside")
+    return os.getuid()
+results = {{"secret": probe(read, {str(secret)!r}), "create": probe(create, "/workspace/made.txt")}}
+"""
+    results = run_probes(bwrap, workspace, body, read_only_binds=[secret.parent])
+    assert results["secret"].startswith("BLOCKED"), results  # root read it before the drop
+    made = (workspace / "made.txt").stat()
+    assert made.st_uid == bwrap.identity.uid != 0 and made.st_gid == bwrap.identity.gid
+    assert results["create"] == f"LEAKED:{made.st_uid}"
+    # Control: the same probe under the explicit root mode reads the secret.
+    as_root = BwrapSandbox(identity=resolve_identity("", allow_root=True))
+    again = run_probes(as_root, workspace, body, read_only_binds=[secret.parent])
+    assert again["secret"] == f"LEAKED:{token!r}"
+
+
+def test_seccomp_refuses_namespace_mount_trace_and_kernel_syscalls(
+    bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    report = _probe(bwrap, workspace, env={"REDTEAM_FILL_BYTES": str(1 << 20)})
+    assert report["getpid"] is True  # control: ordinary syscalls work
+    assert "Seccomp:\t2" in report["seccomp_status"], report["seccomp_status"]
+    assert report["denied"] and set(report["denied"].values()) == {"EPERM"}, report["denied"]
+
+
+def test_disk_quota_refuses_writes_with_enospc_and_the_run_goes_on(
+    bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    if why := unavailable_reason():
+        pytest.skip(f"no worktree quota on this host: {why}")
+    mib = 1 << 20
+    limits = SandboxLimits(disk_bytes=8 * mib, tmp_bytes=4 * mib, wall_timeout_s=60)
+    env = {"REDTEAM_FILL_BYTES": str(64 * mib)}
+    report = _probe(bwrap, workspace, "--keep-fill", limits=limits, env=env)
+    assert report["fill_workspace"]["error"] == "ENOSPC", report["fill_workspace"]
+    assert report["fill_tmp"]["error"] == "ENOSPC", report["fill_tmp"]
+    assert report["fill_tmp"]["written"] <= 4 * mib
+    assert report["after_fill"] == "the program went on"
+    # Host side: what reached the worktree is bounded by the quota (allowance + ext4 slack),
+    # and the worktree is an ordinary directory again.
+    landed = (workspace / "redteam-fill.bin").stat().st_size
+    assert 0 < landed <= 12 * mib, landed
+    assert not workspace.is_mount()
+
+
+def test_a_crash_leaves_no_core_file(bwrap: BwrapSandbox, workspace: Path) -> None:
+    report = _probe(bwrap, workspace, env={"REDTEAM_FILL_BYTES": str(1 << 20)})
+    assert report["crash_status"] == -signal.SIGSEGV
+    assert report["core_limit"] == [0, 0] and report["core_files"] == [], report
+    assert not [p for p in workspace.iterdir() if p.name.startswith("core")]
+
+
+def test_no_host_path_or_id_in_proc(bwrap: BwrapSandbox, workspace: Path) -> None:
+    conversation = f"conv-{secrets.token_hex(6)}"
+    home = workspace.parent.parent
+    report = _probe(
+        bwrap, workspace, conversation_id=conversation, env={"REDTEAM_FILL_BYTES": str(1 << 20)}
+    )
+    seen = {k: json.dumps(report[k]) for k in ("cmdline_1", "cmdlines", "mountinfo", "cgroup")}
+    seen["environ_1"] = report["environ_1"]
+    for secret in (str(home), str(workspace), conversation, workspace.name):
+        leaks = [k for k, text in seen.items() if secret in text]
+        assert not leaks, (secret, {k: seen[k] for k in leaks})
+
+
+@pytest.mark.slow
+def test_the_attacks_fail_through_a_real_synthorg_run(tmp_path: Path) -> None:
+    """A scripted model runs the probe through the terminal tool of an ordinary run."""
+    home = tmp_path / "home"
+    repo = create_demo_repo(tmp_path / "calc")
+    config = tmp_path / "synthorg.toml"
+    config.write_text(
+        '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\nmodels = ["m"]\n'
+        'script = "tests.sandbox.redteam_probe:attack_script"\n[run]\nmodel = "m"\n'
+        f"[sandbox.limits]\ndisk_bytes = {8 << 20}\ntmp_bytes = {4 << 20}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
+    env.update(SYNTHORG_HOME=str(home), PYTHONPATH=str(ROOT), COLUMNS="200")
+    argv = ["run", "probe", "--repo", str(repo), "-c", str(config)]
+    done = subprocess.run(
+        [sys.executable, "-m", "synthorg.cli.app", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    conversation = re.search(r"conversation (conv-[0-9a-f]+)", output)
+    assert conversation, output
+    worktree = next((home / "worktrees" / conversation.group(1)).iterdir())
+    report = json.loads((worktree / ".redteam.json").read_text())
+
+    assert set(report["knobs"].values()) <= {"EROFS", "EACCES"}, report["knobs"]
+    assert set(report["denied"].values()) == {"EPERM"}, report["denied"]
+    assert report["fill_workspace"]["error"] == "ENOSPC" and report["fill_tmp"]["error"] == "ENOSPC"
+    assert report["core_limit"] == [0, 0] and report["core_files"] == []
+    owned = (worktree / "redteam-owned.txt").stat()
+    assert report["uid"] != 0 and owned.st_uid == report["uid"] != 0
+    seen = json.dumps([report[k] for k in ("cmdline_1", "cmdlines", "mountinfo", "cgroup")])
+    for secret in (str(home), str(worktree), conversation.group(1)):
+        assert secret not in seen and secret not in report["environ_1"], secret

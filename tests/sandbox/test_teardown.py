@@ -22,6 +22,8 @@ from synthorg.sandbox import (
     SandboxRequest,
     SandboxStreamer,
 )
+from synthorg.sandbox.cgroups import cgroup_label
+from synthorg.sandbox.quota import sweep_stale, unavailable_reason
 
 from .helpers import processes_with, request
 
@@ -54,7 +56,8 @@ def _cgroup_dirs(sandbox: SandboxStreamer, marker: str) -> set[Path]:
     if not isinstance(sandbox, BwrapSandbox):
         return set()
     parents = [p for p in sandbox.cgroups.parents.values() if p.exists()]
-    return {d for p in parents for d in p.iterdir() if d.name.startswith(f"td-{marker}")}
+    label = cgroup_label(f"td-{marker}")
+    return {d for p in parents for d in p.iterdir() if d.name.startswith(label)}
 
 
 def _req(workspace: Path, marker: str, then: str) -> SandboxRequest:
@@ -70,6 +73,10 @@ async def _assert_gone(marker: str, pid: int, sb: SandboxStreamer) -> None:
     assert processes_with(marker) == []
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert _cgroup_dirs(sb, marker) == set()
+
+
+def _sleeps(marker: str) -> list[psutil.Process]:
+    return [p for p in processes_with(marker) if p.name() == "sleep"]
 
 
 async def _ready(proc: SandboxProcess) -> None:
@@ -97,8 +104,11 @@ async def test_consumer_breaking_early_tears_down(
     marker = _marker()
     async with sandbox.stream(_req(workspace, marker, "read; read"), "{}") as proc:
         await _ready(proc)
-        sleeps = [p for p in processes_with(marker) if p.name() == "sleep"]
-        assert len(sleeps) == 3  # control: the children really run
+        # control: the children really run (a forked subshell execs its sleep a bit later)
+        deadline = time.monotonic() + 30
+        while len(_sleeps(marker)) < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert len(_sleeps(marker)) == 3
         cgroups = isinstance(sandbox, BwrapSandbox) and sandbox.cgroups.parents
         assert bool(_cgroup_dirs(sandbox, marker)) == bool(cgroups)  # control: they exist
     assert proc.exit is not None and proc.exit.reason is ExitReason.STOPPED
@@ -163,7 +173,8 @@ import asyncio, sys
 from pathlib import Path
 from synthorg.sandbox import BwrapSandbox, SandboxRequest
 async def main():
-    req = SandboxRequest(argv=["bash", "-c", "sleep {marker} & echo ready; read; read"],
+    command = "echo written > inside.txt; sleep {marker} & echo ready; read; read"
+    req = SandboxRequest(argv=["bash", "-c", command],
                          workspace=Path({str(ws)!r}), conversation_id="orphan")
     async with BwrapSandbox().stream(req, "{{}}") as proc:
         async for line in proc:
@@ -176,13 +187,22 @@ asyncio.run(main())
         while (out := host.stdout.readline()) and out.strip() != "LINE:ready":
             pass  # structlog's default logger also writes to stdout
         assert out.strip() == "LINE:ready"
-        assert [p.name() for p in processes_with(marker)].count("sleep") == 1
+        deadline = time.monotonic() + 30
+        while not _sleeps(marker) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(_sleeps(marker)) == 1
         os.kill(host.pid, signal.SIGKILL)
         host.wait()
         deadline = time.monotonic() + 5
         while processes_with(marker) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert processes_with(marker) == []
+        if unavailable_reason() is None:
+            # The dead host left its worktree on the quota filesystem; the next backend's
+            # sweep puts the tree (with what the sandbox wrote) back in place.
+            assert ws.is_mount() and (ws / "inside.txt").read_text() == "written\n"
+            assert sweep_stale() >= 1
+            assert not ws.is_mount() and (ws / "inside.txt").read_text() == "written\n"
     finally:
         host.kill()
         host.wait()

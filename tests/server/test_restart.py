@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from synthorg.server import KeyStore, Role
+from tests.sandbox.helpers import sandboxes_in
 
 from .conftest import free_port
 from .helpers import events
@@ -105,12 +106,7 @@ async def wait_for(client: httpx.AsyncClient, cid: str, check: Any, timeout: flo
 
 
 def sandbox_processes(worktree: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if "bwrap" in cmdline and str(worktree) in cmdline:
-            found.append(proc)
-    return found
+    return sandboxes_in(worktree)  # by host-side cwd: bwrap's command line names no host path
 
 
 async def test_sigkill_mid_tool_call_then_restart_reconciles(

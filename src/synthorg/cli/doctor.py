@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from synthorg.cli.common import console
+from synthorg.errors import SynthOrgError
 from synthorg.sandbox.protocol import BoundaryStatus
 from synthorg.settings import Settings, section
 
@@ -92,7 +93,10 @@ def check_sandbox(settings: Settings) -> list[CheckResult]:
     from synthorg.service.config import SandboxSettings
 
     config = section(settings, "sandbox", SandboxSettings)
-    backend = make_sandbox(config.backend, allow_local=config.allow_local)
+    try:
+        backend = make_sandbox(config.backend, allow_local=config.allow_local)
+    except SynthOrgError as exc:  # e.g. root without the sandbox user: say how to fix it
+        return [CheckResult("sandbox", Level.FAIL, str(exc), "run scripts/bootstrap.sh as root")]
     declaration = backend.boundary()
     results = []
     for row in declaration.rows:
@@ -110,6 +114,39 @@ def check_sandbox(settings: Settings) -> list[CheckResult]:
                 'set [sandbox] backend = "bwrap"',
             )
         )
+    return results
+
+
+def check_sandbox_tools(_: Settings) -> list[CheckResult]:
+    """What the bwrap backend's protections need: the uid drop, seccomp, the disk quota."""
+    from synthorg.sandbox.identity import IdentityMode, resolve_identity
+    from synthorg.sandbox.quota import unavailable_reason
+    from synthorg.sandbox.seccomp import filter_program
+
+    results = []
+    try:
+        identity = resolve_identity()
+        level = Level.WARN if identity.mode is IdentityMode.ROOT else Level.OK
+        results.append(CheckResult("sandbox user", level, identity.describe))
+    except SynthOrgError as exc:
+        results.append(
+            CheckResult("sandbox user", Level.FAIL, str(exc), "run scripts/bootstrap.sh as root")
+        )
+    if shutil.which("setpriv", path="/usr/bin:/bin") is None:
+        fix = "apt-get install -y util-linux"
+        results.append(CheckResult("setpriv", Level.FAIL, "missing: no uid drop", fix))
+    try:
+        size = len(filter_program())
+        results.append(CheckResult("seccomp", Level.OK, f"filter compiled ({size} bytes of BPF)"))
+    except SynthOrgError as exc:
+        fix = "apt-get install -y libseccomp2"
+        results.append(CheckResult("seccomp", Level.FAIL, str(exc), fix))
+    why = unavailable_reason()
+    if why is None:
+        results.append(CheckResult("disk quota", Level.OK, "loop ext4 per run (mkfs.ext4, rsync)"))
+    else:
+        fix = "run as root with e2fsprogs and rsync installed (scripts/bootstrap.sh)"
+        results.append(CheckResult("disk quota", Level.WARN, why, fix))
     return results
 
 
@@ -152,6 +189,7 @@ DEFAULT_CHECKS: list[Check] = [
     check_python,
     check_git,
     check_bwrap,
+    check_sandbox_tools,
     check_sandbox,
     check_store,
     check_openhands_runtime,

@@ -25,15 +25,44 @@ app = typer.Typer(help="Sandbox backends: boundary table and a live check.", no_
 BackendOption = typer.Option("bwrap", "--backend", help="bwrap (default) or local.")
 AllowLocalOption = typer.Option(False, "--allow-local", help="Opt in to the unisolated backend.")
 
-# Runs inside: reports what the program can see. Stdlib only.
-_PROBE = """
-import json, os, socket
+# Runs inside: reports what the program can see and do. Stdlib only.
+_PROBE = r"""
+import ctypes, errno, json, os, resource, socket
 def can(fn):
     try:
         fn()
         return True
     except OSError:
         return False
+def refused(fn):
+    try:
+        fn()
+        return "allowed"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+def read(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return ""
+def rewrite(path):
+    value = read(path)
+    with open(path, "w") as fh:
+        fh.write(value)
+def fork_unshare():
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.unshare(os.CLONE_NEWUSER)
+            os._exit(0)
+        except OSError as exc:
+            os._exit(exc.errno)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code:
+        raise OSError(code, os.strerror(code))
+status = dict(l.split(":", 1) for l in read("/proc/self/status").splitlines() if ":" in l)
+ws, tmp = os.statvfs(os.environ["PROBE_WS"]), os.statvfs("/tmp")
 print(json.dumps({
     "interfaces": [name for _, name in socket.if_nameindex()],
     "home_entries": sorted(os.listdir(os.environ["PROBE_HOME"])) if can(
@@ -41,8 +70,18 @@ print(json.dumps({
     "processes": len([p for p in os.listdir("/proc") if p.isdigit()]),
     "root_writable": can(lambda: open("/probe-write", "w").close()),
     "env": sorted(os.environ),
+    "uid": os.getuid(),
+    "proc_sys_write": refused(lambda: rewrite("/proc/sys/kernel/printk_ratelimit")),
+    "seccomp": status.get("Seccomp", "").strip(),
+    "unshare_user": refused(fork_unshare),
+    "core_limit": list(resource.getrlimit(resource.RLIMIT_CORE)),
+    "workspace_bytes": ws.f_blocks * ws.f_frsize,
+    "tmp_bytes": tmp.f_blocks * tmp.f_frsize,
+    "cmdline_1": read("/proc/1/cmdline").replace("\0", " "),
+    "mountinfo": read("/proc/self/mountinfo"),
 }))
 """
+_CHECK_ID = "sandbox-check"
 
 
 @app.callback()
@@ -71,14 +110,18 @@ def boundary(
         console.print(escape(render_boundary(decl)))
 
 
-async def _probe(sandbox: SandboxStreamer, workspace: Path) -> tuple[dict[str, object], float]:
+async def _probe(
+    sandbox: SandboxStreamer, workspace: Path, limits: SandboxLimits
+) -> tuple[dict[str, object], float]:
     request = SandboxRequest(
         argv=[sandbox.python_inside(), "-I", "-S", "-c", _PROBE],
         workspace=workspace,
-        env={"PROBE_HOME": str(Path.home())},
-        limits=SandboxLimits(wall_timeout_s=30),
-        conversation_id="sandbox-check",
+        limits=limits,
+        conversation_id=_CHECK_ID,
     )
+    inside = sandbox.workspace_path_inside(request)
+    env = {"PROBE_HOME": str(Path.home()), "PROBE_WS": inside}
+    request = request.model_copy(update={"env": env})
     started = time.perf_counter()
     lines: list[str] = []
     async with sandbox.stream(request, "{}") as proc:
@@ -96,34 +139,63 @@ def _bound_paths() -> list[Path]:
     return [host_python_dir()]
 
 
-@app.command()
-def check(backend: str = BackendOption, allow_local: bool = AllowLocalOption) -> None:
-    """Start a real sandbox and report what a program inside can reach."""
-    sandbox = _backend(backend, allow_local)
-    decl = sandbox.boundary()
-    console.print(escape(render_boundary(decl)))
-    with tempfile.TemporaryDirectory(prefix="synthorg-sandbox-check-") as tmp:
-        try:
-            seen, elapsed = run_async(_probe(sandbox, Path(tmp)))
-        except SynthOrgError as exc:
-            fail(str(exc), code=1)
-    # The interpreter may live under the home (pyenv): its top dir is bound, nothing else.
+def _verdicts(
+    seen: dict[str, object], workspace: Path, limits: SandboxLimits
+) -> list[tuple[str, bool, str]]:
+    """(what, holds, evidence) for every boundary the probe exercised."""
     home = Path.home()
     needed = {p.relative_to(home).parts[0] for p in _bound_paths() if p.is_relative_to(home)}
     home_entries = seen["home_entries"]
     assert isinstance(home_entries, list)
-    seen["home_leaks"] = sorted(set(home_entries) - needed)
-    isolated = (
-        seen["interfaces"] == ["lo"]
-        and not seen["home_leaks"]
-        and not seen["root_writable"]
-        and isinstance(seen["processes"], int)
-        and seen["processes"] <= 3
-    )
-    console.print(f"live probe ({elapsed * 1000:.0f} ms): {escape(json.dumps(seen))}")
+    leaks = sorted(set(home_entries) - needed)
+    processes = seen["processes"]
+    visible = f"{seen['cmdline_1']}\n{seen['mountinfo']}"
+    revealed = [s for s in (str(workspace), _CHECK_ID) if s in visible]
+    allowance = limits.disk_bytes
+    ws_bytes = seen["workspace_bytes"]
+    assert isinstance(ws_bytes, int)
+    return [
+        ("network", seen["interfaces"] == ["lo"], f"interfaces {seen['interfaces']}"),
+        ("host home", not leaks, f"visible entries {leaks}" if leaks else "hidden"),
+        ("root filesystem", not seen["root_writable"], "read-only" if not seen["root_writable"]
+         else "WRITABLE"),
+        ("processes", isinstance(processes, int) and processes <= 3, f"{processes} visible"),
+        ("uid", seen["uid"] != 0, f"runs as uid {seen['uid']}"),
+        ("/proc/sys", seen["proc_sys_write"] != "allowed",
+         f"write to kernel/printk_ratelimit: {seen['proc_sys_write']}"),
+        ("seccomp", seen["seccomp"] == "2" and seen["unshare_user"] != "allowed",
+         f"Seccomp: {seen['seccomp']}; unshare(CLONE_NEWUSER): {seen['unshare_user']}"),
+        ("core files", seen["core_limit"] == [0, 0], f"RLIMIT_CORE {seen['core_limit']}"),
+        ("/tmp size", seen["tmp_bytes"] == limits.tmp_bytes, f"{seen['tmp_bytes']} bytes"),
+        ("worktree quota", allowance is not None and ws_bytes < allowance + 64 * 1024**2,
+         f"/workspace filesystem of {ws_bytes} bytes (allowance {allowance})"),
+        ("host paths and ids", not revealed,
+         f"/proc/1/cmdline and mountinfo show {revealed}" if revealed else "none shown"),
+    ]  # fmt: skip
+
+
+@app.command()
+def check(backend: str = BackendOption, allow_local: bool = AllowLocalOption) -> None:
+    """Start a real sandbox and report, boundary by boundary, what a program inside can do."""
+    sandbox = _backend(backend, allow_local)
+    decl = sandbox.boundary()
+    console.print(escape(render_boundary(decl)))
+    limits = SandboxLimits(wall_timeout_s=30, disk_bytes=64 * 1024**2)
+    with tempfile.TemporaryDirectory(prefix="synthorg-sandbox-check-") as tmp:
+        try:
+            seen, elapsed = run_async(_probe(sandbox, Path(tmp), limits))
+        except SynthOrgError as exc:
+            fail(str(exc), code=1)
+        verdicts = _verdicts(seen, Path(tmp), limits)
+    console.print(f"live probe ({elapsed * 1000:.0f} ms):")
+    for what, holds, evidence in verdicts:
+        mark = "[green]holds[/green]" if holds else "[red]FAILS[/red]"
+        console.print(f"  {what:<20} {mark}  {escape(evidence)}")
+    isolated = all(holds for _, holds, _ in verdicts)
     if isolated:
-        console.print("[green]isolated[/green]: only lo, host home hidden, / read-only")
+        console.print("[green]isolated[/green]: every boundary above holds on this host")
     else:
-        console.print("[red]NOT isolated[/red]: the program inside sees the host")
+        failed = ", ".join(what for what, holds, _ in verdicts if not holds)
+        console.print(f"[red]NOT isolated[/red]: {escape(failed)} do not hold")
     if not isolated and sandbox.name != "local":
         raise typer.Exit(1)

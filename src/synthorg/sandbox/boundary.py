@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 from synthorg.sandbox.cgroups import CgroupMode, CgroupSupport
+from synthorg.sandbox.identity import IdentityMode, SandboxIdentity
 from synthorg.sandbox.protocol import BoundaryDeclaration, BoundaryRow, BoundaryStatus
 
 E, W, N = BoundaryStatus.ENFORCED, BoundaryStatus.WEAKER, BoundaryStatus.NOT_ENFORCED
 
 _DECLARED = {
     "filesystem": "read-only /usr, interpreter and runtime binds; read-write worktree "
-    "(/workspace) and state dir only; private /tmp; host home, data dir and keys invisible",
+    "(/workspace) and state dir only; private size-capped /tmp; host home, data dir and keys "
+    "invisible; /proc/sys read-only; no host path or id in /proc/1/cmdline",
     "network": "own network namespace; the only way out is the forwarded gateway and MCP "
     "unix sockets, reached via 127.0.0.1 forwarders; no DNS",
-    "processes": "own pid namespace; dies with its parent; pid-1 killed on every exit path",
-    "resources": "process count, memory and CPU capped per run; wall-clock and idle timeouts",
+    "processes": "own pid namespace; dies with its parent; pid-1 killed on every exit path; "
+    "seccomp filter (mount, ptrace, bpf, namespaces, kernel modules... refused)",
+    "identity": "never host root: programs run as an unprivileged host uid",
+    "resources": "process count, memory and CPU capped per run; /tmp and file size capped; "
+    "no core files; wall-clock and idle timeouts",
     "secrets": "cleared environment (only the run spec's variables); no provider keys or "
     "tool credentials inside",
 }
@@ -30,19 +34,33 @@ def _bwrap_version(bwrap: str) -> str:
     return out.stdout.strip() or f"unusable (status {out.returncode})"
 
 
-def _resources_row(cg: CgroupSupport) -> BoundaryRow:
+_DISK = "tmpfs /tmp capped (ENOSPC), RLIMIT_FSIZE per file (EFBIG), RLIMIT_CORE=0"
+
+
+def _disk(quota_unavailable: str | None) -> tuple[str, str | None]:
+    """What the host gives for disk, and the warning when the worktree has no quota."""
+    if quota_unavailable is None:
+        return f"worktree on its own loop ext4 per run (ENOSPC past its quota); {_DISK}", None
+    return f"{_DISK}; NO worktree quota", f"no worktree disk quota: {quota_unavailable}"
+
+
+def _resources_row(
+    cg: CgroupSupport, identity: SandboxIdentity, quota_unavailable: str | None = None
+) -> BoundaryRow:
     declared = _DECLARED["resources"]
+    disk, disk_warning = _disk(quota_unavailable)
     if cg.mode is not CgroupMode.NONE and not cg.missing:
         return BoundaryRow(
             boundary="resources",
             declared=declared,
-            on_this_host=f"{cg.detail}: pids, memory and cpu quota per run; timeouts",
-            status=E,
+            on_this_host=f"{cg.detail}: pids, memory and cpu quota per run; {disk}; timeouts",
+            status=E if disk_warning is None else W,
+            warning=disk_warning,
         )
-    # The kernel never applies RLIMIT_NPROC to uid 0, and bwrap maps root to root.
+    # The kernel never applies RLIMIT_NPROC to uid 0.
     nproc = (
         "no process cap (RLIMIT_NPROC is ignored for root)"
-        if os.geteuid() == 0
+        if identity.uid == 0
         else ("RLIMIT_NPROC per user")
     )
     fallback = ", ".join(
@@ -52,15 +70,41 @@ def _resources_row(cg: CgroupSupport) -> BoundaryRow:
     return BoundaryRow(
         boundary="resources",
         declared=declared,
-        on_this_host=f"{cg.detail}; rlimits instead: {fallback}; timeouts enforced",
+        on_this_host=f"{cg.detail}; rlimits instead: {fallback}; {disk}; timeouts enforced",
         status=W,
         warning=f"cgroups unavailable for {', '.join(cg.missing)}: caps are per process or "
         "per user, not per sandbox (run as root with writable cgroups, or delegate a v2 "
-        "cgroup via SYNTHORG_SANDBOX_CGROUP)",
+        "cgroup via SYNTHORG_SANDBOX_CGROUP)" + (f"; {disk_warning}" if disk_warning else ""),
     )
 
 
-def bwrap_boundary(bwrap: str, cgroups: CgroupSupport) -> BoundaryDeclaration:
+def _identity_row(identity: SandboxIdentity) -> BoundaryRow:
+    if identity.mode is IdentityMode.ROOT:
+        return BoundaryRow(
+            boundary="identity",
+            declared=_DECLARED["identity"],
+            on_this_host=identity.describe,
+            status=N,
+            warning="sandboxes run as host root: files they create are root's and any "
+            "kernel or file permission bug is a host root bug; create the sandbox user "
+            "(scripts/bootstrap.sh) and unset SYNTHORG_SANDBOX_ALLOW_ROOT",
+        )
+    return BoundaryRow(
+        boundary="identity",
+        declared=_DECLARED["identity"],
+        on_this_host=identity.describe,
+        status=E,
+    )
+
+
+def bwrap_boundary(
+    bwrap: str,
+    cgroups: CgroupSupport,
+    identity: SandboxIdentity,
+    *,
+    seccomp: bool,
+    quota_unavailable: str | None = None,
+) -> BoundaryDeclaration:
     """The bwrap backend's table, checked against this host."""
     version = _bwrap_version(bwrap)
     usable = version.startswith("bubblewrap")
@@ -80,8 +124,11 @@ def bwrap_boundary(bwrap: str, cgroups: CgroupSupport) -> BoundaryDeclaration:
         BoundaryRow(
             boundary="filesystem",
             declared=_DECLARED["filesystem"],
-            on_this_host=f"{version}: mount namespace, --remount-ro /, only listed binds",
-            status=E,
+            on_this_host=f"{version}: mount namespace, --remount-ro /, only listed binds; "
+            "/proc/sys bound read-only; options passed via --args; forwarded sockets bound "
+            "from neutral per-run links",
+            status=W,
+            warning="mountinfo inside shows the host paths of the state dir and runtime binds",
         ),
         BoundaryRow(
             boundary="network",
@@ -93,10 +140,16 @@ def bwrap_boundary(bwrap: str, cgroups: CgroupSupport) -> BoundaryDeclaration:
             boundary="processes",
             declared=_DECLARED["processes"],
             on_this_host="--unshare-pid --die-with-parent --new-session --cap-drop ALL; "
-            "no seccomp filter",
-            status=E,
+            + (
+                "seccomp filter (libseccomp, Docker's default deny list)"
+                if seccomp
+                else "NO seccomp filter"
+            ),
+            status=E if seccomp else W,
+            warning=None if seccomp else "no seccomp filter: every syscall reaches the kernel",
         ),
-        _resources_row(cgroups),
+        _identity_row(identity),
+        _resources_row(cgroups, identity, quota_unavailable),
         BoundaryRow(
             boundary="secrets",
             declared=_DECLARED["secrets"],

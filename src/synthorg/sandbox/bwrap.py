@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import resource
+import secrets
 import shutil
 import signal
 import sys
@@ -27,6 +28,14 @@ from synthorg.sandbox.cgroups import (
     sweep_stale,
 )
 from synthorg.sandbox.errors import SandboxIOError, SandboxStartError, SandboxUnavailableError
+from synthorg.sandbox.identity import (
+    IdentityMode,
+    SandboxIdentity,
+    grant_read,
+    grant_socket,
+    grant_tree,
+    resolve_identity,
+)
 from synthorg.sandbox.process import STREAM_LIMIT, ManagedProcess, Verdicts, start_uncancellable
 from synthorg.sandbox.protocol import (
     BoundaryDeclaration,
@@ -34,6 +43,9 @@ from synthorg.sandbox.protocol import (
     SandboxProcess,
     SandboxRequest,
 )
+from synthorg.sandbox.quota import WorkspaceQuota, unavailable_reason
+from synthorg.sandbox.quota import sweep_stale as sweep_quotas
+from synthorg.sandbox.seccomp import filter_program, program_fd
 
 log = structlog.get_logger(__name__)
 
@@ -47,14 +59,22 @@ _START_TIMEOUT_S = 10.0
 _ETC_FILES = ("passwd", "group", "nsswitch.conf", "ld.so.cache", "localtime", "alternatives")
 _USR_LINKS = ("bin", "lib", "lib64", "lib32", "libx32", "sbin")
 _HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
+#: Without --unshare-user: as root a user namespace would only map root to root, and the
+#: drop to the sandbox user needs that user to exist in the namespace (the host's).
+_UNSHARE_PRIVILEGED = (
+    "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"
+)  # fmt: skip
+#: Kept only for setpriv's drop to the sandbox user; it clears them all before exec.
+_DROP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 
 
 def _prepare_overlay() -> Path:
     """A private dir with the sandbox's /etc (a few host files, our hosts) and helpers."""
     root = Path(tempfile.mkdtemp(prefix="synthorg-sandbox-"))
     etc, opt = root / "etc", root / "opt"
-    etc.mkdir()
-    opt.mkdir()
+    etc.mkdir(mode=0o755)
+    opt.mkdir(mode=0o755)
+    (root / "links").mkdir(mode=0o700)  # per-run hard links of forwarded sockets
     for name in _ETC_FILES:
         source = Path("/etc") / name
         if source.is_dir():
@@ -63,7 +83,8 @@ def _prepare_overlay() -> Path:
             shutil.copy2(source, etc / name)
     (etc / "hosts").write_text(_HOSTS)
     for script in ("launcher.py", "toolbox.py"):
-        shutil.copy2(_PACKAGE_DIR / script, opt / script)
+        shutil.copyfile(_PACKAGE_DIR / script, opt / script)
+        (opt / script).chmod(0o644)  # read by the dropped sandbox user
     return root
 
 
@@ -84,7 +105,14 @@ class BwrapSandbox:
 
     name = "bwrap"
 
-    def __init__(self, bwrap_path: str | None = None) -> None:
+    def __init__(
+        self,
+        bwrap_path: str | None = None,
+        *,
+        identity: SandboxIdentity | None = None,
+        seccomp: bool = True,
+        cgroups: bool = True,
+    ) -> None:
         found = bwrap_path or shutil.which("bwrap")
         if found is None:
             raise SandboxUnavailableError(
@@ -92,7 +120,23 @@ class BwrapSandbox:
                 "or choose the local backend explicitly (no isolation)"
             )
         self._bwrap = found
-        self._cgroups: CgroupSupport = detect_cgroups()
+        self.identity = identity or resolve_identity()
+        self._setpriv = shutil.which("setpriv", path="/usr/bin:/bin")
+        if self.identity.mode is IdentityMode.DROPPED and self._setpriv is None:
+            raise SandboxUnavailableError(
+                "setpriv (util-linux) is missing: the sandbox cannot drop to its user; "
+                "`apt-get install -y util-linux`"
+            )
+        self.seccomp = seccomp
+        if seccomp:
+            filter_program()  # compile now: a missing libseccomp fails here, not per run
+        self.quota_unavailable = unavailable_reason()
+        if self.quota_unavailable is None:
+            sweep_quotas()
+        # cgroups=False (benchmarks): rlimits only, as on a host without writable cgroups.
+        self._cgroups: CgroupSupport = (
+            detect_cgroups() if cgroups else CgroupSupport(CgroupMode.NONE, detail="disabled")
+        )
         sweep_stale(self._cgroups)
         self._overlay = _prepare_overlay()
         weakref.finalize(self, shutil.rmtree, self._overlay, True)
@@ -104,7 +148,13 @@ class BwrapSandbox:
         return self._cgroups
 
     def boundary(self) -> BoundaryDeclaration:
-        return bwrap_boundary(self._bwrap, self._cgroups)
+        return bwrap_boundary(
+            self._bwrap,
+            self._cgroups,
+            self.identity,
+            seccomp=self.seccomp,
+            quota_unavailable=self.quota_unavailable,
+        )
 
     def workspace_path_inside(self, request: SandboxRequest) -> str:
         return WORKSPACE
@@ -119,7 +169,12 @@ class BwrapSandbox:
         return [host_python(), "-I", "-S", f"{_INSIDE_DIR}/toolbox.py"]
 
     def _static_args(self) -> list[str]:
-        args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        mode = self.identity.mode
+        args = ["--unshare-all"] if mode is IdentityMode.UNPRIVILEGED else [*_UNSHARE_PRIVILEGED]
+        args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        if mode is IdentityMode.DROPPED:
+            for cap in _DROP_CAPS:
+                args += ["--cap-add", cap]
         args += ["--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
         for name in _USR_LINKS:
             host = Path("/") / name
@@ -129,24 +184,61 @@ class BwrapSandbox:
                 args += ["--ro-bind", str(host), str(host)]
         # One mount each for /etc and the helper scripts: every mount costs start-up time.
         args += ["--ro-bind", str(self._overlay / "etc"), "/etc"]
+        args += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/run"]
+        args += ["--perms", "0755", "--dir", _SOCKET_DIR]
         args += ["--ro-bind", str(self._overlay / "opt"), _INSIDE_DIR]
-        pydir = str(host_python_dir())
-        args += ["--ro-bind", pydir, pydir]
-        args += ["--tmpfs", "/tmp", "--dir", HOME, "--dev", "/dev", "--proc", "/proc"]
+        pydir = host_python_dir()
+        args += [*_traversable_parents(pydir, {Path("/")})]
+        args += ["--ro-bind", str(pydir), str(pydir)]
+        args += ["--dev", "/dev", "--proc", "/proc"]
+        # Kernel knobs stay read-only whoever runs inside (root mode included).
+        args += ["--ro-bind", "/proc/sys", "/proc/sys"]
+        args += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
         return args
 
-    def build_args(self, request: SandboxRequest) -> tuple[list[str], list[str]]:
-        """The bwrap options (without fds) and the argv run inside, for a request."""
+    def _drop_prefix(self) -> list[str]:
+        """setpriv in front of the program: the sandbox user, no groups, no caps, no suid."""
+        if self.identity.mode is not IdentityMode.DROPPED:
+            return []
+        assert self._setpriv is not None
+        ident = self.identity
+        return [
+            self._setpriv,
+            f"--reuid={ident.uid}",
+            f"--regid={ident.gid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        ]
+
+    def build_args(
+        self, request: SandboxRequest, links: Path | None = None
+    ) -> tuple[list[str], list[str]]:
+        """The bwrap options (without fds) and the argv run inside, for a request.
+
+        Hands the worktree and state dir to the sandbox user. With links (a fresh per-run
+        dir), forwarded sockets are bound from hard links there, so the bind sources that
+        /proc/self/mountinfo shows inside carry no host path or id.
+        """
         args = [self._bwrap, *self._base_args]
+        size = request.limits.tmp_bytes
+        args += ["--size", str(size), "--perms", "1777", "--tmpfs", "/tmp"]
+        args += ["--perms", "0777", "--dir", HOME]
+        made = {Path("/"), Path("/tmp"), *host_python_dir().parents}
         for bind in request.read_only_binds:
             if not bind.exists():
                 raise SandboxStartError(f"read-only bind {bind} does not exist on this host")
-            args += ["--ro-bind", str(bind), str(bind)]
+            grant_read(bind, self.identity)
+            args += [*_traversable_parents(bind, made), "--ro-bind", str(bind), str(bind)]
         if not request.workspace.is_dir():
             raise SandboxStartError(f"workspace {request.workspace} is not a directory")
+        grant_tree(request.workspace, self.identity, keep_top=True)
         args += ["--bind", str(request.workspace), WORKSPACE]
         if request.state_dir is not None:
             request.state_dir.mkdir(parents=True, exist_ok=True)
+            grant_tree(request.state_dir, self.identity, keep_top=False)
             args += ["--bind", str(request.state_dir), STATE]
         forwards: list[str] = []
         for ep in request.endpoints:
@@ -154,8 +246,9 @@ class BwrapSandbox:
                 raise SandboxStartError(
                     f"endpoint {ep.name!r}: no socket at {ep.host_socket}; is the service running?"
                 )
+            grant_socket(ep.host_socket, self.identity)
             inside = f"{_SOCKET_DIR}/{ep.name}.sock"
-            args += ["--ro-bind", str(ep.host_socket), inside]
+            args += ["--ro-bind", str(_neutral_link(ep.host_socket, ep.name, links)), inside]
             forwards += ["--forward", f"{ep.sandbox_port}={inside}"]
         args += ["--chdir", WORKSPACE, "--remount-ro", "/", "--clearenv"]
         path = f"{host_python_dir()}/bin:/usr/local/bin:/usr/bin:/bin"
@@ -166,7 +259,7 @@ class BwrapSandbox:
         if forwards:  # the launcher is only needed (and only paid for) with endpoints
             launcher = [host_python(), "-I", "-S", f"{_INSIDE_DIR}/launcher.py"]
             argv = [*launcher, *forwards, "--", *argv]
-        return args, argv
+        return args, [*self._drop_prefix(), *argv]
 
     @asynccontextmanager
     async def stream(
@@ -183,27 +276,55 @@ class BwrapSandbox:
             await process.close()
 
     async def _start(self, request: SandboxRequest) -> ManagedProcess:
-        args, argv = self.build_args(request)
+        control = _BwrapControl(None)
+        if request.endpoints:  # a dir per run for the sockets' neutral hard links
+            control.links = self._overlay / "links" / secrets.token_hex(8)
+            control.links.mkdir(mode=0o700)
+        try:
+            allowance = request.limits.disk_bytes
+            if not request.workspace.is_dir():
+                raise SandboxStartError(f"workspace {request.workspace} is not a directory")
+            if allowance is not None and self.quota_unavailable is None:
+                control.quota = await asyncio.to_thread(
+                    WorkspaceQuota.mount, request.workspace, allowance
+                )
+            args, argv = self.build_args(request, control.links)
+        except BaseException:
+            control.cleanup()
+            raise
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
-        control = _BwrapControl(None)
+        fds = [info_w, block_r]
         try:
-            args += ["--info-fd", str(info_w), "--block-fd", str(block_r), "--", *argv]
+            args += ["--info-fd", str(info_w), "--block-fd", str(block_r)]
+            if self.seccomp:
+                fds.append(program_fd())
+                args += ["--seccomp", str(fds[-1])]
+            # Options go through a memfd (--args), so /proc/1/cmdline inside shows no host
+            # path, id or data dir; only the program's own argv follows on the command line.
+            fds.append(_args_fd(args[1:]))
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *args,
+                    args[0],
+                    "--args",
+                    str(fds[-1]),
+                    "--",
+                    *argv,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
                     limit=STREAM_LIMIT,
-                    pass_fds=(info_w, block_r),
+                    pass_fds=fds,
                     # bwrap's own pid-1 keeps the env it was started with, and a program
                     # inside may read /proc/1/environ: start it with nothing worth reading.
                     env={"PATH": "/usr/bin:/bin"},
+                    # Host-only marker of whose sandbox this is (/proc/<pid>/cwd of the bwrap
+                    # outside); inside, pid-1 has its own root and cwd.
+                    cwd=request.workspace,
                 )
             finally:
-                os.close(info_w)
-                os.close(block_r)
+                for fd in fds:
+                    os.close(fd)
             process = ManagedProcess(proc, control, request.limits)
             try:
                 # Made while bwrap sets up (it waits on block-fd before running anything).
@@ -260,8 +381,50 @@ class BwrapSandbox:
         return True
 
 
+def _traversable_parents(path: Path, made: set[Path]) -> list[str]:
+    """``--dir`` options making path's missing parents 0755 inside (bwrap makes them 0700,
+    which the dropped sandbox user could not traverse); records them in made."""
+    args: list[str] = []
+    for parent in reversed(path.parents):
+        if parent not in made:
+            made.add(parent)
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+def _args_fd(args: list[str]) -> int:
+    """A memfd holding NUL-separated bwrap options, for ``bwrap --args FD``."""
+    fd = os.memfd_create("synthorg-bwrap-args", os.MFD_CLOEXEC)
+    os.write(fd, b"".join(a.encode() + b"\0" for a in args))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _neutral_link(socket: Path, name: str, links: Path | None) -> Path:
+    """A hard link to socket in the per-run links dir (same inode, neutral path).
+
+    Falls back to the socket's own path when the links dir is on another filesystem.
+    """
+    if links is None:
+        return socket
+    link = links / f"{name}.sock"
+    try:
+        os.link(socket, link, follow_symlinks=False)
+    except OSError as exc:
+        log.warning("sandbox.socket_link_failed", socket=str(socket), error=str(exc))
+        return socket
+    return link
+
+
 def _apply_rlimits(pid: int, limits: SandboxLimits, missing: list[str] | None) -> None:
-    """rlimits on pid-1 (inherited by everything inside) where cgroups do not cover a cap."""
+    """rlimits on pid-1 (inherited by everything inside, hard = soft: no raising them).
+
+    Always: no core files (a crash must not drop a memory image into the worktree the gate
+    commits) and a per-file size cap. Process and memory caps where cgroups do not cover.
+    """
+    resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))
+    f = limits.file_bytes
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (f, f))
     uncovered = ["pids", "memory"] if missing is None else missing
     if "pids" in uncovered:
         n = limits.max_processes
@@ -280,6 +443,8 @@ class _BwrapControl:
     def __init__(self, cgroup: RunCgroup | None) -> None:
         self.cgroup = cgroup
         self.pidfd: int | None = None
+        self.links: Path | None = None
+        self.quota: WorkspaceQuota | None = None
 
     def kill(self) -> None:
         if self.pidfd is not None:
@@ -295,12 +460,21 @@ class _BwrapControl:
         return Verdicts(cg.oom_killed(), cg.pids_cap_hit(), cg.peak_processes())
 
     def cleanup(self) -> None:
+        if self.links is not None:
+            shutil.rmtree(self.links, ignore_errors=True)
+            self.links = None
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
         if self.cgroup is not None and not self.cgroup.remove_now():
             log.warning("sandbox.cgroup_leftover", dirs=[str(d) for d in self.cgroup.dirs.values()])
         self.cgroup = None
+        if self.quota is not None:
+            quota, self.quota = self.quota, None
+            try:  # blocking on purpose: the worktree must be whole before the gate runs
+                quota.release()
+            except SandboxStartError as exc:
+                log.error("sandbox.quota_release_failed", dir=str(quota.dir), error=str(exc))
 
 
 async def _read_fd(fd: int, limit_s: float) -> bytes:

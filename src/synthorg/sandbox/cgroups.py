@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
-import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -136,13 +136,18 @@ def _read_counter(path: Path, key: str) -> int:
     return 0
 
 
+def cgroup_label(conversation_id: str) -> str:
+    """The name prefix of a run's cgroups: a digest, since the sandbox reads its own cgroup
+    path in /proc/self/cgroup and must not learn the conversation id from it."""
+    return "sb-" + hashlib.blake2b(conversation_id.encode(), digest_size=6).hexdigest()
+
+
 class RunCgroup:
     """The cgroups of one sandboxed run: create with limits, attach, read verdicts, remove."""
 
     def __init__(self, support: CgroupSupport, conversation_id: str, limits: SandboxLimits):
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", conversation_id)[:48]
         self._support = support
-        self._name = f"{safe}-{secrets.token_hex(4)}"
+        self._name = f"{cgroup_label(conversation_id)}-{secrets.token_hex(4)}"
         self.dirs: dict[str, Path] = {}
         try:
             for ctrl, parent in support.parents.items():

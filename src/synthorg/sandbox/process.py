@@ -196,7 +196,9 @@ class ManagedProcess:
         if self._proc.stdin is not None:
             self._proc.stdin.close()
         verdicts = self._control.verdicts()
-        self._control.cleanup()
+        # Off the event loop: cleanup can take a while (cgroup rmdir retries, the quota's
+        # copy back and unmounts) and other runs share this loop.
+        await asyncio.to_thread(self._control.cleanup)
         self._exit = self._classify(self._proc.returncode, verdicts)
         if self._lines.empty():
             self._lines.put_nowait(_EOF)

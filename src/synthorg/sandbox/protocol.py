@@ -52,6 +52,22 @@ class SandboxLimits(BaseModel):
     cpu_quota: float = Field(
         default=2.0, gt=0, description="CPU cores the sandbox may use at once (cgroup quota)."
     )
+    tmp_bytes: int = Field(
+        default=512 * 1024**2,
+        ge=1024**2,
+        description="Size of the sandbox's private /tmp (a tmpfs; past it writes get ENOSPC).",
+    )
+    disk_bytes: int | None = Field(
+        default=2 * 1024**3,
+        ge=1024**2,
+        description="Growth allowed in the worktree over the run (its own filesystem: ENOSPC "
+        "past it); None = no quota.",
+    )
+    file_bytes: int = Field(
+        default=1024**3,
+        ge=1024**2,
+        description="Largest file a sandboxed process may write (RLIMIT_FSIZE: EFBIG past it).",
+    )
     cpu_seconds: int | None = Field(
         default=None, ge=1, description="Per-process CPU-time cap (RLIMIT_CPU); None = no cap."
     )

@@ -24,6 +24,7 @@ from synthorg.domain import ConfirmationPolicy, ConversationStatus, RiskLevel, T
 from synthorg.engine import Decision
 from synthorg.service.options import RunOptions
 from synthorg.store.reconcile import reconcile
+from tests.sandbox.helpers import sandboxes_in
 
 from .conftest import Booter
 from .e2e_support import make_task
@@ -32,13 +33,14 @@ pytestmark = [pytest.mark.openhands, pytest.mark.bwrap, pytest.mark.slow]
 
 
 def _leftovers(home: Path) -> list[psutil.Process]:
-    """This test's sandboxes (their bwrap command line names its data dir), everything
+    """This test's sandboxes (their bwrap works in a worktree under its data dir), everything
     under them, and the scripted ``sleep 67.25`` wherever it runs. Other suites' sandboxes on
     the same host are not ours to judge."""
     found: list[psutil.Process] = []
+    ours = {p.pid for p in sandboxes_in(home)}  # by host-side cwd: argv names no host path
     for proc in psutil.process_iter(["name", "cmdline"]):
         cmd = proc.info["cmdline"] or []
-        if str(home) in " ".join(cmd) or cmd[:2] == ["sleep", "67.25"]:
+        if proc.pid in ours or cmd[:2] == ["sleep", "67.25"]:
             found.append(proc)
             with contextlib.suppress(psutil.Error):
                 found.extend(proc.children(recursive=True))

@@ -1,0 +1,178 @@
+"""A disk quota per sandbox: the worktree lives on a size-limited loop filesystem for the run.
+
+Why a loop-mounted ext4 image: on a stock host (ext4 root without the ``quota``/``project``
+features, no XFS) it is the only per-sandbox quota that gives a process inside a plain
+ENOSPC; a tmpfs would cost RAM and a watchdog cannot refuse a write. It also gives the
+worktree its own superblock, so /proc/self/mountinfo inside shows ``/ /workspace ...
+/dev/loopN``, not the host path (which names the conversation).
+
+At start (host root): a sparse image sized to the worktree's usage plus the allowance is
+made with ``mkfs.ext4 -d <worktree>`` (which copies the tree in), mounted at a private
+directory, and bind-mounted over the worktree path, so host-side code (checkpoints, views)
+sees what the sandbox writes. At release: the bind is removed, the tree is copied back
+onto the real worktree with ``rsync -a --delete``, the image unmounted and deleted. Every
+mount is recorded in a host-only file; a host that died mid-run leaves a record that the
+next backend start releases the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+
+import structlog
+
+from synthorg.sandbox.errors import SandboxStartError
+
+log = structlog.get_logger(__name__)
+
+#: Host-only dir for images and records (disk-backed; /tmp may be RAM).
+ROOT_ENV = "SYNTHORG_SANDBOX_QUOTA_DIR"
+DEFAULT_ROOT = Path("/var/tmp/synthorg-quota")
+_SLACK = 4 * 1024**2  # ext4's own metadata on a small image
+_OVERHEAD = 1.10  # inode tables and directories on top of the tree's data
+_MIN_IMAGE = 8 * 1024**2
+_TIMEOUT_S = 300.0
+
+
+def quota_root() -> Path:
+    """Where images and records live on this host."""
+    return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+
+
+def unavailable_reason() -> str | None:
+    """Why per-sandbox quotas cannot work here (None when they can)."""
+    if os.geteuid() != 0:
+        return "needs root (loop mounts); the sandbox runs without a worktree quota"
+    for tool, package in (("mkfs.ext4", "e2fsprogs"), ("rsync", "rsync"), ("mount", "mount")):
+        if shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin") is None:
+            return f"{tool} is missing (`apt-get install -y {package}`)"
+    if not Path("/dev/loop-control").exists():
+        return "no loop devices (/dev/loop-control) on this host"
+    return None
+
+
+def _run(*argv: str) -> None:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxStartError(f"{argv[0]} failed: {exc}") from exc
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip()[-500:]
+        raise SandboxStartError(f"{' '.join(argv[:2])} failed ({done.returncode}): {detail}")
+
+
+def _usage(root: Path) -> int:
+    """Bytes the tree occupies on disk (never following symlinks)."""
+    total = 0
+    for _, dirs, files, dirfd in os.fwalk(root, follow_symlinks=False):
+        for name in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                total += os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_blocks * 512
+    return total
+
+
+class WorkspaceQuota:
+    """One run's size-limited filesystem over its worktree; ``release`` puts the tree back."""
+
+    def __init__(self, dir: Path, worktree: Path) -> None:
+        self.dir = dir
+        self.worktree = worktree
+        self.image = dir / "fs.img"
+        self.mnt = dir / "mnt"
+        self.size = 0
+
+    @classmethod
+    def mount(cls, worktree: Path, allowance: int, root: Path | None = None) -> WorkspaceQuota:
+        """Copy worktree onto a new image of its size plus allowance and mount it over it."""
+        base = root or quota_root()
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        quota = cls(base / secrets.token_hex(8), worktree.resolve())
+        quota.dir.mkdir(mode=0o700)
+        quota._record()
+        try:
+            quota._make(allowance)
+        except BaseException:
+            quota.release()
+            raise
+        return quota
+
+    def _record(self) -> None:
+        record = {"worktree": str(self.worktree), "pid": os.getpid()}
+        (self.dir / "record.json").write_text(json.dumps(record))
+
+    def _make(self, allowance: int) -> None:
+        self.size = max(int(_usage(self.worktree) * _OVERHEAD) + allowance + _SLACK, _MIN_IMAGE)
+        with open(self.image, "wb") as fh:
+            fh.truncate(self.size)  # sparse: the host disk holds only what is written
+        st = os.stat(self.worktree)
+        _run(
+            "mkfs.ext4", "-q", "-F", "-m", "0", "-i", "8192", "-O", "^has_journal",
+            "-E", f"nodiscard,root_owner={st.st_uid}:{st.st_gid}",
+            "-d", str(self.worktree), str(self.image),
+        )  # fmt: skip
+        self.mnt.mkdir(mode=0o700)
+        _run("mount", "-o", "loop,nosuid,nodev", str(self.image), str(self.mnt))
+        os.chmod(self.mnt, st.st_mode & 0o7777)
+        if not (self.worktree / "lost+found").exists():  # mkfs's, not the tree's
+            (self.mnt / "lost+found").rmdir()
+        _run("mount", "--bind", str(self.mnt), str(self.worktree))
+
+    def release(self) -> None:
+        """Unbind, copy the tree back onto the worktree, unmount and delete the image.
+
+        Idempotent; a failure to copy back keeps the image and its record for the next sweep.
+        """
+        if self.worktree.is_mount() and _mounted_from(self.worktree, self.mnt):
+            _run("umount", str(self.worktree))
+        if not self.mnt.is_mount() and self.image.exists() and self.mnt.exists():
+            _run("mount", "-o", "loop,nosuid,nodev", str(self.image), str(self.mnt))
+        if self.mnt.is_mount():
+            if self.worktree.is_dir():  # a worktree deleted meanwhile gets nothing back
+                _run("rsync", "-a", "--delete", "--chmod=ug-s", f"{self.mnt}/", f"{self.worktree}/")
+            _run("umount", str(self.mnt))
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _mounted_from(path: Path, source: Path) -> bool:
+    """True when path's top mount is a bind of source's filesystem (same device)."""
+    try:
+        return os.stat(path).st_dev == os.stat(source).st_dev and source.is_mount()
+    except OSError:
+        return False
+
+
+def sweep_stale(root: Path | None = None) -> int:
+    """Release quotas whose owning process died (a host killed mid-run); returns how many."""
+    base = root or quota_root()
+    released = 0
+    with contextlib.suppress(OSError):
+        for entry in base.iterdir():
+            try:
+                record = json.loads((entry / "record.json").read_text())
+                pid, worktree = int(record["pid"]), Path(record["worktree"])
+            except (OSError, ValueError, KeyError):
+                continue
+            if _alive(pid):
+                continue
+            try:
+                WorkspaceQuota(entry, worktree).release()
+                released += 1
+            except SandboxStartError as exc:
+                log.warning("sandbox.quota_sweep_failed", dir=str(entry), error=str(exc))
+    return released
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
