@@ -26,3 +26,7 @@ class StoreUnavailableError(BoundaryError):
     Locked, read-only, full, unreachable or stalled: the message names the store and what
     to do; nothing hangs.
     """
+
+
+class LeaseLostError(ConflictError):
+    """This process no longer owns the conversation it was running (its lease ran out)."""
