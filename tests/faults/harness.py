@@ -19,6 +19,7 @@ from synthorg.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "tests.faults.scripts:resilient_fix"
+ENDLESS = "synthorg.engine.native.scripts:endless_script"
 _CONVERSATION = re.compile(r"conversation (conv-[0-9a-f]+)")
 _BOOT_S = 300.0  # imports and boot on a loaded 2-core machine take tens of seconds
 
@@ -40,8 +41,10 @@ class World:
         path = self.root / "synthorg.toml"
         if not path.exists():
             path.write_text(
-                '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\nmodels = ["m"]\n'
+                '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\n'
+                'models = ["m", "endless"]\n'
                 f'script = "{SCRIPT}"\nlatency_ms = 100\n'
+                f'scripts = {{ endless = "{ENDLESS}" }}\n'
                 '[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n'
                 '[sandbox]\nbackend = "bwrap"\n'
                 f'[store]\nurl = "{self.store_url}"\n{self.store_extra}'
@@ -132,6 +135,13 @@ async def synthorg(world: World, *args: str) -> Proc:
 async def start_fix(world: World, repo: Path) -> Proc:
     """`synthorg run` of the demo task on ``repo`` (react loop, bwrap sandbox)."""
     return await synthorg(world, "run", DEMO_TASK, "--repo", str(repo), "--loop", "react")
+
+
+async def start_endless(world: World, repo: Path) -> Proc:
+    """`synthorg run` whose model never finishes (it keeps running commands)."""
+    return await synthorg(
+        world, "run", "keep going", "--repo", str(repo), "--model", "endless", "--max-turns", "9999"
+    )
 
 
 async def resume(world: World, conversation_id: str) -> Proc:
