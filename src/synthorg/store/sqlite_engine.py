@@ -183,7 +183,11 @@ class SqliteWriter:
                     job.ran = True
                 except Exception as exc:
                     # One job's failure (a conflict, an unknown id) must not undo the others.
-                    job.error = exc
+                    job.error = (
+                        unavailable(self._path, exc, self._busy_s)
+                        if isinstance(exc, sqlite3.Error)
+                        else exc
+                    )
                     if not alone:
                         conn.execute("ROLLBACK TO job")
                 if not alone:
