@@ -155,7 +155,7 @@ async def finish(world: World, conversation_id: str, repo: Path) -> None:
     code = await run.exit()
     assert code == 0 and "completed" in run.output, run.output
     await check_log(world, conversation_id)
-    tests_pass_on_branch(repo, conversation_id)
+    branch_tests_pass(repo, conversation_id)
 
 
 async def check_log(world: World, conversation_id: str) -> None:
@@ -180,7 +180,7 @@ async def check_log(world: World, conversation_id: str) -> None:
     assert owner is None  # released on the way out
 
 
-def tests_pass_on_branch(repo: Path, conversation_id: str) -> None:
+def branch_tests_pass(repo: Path, conversation_id: str) -> None:
     """The branch's tree (not the worktree) passes the repository's tests."""
     archive = subprocess.run(
         ["git", "-C", str(repo), "archive", f"synthorg/{conversation_id}"],

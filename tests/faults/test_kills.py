@@ -24,7 +24,7 @@ from tests.faults.harness import (
     no_traceback,
     resume,
     start_fix,
-    tests_pass_on_branch,
+    branch_tests_pass,
 )
 
 pytestmark = [pytest.mark.faults, pytest.mark.bwrap]
@@ -56,7 +56,7 @@ async def _window(world: World) -> float:
 
 async def finish_check(world: World, conversation: str, repo: Path) -> None:
     await check_log(world, conversation)
-    tests_pass_on_branch(repo, conversation)
+    branch_tests_pass(repo, conversation)
 
 
 async def _chain(
