@@ -20,11 +20,11 @@ import pytest
 
 from tests.faults.harness import (
     World,
+    branch_tests_pass,
     check_log,
     no_traceback,
     resume,
     start_fix,
-    branch_tests_pass,
 )
 
 pytestmark = [pytest.mark.faults, pytest.mark.bwrap]
