@@ -145,7 +145,7 @@ async def test_start_up_reconciles_what_a_dead_server_left_running(
     app = create_app(settings, store=store, run_service=service, auth=key_store)
     async with app.router.lifespan_context(app), client_for(app, keys.viewer) as client:
         body = (await client.get(f"/api/conversations/{record.id}")).json()
-        assert body["status"] == "error" and "restarted" in body["error"]
+        assert body["status"] == "interrupted" and "died" in body["error"]
         log = (await client.get(f"/api/conversations/{record.id}/events")).json()["items"]
         observations = [e["event"] for e in log if e["event"]["kind"] == "observation"]
         assert [(o["action_id"], o["is_error"]) for o in observations] == [
@@ -153,4 +153,5 @@ async def test_start_up_reconciles_what_a_dead_server_left_running(
             ("act-open", True),
         ]
         assert observations[-1]["non_retryable"] is True
-        assert log[-1]["event"]["kind"] == "status_change" and log[-1]["event"]["new"] == "error"
+        assert log[-1]["event"]["kind"] == "status_change"
+        assert log[-1]["event"]["new"] == "interrupted"

@@ -149,7 +149,7 @@ async def test_sigkill_mid_tool_call_then_restart_reconciles(
     try:
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
             body = (await client.get(f"/api/conversations/{cid}")).json()
-            assert body["status"] == "error" and "restarted" in body["error"]
+            assert body["status"] == "interrupted" and "died" in body["error"]
             assert body["active"] is False
             log_after = await events(client, cid)
             observations = [e["event"] for e in log_after if e["event"]["kind"] == "observation"]
@@ -157,8 +157,8 @@ async def test_sigkill_mid_tool_call_then_restart_reconciles(
                 (action_id, True, True)
             ]
             last = log_after[-1]["event"]
-            assert last["kind"] == "status_change" and last["new"] == "error"
-            # Error is resumable: a new run starts (and is cancelled here).
+            assert last["kind"] == "status_change" and last["new"] == "interrupted"
+            # Interrupted is resumable: a new run starts (and is cancelled here).
             resumed = await client.post(f"/api/conversations/{cid}/resume")
             assert resumed.status_code == 200
             cancel = await client.post(f"/api/conversations/{cid}/cancel")

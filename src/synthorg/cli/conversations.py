@@ -10,6 +10,7 @@ from rich.table import Table
 from synthorg.cli.common import ConfigOption, console, run_async, settings_from
 from synthorg.cli.render import conversation_summary, event_line
 from synthorg.domain import ConversationStatus
+from synthorg.service.ownership import reconciled, reconciled_page
 from synthorg.service.store import opened_store
 
 app = typer.Typer(help="Inspect conversations and their event logs.", no_args_is_help=True)
@@ -31,6 +32,7 @@ def list_(
             page = await store.list_conversations(
                 status=status, project_id=project, limit=limit, cursor=cursor
             )
+            page = await reconciled_page(store, page)
         table = Table()
         for column in ("id", "status", "loop", "task", "turns", "cost", "created"):
             table.add_column(column)
@@ -53,7 +55,7 @@ def show(conversation_id: str, config: Path | None = ConfigOption) -> None:
 
     async def go() -> None:
         async with opened_store(settings) as store:
-            record = await store.get_conversation(conversation_id)
+            record = await reconciled(store, await store.get_conversation(conversation_id))
         table = Table(show_header=False)
         for key, value in conversation_summary(record).items():
             table.add_row(key, value)

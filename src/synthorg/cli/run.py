@@ -14,6 +14,7 @@ from rich.table import Table
 
 from synthorg.cli.common import ConfigOption, console, fail, run_async, settings_from
 from synthorg.cli.render import event_line
+from synthorg.cli.signals import treat_termination_as_interrupt
 from synthorg.domain import (
     Complexity,
     ConfirmationPolicy,
@@ -87,6 +88,7 @@ async def execute_run(
     message: str | None,
 ) -> tuple[ExecutionResult, ConversationRecord]:
     """Create (or resume) a conversation, run it with live output, print the summary."""
+    treat_termination_as_interrupt()
     async with boot(
         settings, registry=default_registry(), provisioner=default_provisioner
     ) as components:

@@ -16,6 +16,8 @@ class ConversationStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     ERROR = "error"
+    INTERRUPTED = "interrupted"
+    """The process that owned the run died (kill -9, crash, lost lease); resumable."""
 
     @property
     def is_active(self) -> bool:
@@ -30,6 +32,7 @@ class ConversationStatus(StrEnum):
             ConversationStatus.PAUSED,
             ConversationStatus.ERROR,
             ConversationStatus.CANCELLED,
+            ConversationStatus.INTERRUPTED,
         }
 
 

@@ -43,7 +43,7 @@ def create_app(
             report = await store.reconcile_after_restart()
             log.info(
                 "SERVER_RECONCILED",
-                conversations_errored=list(report.conversations_errored),
+                conversations_interrupted=list(report.conversations_interrupted),
                 actions_reconciled=len(report.actions_reconciled),
             )
         log.info("SERVER_STARTED")

@@ -21,6 +21,7 @@ from synthorg.mcp.server import create_mcp_app
 from synthorg.mcp.vault import CredentialVault
 from synthorg.sandbox import SandboxStreamer, make_sandbox
 from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
+from synthorg.service.rundirs import sweep_dead_run_dirs
 from synthorg.service.runs import LocalRunService, LoopProvisioner
 from synthorg.service.store import store_config
 from synthorg.settings import Settings, section
@@ -70,6 +71,7 @@ class ProvisionContext:
 
 def _socket_dir(home: Path) -> Path:
     # Unix socket paths are capped at 108 bytes: keep them short and per-process.
+    sweep_dead_run_dirs(home / "run")  # what killed processes left behind
     path = home / "run" / str(os.getpid())
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path

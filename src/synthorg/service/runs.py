@@ -47,6 +47,7 @@ from synthorg.gateway.signer import RunBinding
 from synthorg.logging import get_logger
 from synthorg.service.config import RunDefaults
 from synthorg.service.options import RunOptions
+from synthorg.service.ownership import claim_run
 from synthorg.store.protocol import Store
 from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
@@ -213,14 +214,21 @@ class LocalRunService:
         # Claim the conversation before the first await: concurrent starts must not both pass.
         active = _ActiveRun(control=RunControl(), cancelled=asyncio.Event())
         self._active[conversation_id] = active
+        ownership = None
         try:
+            # Across processes: one live owner (refused naming it; a dead one is reconciled).
+            ownership = await claim_run(self.store, conversation_id)
             record = await self.store.get_conversation(conversation_id)
             if message:
                 await self.store.append(conversation_id, MessageEvent(role="user", text=message))
         except BaseException:
             active.done.set()
+            if ownership is not None:
+                await asyncio.shield(ownership.release())
             raise
-        active.task = asyncio.create_task(self._run(record, active), name=f"run-{conversation_id}")
+        active.task = asyncio.create_task(
+            ownership.hold(self._run(record, active)), name=f"run-{conversation_id}"
+        )
 
     async def run(self, conversation_id: str, *, message: str | None = None) -> ExecutionResult:
         """Start a run and wait for its end (commit gate included)."""

@@ -13,6 +13,8 @@ from synthorg.store.protocol import (
     ExecutionUsage,
     LedgerStore,
     ReconcileReport,
+    RunClaimant,
+    RunOwner,
     Store,
 )
 from synthorg.store.secrets import REDACTED, SecretCipher
@@ -41,7 +43,9 @@ async def open_store(
     if url.startswith(_POSTGRES_SCHEMES):
         from synthorg.store.postgres import PostgresStore
 
-        return await PostgresStore.open(url, cipher=cipher, max_size=config.pool_max_size)
+        return await PostgresStore.open(
+            url, cipher=cipher, max_size=config.pool_max_size, timeouts=config.pg_timeouts()
+        )
     if url.startswith(_SQLITE_SCHEME):
         path = url[len(_SQLITE_SCHEME) :]
         if not path.startswith("/"):
@@ -60,7 +64,12 @@ async def open_store(
         raise ConfigError(f"store url {describe(url)!r} does not name a database file")
     from synthorg.store.sqlite import SqliteStore
 
-    return await SqliteStore.open(path, cipher=cipher, poll_interval=config.poll_interval_s)
+    return await SqliteStore.open(
+        path,
+        cipher=cipher,
+        poll_interval=config.poll_interval_s,
+        busy_timeout_s=config.busy_timeout_s,
+    )
 
 
 __all__ = [
@@ -71,6 +80,8 @@ __all__ = [
     "ExecutionUsage",
     "LedgerStore",
     "ReconcileReport",
+    "RunClaimant",
+    "RunOwner",
     "SecretCipher",
     "Store",
     "StoreConfig",

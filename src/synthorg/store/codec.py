@@ -13,13 +13,34 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
-from synthorg.domain import ConversationEvent, ConversationRecord, StoredEvent
+from synthorg.domain import (
+    ConversationEvent,
+    ConversationRecord,
+    StatusChangeEvent,
+    StoredEvent,
+)
 from synthorg.domain.events import EVENT_ADAPTER
 from synthorg.errors import UsageError
 from synthorg.store.protocol import ExecutionStatus, ExecutionUsage
 from synthorg.store.secrets import REDACTED, SecretCipher, open_secrets, seal_secrets
 
-RESTART_OBSERVATION = "the server restarted while this tool was in progress; its effect is unknown"
+RESTART_OBSERVATION = (
+    "the process running this conversation died while this tool was in progress; "
+    "its effect is unknown: check the workspace before repeating it"
+)
+NEVER_RAN_OBSERVATION = (
+    "the process running this conversation died while this action was awaiting approval; "
+    "it never ran"
+)
+
+
+def check_transition(record: ConversationRecord, event: StatusChangeEvent) -> None:
+    """A transition's record and event must say the same new status."""
+    if record.status is not event.new:
+        raise UsageError(
+            f"transition of {record.id}: the record says {record.status.value}, "
+            f"the event {event.new.value}"
+        )
 
 
 def utc(moment: datetime) -> datetime:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
@@ -10,6 +12,29 @@ from synthorg.paths import synthorg_home
 from synthorg.store.secrets import SecretCipher
 
 STORE_FILE = "store.db"
+
+
+@dataclass(frozen=True)
+class PgTimeouts:
+    """Every PostgreSQL wait is bounded: connecting, a statement, a pool checkout."""
+
+    connect_s: float = 5.0
+    statement_s: float = 30.0
+    pool_s: float = 10.0
+
+    @property
+    def connect_whole_s(self) -> int:
+        """libpq's connect_timeout takes whole seconds (and 1 is its minimum)."""
+        return max(2, math.ceil(self.connect_s))
+
+    @property
+    def call_s(self) -> float:
+        """The client-side bound of one store call: a checkout then a statement, plus slack.
+
+        ``statement_timeout`` needs a server that still answers; this bound also ends a
+        call to a stalled server or a dead network.
+        """
+        return self.pool_s + self.statement_s + 1.0
 
 
 class StoreConfig(BaseModel):
@@ -37,6 +62,21 @@ class StoreConfig(BaseModel):
     pool_max_size: int = Field(
         default=10, ge=1, le=200, description="PostgreSQL connection pool size."
     )
+    busy_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="SQLite: how long a write waits for another process's lock, then fails.",
+    )
+    connect_timeout_s: float = Field(
+        default=5.0, gt=0, le=300, description="PostgreSQL: connect timeout."
+    )
+    statement_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600, description="PostgreSQL: statement_timeout of every call."
+    )
+    pool_timeout_s: float = Field(
+        default=10.0, gt=0, le=3600, description="PostgreSQL: wait for a pooled connection."
+    )
 
     @model_validator(mode="after")
     def _one_key_source(self) -> StoreConfig:
@@ -49,6 +89,14 @@ class StoreConfig(BaseModel):
         if self.url:
             return self.url
         return str((home or synthorg_home()) / STORE_FILE)
+
+    def pg_timeouts(self) -> PgTimeouts:
+        """The PostgreSQL bounds of this configuration."""
+        return PgTimeouts(
+            connect_s=self.connect_timeout_s,
+            statement_s=self.statement_timeout_s,
+            pool_s=self.pool_timeout_s,
+        )
 
     def cipher(self) -> SecretCipher | None:
         """The secret cipher, or None when secrets are to be redacted."""

@@ -24,9 +24,10 @@ class Listener:
     connection was down is then read from the table.
     """
 
-    def __init__(self, url: str, hub: TailHub) -> None:
+    def __init__(self, url: str, hub: TailHub, *, connect_timeout_s: float = 5.0) -> None:
         self._url = url
         self._hub = hub
+        self._connect_timeout = max(1, round(connect_timeout_s))
         self._task: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
         self._conn: psycopg.AsyncConnection[Any] | None = None
@@ -55,7 +56,9 @@ class Listener:
         first = True
         while True:
             try:
-                self._conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+                self._conn = await psycopg.AsyncConnection.connect(
+                    self._url, autocommit=True, connect_timeout=self._connect_timeout
+                )
                 await self._conn.execute(f"LISTEN {CHANNEL}")
                 self._listening.set()
                 self._hub.notify_all()
@@ -84,8 +87,9 @@ class Notifier:
     notification, other processes' followers see the event at their next poll instead.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, connect_timeout_s: float = 5.0) -> None:
         self._url = url
+        self._connect_timeout_s = connect_timeout_s
         self._pending: set[str] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -109,15 +113,19 @@ class Notifier:
             await self._task
         self._task = None
         if self._pending:
-            with contextlib.suppress(psycopg.Error):
-                await self._send()
+            # Best effort and bounded: a stalled server must not hang the process's exit.
+            with contextlib.suppress(psycopg.Error, TimeoutError):
+                async with asyncio.timeout(self._connect_timeout_s):
+                    await self._send()
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
 
     async def _send(self) -> None:
         if self._conn is None or self._conn.closed:
-            self._conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+            self._conn = await psycopg.AsyncConnection.connect(
+                self._url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout_s))
+            )
         batch, self._pending = sorted(self._pending), set()
         try:
             await self._conn.execute(

@@ -24,10 +24,17 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from synthorg.domain import ConversationEvent, ConversationRecord, ConversationStatus, StoredEvent
-from synthorg.errors import BoundaryError, ConflictError, NotFoundError
+from synthorg.domain import (
+    ConversationEvent,
+    ConversationRecord,
+    ConversationStatus,
+    StatusChangeEvent,
+    StoredEvent,
+)
+from synthorg.errors import ConflictError, NotFoundError
 from synthorg.store import codec
-from synthorg.store.config import describe
+from synthorg.store.config import PgTimeouts, describe
+from synthorg.store.errors import RESUME_HINT, ConversationOwnedError, StoreUnavailableError
 from synthorg.store.pg_listen import Listener, Notifier
 from synthorg.store.postgres_eval import PostgresEvalItems
 from synthorg.store.protocol import (
@@ -35,6 +42,8 @@ from synthorg.store.protocol import (
     ExecutionStatus,
     ExecutionUsage,
     ReconcileReport,
+    RunClaimant,
+    RunOwner,
 )
 from synthorg.store.reconcile import reconcile
 from synthorg.store.schema import VERSION_TABLE, pending, render
@@ -53,6 +62,25 @@ WITH bumped AS (
     RETURNING seq, ts
 )
 SELECT seq, ts FROM inserted
+"""
+
+_OWNER_COLUMNS = (
+    "owner_id, host, pid, since, heartbeat_at, expires_at, expires_at < clock_timestamp()"
+)
+
+# Atomic on the row lock: of concurrent claimants exactly one sees the WHERE hold.
+_CLAIM = """
+INSERT INTO conversation_owners AS o
+    (conversation_id, owner_id, host, pid, since, heartbeat_at, expires_at)
+VALUES (%(cid)s, %(oid)s, %(host)s, %(pid)s, clock_timestamp(), clock_timestamp(),
+        clock_timestamp() + make_interval(secs => %(lease)s))
+ON CONFLICT (conversation_id) DO UPDATE SET
+    owner_id = excluded.owner_id, host = excluded.host, pid = excluded.pid,
+    since = CASE WHEN o.owner_id = excluded.owner_id THEN o.since ELSE excluded.since END,
+    heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at
+WHERE o.expires_at < clock_timestamp() OR o.owner_id = excluded.owner_id
+    OR o.owner_id = %(displace)s
+RETURNING owner_id, host, pid, since, heartbeat_at, expires_at, FALSE
 """
 
 
@@ -78,16 +106,31 @@ class PostgresStore(PostgresEvalItems, LiveTail):
         cipher: SecretCipher | None = None,
         poll_interval: float = 1.0,
         max_size: int = 10,
+        timeouts: PgTimeouts | None = None,
     ) -> None:
         self.url = url
         self._cipher = cipher
         self._poll_interval = poll_interval
         self._hub = TailHub()
+        self._timeouts = timeouts = timeouts or PgTimeouts()
+        statement_ms = int(timeouts.statement_s * 1000)
+
+        async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+            # Server side: no statement (lock waits included) runs longer than this.
+            await conn.execute(f"SET statement_timeout = {statement_ms}")
+
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
-            url, min_size=1, max_size=max_size, kwargs={"autocommit": True}, open=False
+            url,
+            min_size=1,
+            max_size=max_size,
+            kwargs={"autocommit": True, "connect_timeout": timeouts.connect_whole_s},
+            configure=configure,
+            timeout=timeouts.pool_s,
+            reconnect_timeout=0,  # keep retrying in the background; callers are bounded
+            open=False,
         )
-        self._listener = Listener(url, self._hub)
-        self._notifier = Notifier(url)
+        self._listener = Listener(url, self._hub, connect_timeout_s=timeouts.connect_s)
+        self._notifier = Notifier(url, connect_timeout_s=timeouts.connect_s)
 
     @classmethod
     async def open(
@@ -97,20 +140,35 @@ class PostgresStore(PostgresEvalItems, LiveTail):
         cipher: SecretCipher | None = None,
         poll_interval: float = 1.0,
         max_size: int = 10,
+        timeouts: PgTimeouts | None = None,
     ) -> PostgresStore:
         """Connect, apply pending migrations, start listening for other processes' appends."""
+        bounds = timeouts or PgTimeouts()
         try:
             # One plain connection first: an unreachable server fails fast and clearly
             # instead of after the pool's retry loop.
-            probe = await psycopg.AsyncConnection.connect(url, connect_timeout=5)
-            await probe.close()
-        except psycopg.Error as exc:
-            raise BoundaryError(
-                f"cannot connect to the PostgreSQL store at {describe(url)}: is the server "
-                f"running and the database created? ({exc})"
+            async with asyncio.timeout(bounds.connect_s):
+                probe = await psycopg.AsyncConnection.connect(
+                    url, connect_timeout=bounds.connect_whole_s
+                )
+                await probe.close()
+        except (psycopg.Error, TimeoutError) as exc:
+            raise StoreUnavailableError(
+                f"cannot connect to the PostgreSQL store at {describe(url)} within "
+                f"{bounds.connect_s:g} s: is the server running and the database created? "
+                f"({exc or 'no answer'})"
             ) from exc
-        store = cls(url, cipher=cipher, poll_interval=poll_interval, max_size=max_size)
-        await store._pool.open(wait=True, timeout=10)
+        store = cls(
+            url, cipher=cipher, poll_interval=poll_interval, max_size=max_size, timeouts=bounds
+        )
+        try:
+            await store._pool.open(wait=True, timeout=bounds.pool_s)
+        except PoolTimeout as exc:
+            await store._pool.close()
+            raise StoreUnavailableError(
+                f"the PostgreSQL store at {describe(url)} gave no connection within "
+                f"{bounds.pool_s:g} s; {RESUME_HINT}"
+            ) from exc
         try:
             await store.migrate()
             await store._listener.start()
@@ -122,13 +180,32 @@ class PostgresStore(PostgresEvalItems, LiveTail):
 
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        # Client side too: a stalled server or network (no answer at all) is bounded here,
+        # since statement_timeout only helps when the server can still answer.
+        bound = self._timeouts.call_s
         try:
-            async with self._pool.connection() as conn:
+            async with asyncio.timeout(bound), self._pool.connection() as conn:
                 yield conn
         except pg_errors.IntegrityError:
             raise  # the callers turn these into ConflictError / NotFoundError
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise BoundaryError(f"PostgreSQL store {describe(self.url)}: {exc}") from exc
+        except pg_errors.QueryCanceled as exc:
+            raise self._unavailable(
+                f"a statement ran past {self._timeouts.statement_s:g} s"
+            ) from exc
+        except TimeoutError as exc:
+            raise self._unavailable(f"no answer within {bound:g} s (stalled?)") from exc
+        except PoolTimeout as exc:
+            raise self._unavailable(
+                f"no connection within {self._timeouts.pool_s:g} s (down or unreachable?)"
+            ) from exc
+        except psycopg.Error as exc:
+            raise self._unavailable(str(exc).strip() or type(exc).__name__) from exc
+
+    def _unavailable(self, what: str) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"the PostgreSQL store at {describe(self.url)} failed: {what}; check the server "
+            f"and the network to it; {RESUME_HINT}"
+        )
 
     async def _one(self, sql: str, params: Any = None) -> dict[str, Any] | None:
         async with self._conn() as conn, conn.cursor(row_factory=dict_row) as cur:
@@ -189,29 +266,99 @@ class PostgresStore(PostgresEvalItems, LiveTail):
             raise NotFoundError(f"no conversation {conversation_id}")
         return codec.record_from_json(rows[0][0], self._cipher)
 
+    async def _save(self, conn: psycopg.AsyncConnection[Any], record: ConversationRecord) -> None:
+        previous = None
+        if codec.needs_previous(record):
+            cur = await conn.execute(
+                "SELECT state::text FROM conversations WHERE id = %s FOR UPDATE", (record.id,)
+            )
+            row = await cur.fetchone()
+            previous = row[0] if row else None
+        cur = await conn.execute(
+            "UPDATE conversations SET project_id = %s, status = %s, state = %s::jsonb,"
+            " updated_at = %s WHERE id = %s RETURNING id",
+            (
+                record.task.project_id,
+                record.status.value,
+                codec.record_json(record, self._cipher, previous),
+                codec.utc(record.updated_at),
+                record.id,
+            ),
+        )
+        if await cur.fetchone() is None:
+            raise NotFoundError(f"no conversation {record.id}")
+
     async def save_conversation(self, record: ConversationRecord) -> None:
         async with self._conn() as conn, conn.transaction():
-            previous = None
-            if codec.needs_previous(record):
-                cur = await conn.execute(
-                    "SELECT state::text FROM conversations WHERE id = %s FOR UPDATE",
-                    (record.id,),
-                )
-                row = await cur.fetchone()
-                previous = row[0] if row else None
-            cur = await conn.execute(
-                "UPDATE conversations SET project_id = %s, status = %s, state = %s::jsonb,"
-                " updated_at = %s WHERE id = %s RETURNING id",
-                (
-                    record.task.project_id,
-                    record.status.value,
-                    codec.record_json(record, self._cipher, previous),
-                    codec.utc(record.updated_at),
-                    record.id,
-                ),
-            )
-            if await cur.fetchone() is None:
-                raise NotFoundError(f"no conversation {record.id}")
+            await self._save(conn, record)
+
+    async def transition(self, record: ConversationRecord, event: StatusChangeEvent) -> StoredEvent:
+        codec.check_transition(record, event)
+        params = {"cid": record.id, "kind": event.kind, "body": codec.event_json(event)}
+        async with self._conn() as conn, conn.transaction():
+            await self._save(conn, record)
+            cur = await conn.execute(_APPEND, params)
+            row = await cur.fetchone()
+        assert row is not None  # the save above proved the conversation exists
+        self._hub.notify(record.id)
+        self._notifier.notify(record.id)
+        return StoredEvent(
+            conversation_id=record.id, seq=row[0], timestamp=codec.utc(row[1]), event=event
+        )
+
+    # -- ownership -------------------------------------------------------------------------
+
+    async def claim_conversation(
+        self,
+        conversation_id: str,
+        claimant: RunClaimant,
+        *,
+        lease_s: float,
+        displace: str | None = None,
+    ) -> RunOwner:
+        params = {
+            "cid": conversation_id,
+            "oid": claimant.owner_id,
+            "host": claimant.host,
+            "pid": claimant.pid,
+            "lease": lease_s,
+            "displace": displace,
+        }
+        for _ in range(3):  # the holder may release between our claim and our read
+            try:
+                rows = await self._all(_CLAIM, params)
+            except pg_errors.ForeignKeyViolation as exc:
+                raise NotFoundError(f"no conversation {conversation_id}") from exc
+            if rows:
+                return _owner(rows[0])
+            holder = await self.conversation_owner(conversation_id)
+            if holder is not None:
+                raise ConversationOwnedError(conversation_id, holder)
+        raise ConflictError(f"conversation {conversation_id}: ownership changing; retry")
+
+    async def renew_claim(self, conversation_id: str, owner_id: str, *, lease_s: float) -> bool:
+        rows = await self._all(
+            "UPDATE conversation_owners SET heartbeat_at = clock_timestamp(),"
+            " expires_at = clock_timestamp() + make_interval(secs => %s)"
+            " WHERE conversation_id = %s AND owner_id = %s RETURNING 1",
+            (lease_s, conversation_id, owner_id),
+        )
+        return bool(rows)
+
+    async def release_conversation(self, conversation_id: str, owner_id: str) -> None:
+        await self._all(
+            "DELETE FROM conversation_owners WHERE conversation_id = %s AND owner_id = %s"
+            " RETURNING 1",
+            (conversation_id, owner_id),
+        )
+
+    async def conversation_owner(self, conversation_id: str) -> RunOwner | None:
+        rows = await self._all(
+            f"SELECT {_OWNER_COLUMNS} FROM conversation_owners"  # noqa: S608
+            " WHERE conversation_id = %s",
+            (conversation_id,),
+        )
+        return _owner(rows[0]) if rows else None
 
     async def list_conversations(
         self,
@@ -386,3 +533,15 @@ class PostgresStore(PostgresEvalItems, LiveTail):
             (status.value, reason, execution_id, ExecutionStatus.KILLED.value),
         )
         return await self.get_execution(execution_id)
+
+
+def _owner(row: tuple[Any, ...]) -> RunOwner:
+    return RunOwner(
+        owner_id=row[0],
+        host=row[1],
+        pid=int(row[2]),
+        since=codec.utc(row[3]),
+        heartbeat_at=codec.utc(row[4]),
+        expires_at=codec.utc(row[5]),
+        expired=bool(row[6]),
+    )

@@ -10,7 +10,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from synthorg.domain import ConversationEvent, ConversationRecord, ConversationStatus, StoredEvent
+from synthorg.domain import (
+    ConversationEvent,
+    ConversationRecord,
+    ConversationStatus,
+    StatusChangeEvent,
+    StoredEvent,
+)
 
 
 class ConversationPage(BaseModel):
@@ -23,16 +29,39 @@ class ConversationPage(BaseModel):
 
 
 class ReconcileReport(BaseModel):
-    """What restart reconciliation changed."""
+    """What reconciliation of conversations left behind by dead owners changed."""
 
     model_config = ConfigDict(frozen=True)
 
-    conversations_errored: tuple[str, ...] = Field(
-        default=(), description="Conversations that were running and are now error."
+    conversations_interrupted: tuple[str, ...] = Field(
+        default=(), description="Conversations a dead process left active, now interrupted."
     )
     actions_reconciled: tuple[tuple[str, str], ...] = Field(
         default=(), description="(conversation id, action id) given an error observation."
     )
+
+
+class RunClaimant(BaseModel):
+    """Who wants to own a conversation: one process on one host."""
+
+    model_config = ConfigDict(frozen=True)
+
+    owner_id: str = Field(min_length=1, description="Unique per claim (never reused).")
+    host: str = Field(min_length=1, description="Host name of the claiming process.")
+    pid: int = Field(gt=0, description="Process id on that host.")
+
+
+class RunOwner(RunClaimant):
+    """The live owner record of a conversation: at most one per conversation."""
+
+    since: datetime = Field(description="When this owner took the conversation (UTC).")
+    heartbeat_at: datetime = Field(description="Its last heartbeat (UTC).")
+    expires_at: datetime = Field(description="The lease runs out then unless renewed (UTC).")
+    expired: bool = Field(description="The lease had run out when this was read (store clock).")
+
+    def describe(self) -> str:
+        """Who holds it, for messages: host, pid, since."""
+        return f"pid {self.pid} on {self.host} since {self.since.isoformat(timespec='seconds')}"
 
 
 class ExecutionStatus(StrEnum):
@@ -124,8 +153,43 @@ class ConversationStore(Protocol):
         """The highest seq of the conversation (0 when it has no events)."""
         ...
 
+    async def transition(self, record: ConversationRecord, event: StatusChangeEvent) -> StoredEvent:
+        """Append the status event and save ``record`` in ONE transaction (both or neither).
+
+        ``record.status`` must be ``event.new``; NotFoundError if the conversation is unknown.
+        """
+        ...
+
+    async def claim_conversation(
+        self,
+        conversation_id: str,
+        claimant: RunClaimant,
+        *,
+        lease_s: float,
+        displace: str | None = None,
+    ) -> RunOwner:
+        """Atomically become the conversation's owner for ``lease_s`` seconds.
+
+        Succeeds when it has no owner, its owner's lease ran out, the owner is this claimant
+        (re-entrant), or the owner's id is ``displace`` (an owner known to be dead). Otherwise
+        ConversationOwnedError naming the holder. NotFoundError for an unknown conversation.
+        """
+        ...
+
+    async def renew_claim(self, conversation_id: str, owner_id: str, *, lease_s: float) -> bool:
+        """Extend the lease; False when ``owner_id`` no longer owns the conversation."""
+        ...
+
+    async def release_conversation(self, conversation_id: str, owner_id: str) -> None:
+        """Drop the owner record if ``owner_id`` still holds it (no-op otherwise)."""
+        ...
+
+    async def conversation_owner(self, conversation_id: str) -> RunOwner | None:
+        """The owner record, expired or not; None when nobody holds it."""
+        ...
+
     async def reconcile_after_restart(self) -> ReconcileReport:
-        """Running conversations become error; unmatched actions get an error observation."""
+        """Reconcile every active conversation whose owner is dead (see ``store.reconcile``)."""
         ...
 
     async def close(self) -> None:

@@ -1,24 +1,182 @@
-"""Restart reconciliation, written once against the store protocol for both backends."""
+"""Reconciliation of conversations whose owning process died: the one place for that rule.
+
+A conversation is run by exactly one owner (a lease in the store, renewed by a heartbeat). An
+owner is dead when its lease ran out, or at once when it ran on this host and its pid is gone.
+Whoever meets an active conversation with a dead (or no) owner — `synthorg run --resume`,
+`synthorg conversations`, `synthorg serve` at start — takes the conversation over atomically
+(only one claimant can), then: every open action gets an observation (an action that only
+awaited approval "never ran", any other "effect unknown"), and the status becomes
+INTERRUPTED (resumable), event and row in one transaction. Because the takeover is exclusive
+and the open actions are recomputed under it, concurrent reconcilers answer each action once.
+"""
 
 from __future__ import annotations
 
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
 from synthorg.domain import (
     ActionEvent,
+    ConfirmationDecisionEvent,
+    ConfirmationRequestEvent,
     ConversationRecord,
     ConversationStatus,
     ObservationEvent,
     StatusChangeEvent,
 )
-from synthorg.store.codec import RESTART_OBSERVATION, now
-from synthorg.store.protocol import ConversationStore, ReconcileReport
+from synthorg.store.codec import NEVER_RAN_OBSERVATION, RESTART_OBSERVATION, now
+from synthorg.store.errors import ConversationOwnedError
+from synthorg.store.protocol import ConversationStore, ReconcileReport, RunClaimant, RunOwner
 
-_INTERRUPTED = (ConversationStatus.RUNNING, ConversationStatus.WAITING_CONFIRMATION)
+LEASE_S = 30.0
+"""How long an owner's claim lasts without a heartbeat (it renews every third of it)."""
+
+_ACTIVE = (ConversationStatus.RUNNING, ConversationStatus.WAITING_CONFIRMATION)
 _PAGE = 500
 
 
-async def _interrupted(store: ConversationStore) -> list[ConversationRecord]:
+def claimant() -> RunClaimant:
+    """A fresh claimant identity for this process (a new owner id per claim)."""
+    return RunClaimant(
+        owner_id=f"own-{secrets.token_hex(8)}", host=socket.gethostname(), pid=os.getpid()
+    )
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether the process exists on this host and is not a zombie awaiting its parent."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no procfs: the signal probe is all we know
+    return stat.rsplit(")", 1)[-1].split()[0] not in {"Z", "X"}
+
+
+def is_dead(owner: RunOwner) -> bool:
+    """The owner can no longer be running the conversation."""
+    if owner.expired:
+        return True
+    return owner.host == socket.gethostname() and not pid_alive(owner.pid)
+
+
+@dataclass(frozen=True)
+class OpenAction:
+    """An action of the log without an observation."""
+
+    action_id: str
+    never_ran: bool
+    """It was awaiting approval and never approved, so it cannot have run."""
+
+
+async def open_actions(
+    store: ConversationStore, conversation_id: str, *, after: int = 0
+) -> list[OpenAction]:
+    """Actions after seq ``after`` that have no observation, in log order."""
+    pending: dict[str, None] = {}
+    awaiting: set[str] = set()
+    while True:
+        batch = await store.history(conversation_id, after=after, limit=_PAGE)
+        for stored in batch:
+            event = stored.event
+            if isinstance(event, ActionEvent):
+                pending[event.action_id] = None
+            elif isinstance(event, ObservationEvent):
+                pending.pop(event.action_id, None)
+            elif isinstance(event, ConfirmationRequestEvent):
+                awaiting.update(p.action_id for p in event.pending)
+            elif isinstance(event, ConfirmationDecisionEvent):
+                awaiting.difference_update(event.accepted)
+        if len(batch) < _PAGE:
+            return [OpenAction(a, a in awaiting) for a in pending]
+        after = batch[-1].seq
+
+
+async def _interrupt(
+    store: ConversationStore, record: ConversationRecord, dead: RunOwner | None
+) -> list[str]:
+    """Answer the open actions and mark the conversation INTERRUPTED (caller owns it)."""
+    answered: list[str] = []
+    for action in await open_actions(store, record.id):
+        await store.append(
+            record.id,
+            ObservationEvent(
+                action_id=action.action_id,
+                content=NEVER_RAN_OBSERVATION if action.never_ran else RESTART_OBSERVATION,
+                is_error=True,
+                non_retryable=not action.never_ran,
+            ),
+        )
+        answered.append(action.action_id)
+    who = dead.describe() if dead is not None else "a process that left no owner record"
+    reason = (
+        f"the process running this conversation ({who}) died; "
+        f"resume it with `synthorg run --resume {record.id}`"
+    )
+    await store.transition(
+        record.model_copy(
+            update={"status": ConversationStatus.INTERRUPTED, "error": reason, "updated_at": now()}
+        ),
+        StatusChangeEvent(old=record.status, new=ConversationStatus.INTERRUPTED, reason=reason),
+    )
+    return answered
+
+
+async def take_over(
+    store: ConversationStore,
+    conversation_id: str,
+    me: RunClaimant,
+    *,
+    lease_s: float = LEASE_S,
+) -> tuple[RunOwner, list[str]]:
+    """Claim the conversation for ``me``, first reconciling what a dead owner left.
+
+    Returns the claim and the action ids that were reconciled. ConversationOwnedError when
+    a live process owns it (naming host, pid, since).
+    """
+    holder = await store.conversation_owner(conversation_id)
+    displace = holder.owner_id if holder is not None and is_dead(holder) else None
+    owner = await store.claim_conversation(conversation_id, me, lease_s=lease_s, displace=displace)
+    try:
+        # Read after the claim: a reconciler before us may have finished already.
+        record = await store.get_conversation(conversation_id)
+        answered: list[str] = []
+        if record.status in _ACTIVE:
+            answered = await _interrupt(store, record, holder)
+    except BaseException:
+        await store.release_conversation(conversation_id, me.owner_id)
+        raise
+    return owner, answered
+
+
+async def reconcile_one(
+    store: ConversationStore, record: ConversationRecord, *, lease_s: float = LEASE_S
+) -> list[str] | None:
+    """Reconcile ``record`` if it is active and its owner is dead; None when left alone."""
+    if record.status not in _ACTIVE:
+        return None
+    holder = await store.conversation_owner(record.id)
+    if holder is not None and not is_dead(holder):
+        return None
+    me = claimant()
+    try:
+        _, answered = await take_over(store, record.id, me, lease_s=lease_s)
+    except ConversationOwnedError:
+        return None  # a live owner, or another reconciler got there first
+    await store.release_conversation(record.id, me.owner_id)
+    return answered
+
+
+async def _active(store: ConversationStore) -> list[ConversationRecord]:
     found: list[ConversationRecord] = []
-    for status in _INTERRUPTED:
+    for status in _ACTIVE:
         cursor: str | None = None
         while True:
             page = await store.list_conversations(status=status, limit=_PAGE, cursor=cursor)
@@ -29,56 +187,16 @@ async def _interrupted(store: ConversationStore) -> list[ConversationRecord]:
     return found
 
 
-async def unmatched_actions(store: ConversationStore, conversation_id: str) -> list[str]:
-    """Action ids of the conversation that have no observation, in log order."""
-    pending: dict[str, None] = {}
-    after = 0
-    while True:
-        batch = await store.history(
-            conversation_id, after=after, kinds=frozenset({"action", "observation"}), limit=_PAGE
-        )
-        for stored in batch:
-            event = stored.event
-            if isinstance(event, ActionEvent):
-                pending[event.action_id] = None
-            elif isinstance(event, ObservationEvent):
-                pending.pop(event.action_id, None)
-        if len(batch) < _PAGE:
-            return list(pending)
-        after = batch[-1].seq
-
-
 async def reconcile(store: ConversationStore) -> ReconcileReport:
-    """Conversations left running by a dead process become error; their open tools fail.
-
-    Only call this when no other process is running conversations on the same database:
-    it cannot tell a dead owner from a live one.
-    """
-    errored: list[str] = []
+    """Reconcile every active conversation whose owner is dead; live owners are left alone."""
+    interrupted: list[str] = []
     reconciled: list[tuple[str, str]] = []
-    for record in await _interrupted(store):
-        for action_id in await unmatched_actions(store, record.id):
-            await store.append(
-                record.id,
-                ObservationEvent(
-                    action_id=action_id,
-                    content=RESTART_OBSERVATION,
-                    is_error=True,
-                    non_retryable=True,
-                ),
-            )
-            reconciled.append((record.id, action_id))
-        reason = "the server restarted while this conversation was running"
-        await store.append(
-            record.id,
-            StatusChangeEvent(old=record.status, new=ConversationStatus.ERROR, reason=reason),
-        )
-        await store.save_conversation(
-            record.model_copy(
-                update={"status": ConversationStatus.ERROR, "error": reason, "updated_at": now()}
-            )
-        )
-        errored.append(record.id)
+    for record in await _active(store):
+        answered = await reconcile_one(store, record)
+        if answered is None:
+            continue
+        interrupted.append(record.id)
+        reconciled.extend((record.id, action_id) for action_id in answered)
     return ReconcileReport(
-        conversations_errored=tuple(errored), actions_reconciled=tuple(reconciled)
+        conversations_interrupted=tuple(interrupted), actions_reconciled=tuple(reconciled)
     )

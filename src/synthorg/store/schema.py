@@ -90,6 +90,24 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     Migration(
+        2,
+        "conversation owners: one live process per conversation, held by a lease",
+        (
+            """
+            CREATE TABLE conversation_owners (
+                conversation_id TEXT PRIMARY KEY
+                    REFERENCES conversations (id) ON DELETE CASCADE,
+                owner_id TEXT NOT NULL,
+                host TEXT NOT NULL,
+                pid {bigint} NOT NULL,
+                since {ts} NOT NULL,
+                heartbeat_at {ts} NOT NULL,
+                expires_at {ts} NOT NULL
+            )
+            """,
+        ),
+    ),
+    Migration(
         3,  # 2 is the conversation owners' lease table (issue 14)
         "eval items",
         (

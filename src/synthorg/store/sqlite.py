@@ -8,26 +8,38 @@ cross-process notification), so their latency is at most that interval.
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from synthorg.domain import ConversationEvent, ConversationRecord, ConversationStatus, StoredEvent
+from synthorg.domain import (
+    ConversationEvent,
+    ConversationRecord,
+    ConversationStatus,
+    StatusChangeEvent,
+    StoredEvent,
+)
 from synthorg.errors import ConflictError, NotFoundError
 from synthorg.store import codec
+from synthorg.store.errors import ConversationOwnedError
 from synthorg.store.protocol import (
     ConversationPage,
     ExecutionStatus,
     ExecutionUsage,
     ReconcileReport,
+    RunClaimant,
+    RunOwner,
 )
 from synthorg.store.reconcile import reconcile
 from synthorg.store.schema import VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
-from synthorg.store.sqlite_engine import SqliteReaders, SqliteWriter
+from synthorg.store.sqlite_engine import BUSY_TIMEOUT_S, SqliteReaders, SqliteWriter
 from synthorg.store.sqlite_eval import SqliteEvalItems
 from synthorg.store.tail import LiveTail, TailHub
+
+_OWNER_COLUMNS = "owner_id, host, pid, since, heartbeat_at, expires_at"
 
 
 def _migrate(conn: sqlite3.Connection) -> int:
@@ -61,23 +73,33 @@ class SqliteStore(SqliteEvalItems, LiveTail):
     """Conversations, the event log and the ledger in one SQLite file."""
 
     def __init__(
-        self, path: Path, *, cipher: SecretCipher | None = None, poll_interval: float = 0.2
+        self,
+        path: Path,
+        *,
+        cipher: SecretCipher | None = None,
+        poll_interval: float = 0.2,
+        busy_timeout_s: float = BUSY_TIMEOUT_S,
     ) -> None:
         self.path = path
         self._cipher = cipher
         self._poll_interval = poll_interval
         self._hub = TailHub()
-        self._writer = SqliteWriter(path, self._woken)
-        self._readers = SqliteReaders(path)
+        self._writer = SqliteWriter(path, self._woken, busy_timeout_s)
+        self._readers = SqliteReaders(path, busy_s=busy_timeout_s)
 
     @classmethod
     async def open(
-        cls, path: Path | str, *, cipher: SecretCipher | None = None, poll_interval: float = 0.2
+        cls,
+        path: Path | str,
+        *,
+        cipher: SecretCipher | None = None,
+        poll_interval: float = 0.2,
+        busy_timeout_s: float = BUSY_TIMEOUT_S,
     ) -> SqliteStore:
         """Open (creating the file and applying migrations as needed)."""
         file = Path(path).expanduser()
         file.parent.mkdir(parents=True, exist_ok=True)
-        store = cls(file, cipher=cipher, poll_interval=poll_interval)
+        store = cls(file, cipher=cipher, poll_interval=poll_interval, busy_timeout_s=busy_timeout_s)
         await store._writer.start()
         try:
             await store.migrate()
@@ -134,7 +156,7 @@ class SqliteStore(SqliteEvalItems, LiveTail):
             raise NotFoundError(f"no conversation {conversation_id}")
         return codec.record_from_json(row[0], self._cipher)
 
-    async def save_conversation(self, record: ConversationRecord) -> None:
+    def _saver(self, record: ConversationRecord) -> Callable[[sqlite3.Connection], None]:
         keep_sealed = codec.needs_previous(record)
         state = None if keep_sealed else codec.record_json(record, self._cipher)
 
@@ -159,7 +181,113 @@ class SqliteStore(SqliteEvalItems, LiveTail):
             if cur.rowcount == 0:
                 raise NotFoundError(f"no conversation {record.id}")
 
-        await self._writer.submit(work)
+        return work
+
+    async def save_conversation(self, record: ConversationRecord) -> None:
+        await self._writer.submit(self._saver(record))
+
+    async def transition(self, record: ConversationRecord, event: StatusChangeEvent) -> StoredEvent:
+        codec.check_transition(record, event)
+        save = self._saver(record)
+        body = codec.event_json(event)
+
+        def work(conn: sqlite3.Connection) -> tuple[int, datetime]:
+            # One job is one transaction (a savepoint of the batch): both writes or neither.
+            save(conn)
+            return _insert_event(conn, record.id, event.kind, body)
+
+        seq, moment = await self._writer.submit(work, wakes=record.id)
+        return codec.envelope(record.id, seq, moment, event)
+
+    # -- ownership -------------------------------------------------------------------------
+
+    async def claim_conversation(
+        self,
+        conversation_id: str,
+        claimant: RunClaimant,
+        *,
+        lease_s: float,
+        displace: str | None = None,
+    ) -> RunOwner:
+        def work(conn: sqlite3.Connection) -> tuple[bool, tuple[Any, ...]]:
+            # Read and write under the write lock (BEGIN IMMEDIATE): atomic across processes.
+            moment = codec.now()
+            stamp = codec.ts_text(moment)
+            held = conn.execute(
+                f"SELECT {_OWNER_COLUMNS} FROM conversation_owners"  # noqa: S608
+                " WHERE conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()
+            if held is not None and not (
+                held[5] < stamp or held[0] in {claimant.owner_id, displace}
+            ):
+                return False, held
+            since = held[3] if held is not None and held[0] == claimant.owner_id else stamp
+            row = (
+                claimant.owner_id,
+                claimant.host,
+                claimant.pid,
+                since,
+                stamp,
+                codec.ts_text(moment + timedelta(seconds=lease_s)),
+            )
+            try:
+                conn.execute(
+                    "INSERT INTO conversation_owners (conversation_id, owner_id, host, pid,"
+                    " since, heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (conversation_id) DO UPDATE SET owner_id = excluded.owner_id,"
+                    " host = excluded.host, pid = excluded.pid, since = excluded.since,"
+                    " heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at",
+                    (conversation_id, *row),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise NotFoundError(f"no conversation {conversation_id}") from exc
+            return True, row
+
+        won, row = await self._writer.submit(work)
+        owner = _owner(row, expired=False)
+        if not won:
+            raise ConversationOwnedError(conversation_id, _owner(row, expired=False))
+        return owner
+
+    async def renew_claim(self, conversation_id: str, owner_id: str, *, lease_s: float) -> bool:
+        moment = codec.now()
+
+        def work(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                "UPDATE conversation_owners SET heartbeat_at = ?, expires_at = ?"
+                " WHERE conversation_id = ? AND owner_id = ?",
+                (
+                    codec.ts_text(moment),
+                    codec.ts_text(moment + timedelta(seconds=lease_s)),
+                    conversation_id,
+                    owner_id,
+                ),
+            )
+            return cur.rowcount == 1
+
+        return await self._writer.submit(work, single_statement=True)
+
+    async def release_conversation(self, conversation_id: str, owner_id: str) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "DELETE FROM conversation_owners WHERE conversation_id = ? AND owner_id = ?",
+                (conversation_id, owner_id),
+            )
+
+        await self._writer.submit(work, single_statement=True)
+
+    async def conversation_owner(self, conversation_id: str) -> RunOwner | None:
+        row = await self._readers.run(
+            lambda c: c.execute(
+                f"SELECT {_OWNER_COLUMNS} FROM conversation_owners"  # noqa: S608
+                " WHERE conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return _owner(row, expired=row[5] < codec.ts_text(codec.now()))
 
     async def list_conversations(
         self,
@@ -212,19 +340,7 @@ class SqliteStore(SqliteEvalItems, LiveTail):
         kind = event.kind
 
         def work(conn: sqlite3.Connection) -> tuple[int, datetime]:
-            # One statement. The seq is read and used under SQLite's write lock (one writer
-            # per database, across processes), so MAX + 1 cannot be handed out twice.
-            moment = codec.now()
-            try:
-                row = conn.execute(
-                    "INSERT INTO events (conversation_id, seq, ts, kind, body)"
-                    " SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events"
-                    " WHERE conversation_id = ? RETURNING seq",
-                    (conversation_id, codec.ts_text(moment), kind, body, conversation_id),
-                ).fetchone()
-            except sqlite3.IntegrityError as exc:  # the foreign key: no such conversation
-                raise NotFoundError(f"no conversation {conversation_id}") from exc
-            return int(row[0]), moment
+            return _insert_event(conn, conversation_id, kind, body)
 
         seq, moment = await self._writer.submit(work, wakes=conversation_id, single_statement=True)
         return codec.envelope(conversation_id, seq, moment, event)
@@ -360,6 +476,36 @@ class SqliteStore(SqliteEvalItems, LiveTail):
             return _execution_row(conn, execution_id)
 
         return codec.execution_from_row(await self._writer.submit(work))
+
+
+def _insert_event(
+    conn: sqlite3.Connection, conversation_id: str, kind: str, body: str
+) -> tuple[int, datetime]:
+    # One statement. The seq is read and used under SQLite's write lock (one writer per
+    # database, across processes), so MAX + 1 cannot be handed out twice.
+    moment = codec.now()
+    try:
+        row = conn.execute(
+            "INSERT INTO events (conversation_id, seq, ts, kind, body)"
+            " SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events"
+            " WHERE conversation_id = ? RETURNING seq",
+            (conversation_id, codec.ts_text(moment), kind, body, conversation_id),
+        ).fetchone()
+    except sqlite3.IntegrityError as exc:  # the foreign key: no such conversation
+        raise NotFoundError(f"no conversation {conversation_id}") from exc
+    return int(row[0]), moment
+
+
+def _owner(row: tuple[Any, ...], *, expired: bool) -> RunOwner:
+    return RunOwner(
+        owner_id=row[0],
+        host=row[1],
+        pid=int(row[2]),
+        since=codec.parse_ts(row[3]),
+        heartbeat_at=codec.parse_ts(row[4]),
+        expires_at=codec.parse_ts(row[5]),
+        expired=expired,
+    )
 
 
 def _execution_row(conn: sqlite3.Connection, execution_id: str) -> dict[str, Any]:

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from synthorg.errors import BoundaryError
+from synthorg.store.errors import RESUME_HINT, StoreUnavailableError
 
 T = TypeVar("T")
 
-BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_S = 30.0
 _MAX_BATCH = 512
 
 
@@ -35,22 +36,44 @@ def _dec_add(left: str | None, right: str | None) -> str:
     return str(Decimal(left or "0") + Decimal(right or "0"))
 
 
-def connect(path: Path) -> sqlite3.Connection:
+def unavailable(path: Path, exc: sqlite3.Error, busy_s: float) -> StoreUnavailableError:
+    """The SQLite failure as one clear error: which store, what is wrong, what to do."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        what = (
+            f"is locked by another process (waited {busy_s:g} s); find it with "
+            f"`fuser {path}` or raise [store] busy_timeout_s"
+        )
+    elif name.startswith("SQLITE_READONLY"):
+        what = "is read-only; make the file and its directory writable by this user"
+    elif name == "SQLITE_FULL":
+        what = "cannot grow: the disk (or quota) holding it is full; free space"
+    elif name.startswith("SQLITE_CANTOPEN"):
+        what = "cannot be opened; check that its directory exists and is writable"
+    else:
+        what = f"failed ({exc})"
+    failure = StoreUnavailableError(f"the SQLite store at {path} {what}; {RESUME_HINT}")
+    failure.__cause__ = exc
+    return failure
+
+
+def connect(path: Path, busy_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
     """A connection configured for the store: WAL, full sync, foreign keys, busy wait."""
     try:
         conn = sqlite3.connect(
             path,
             isolation_level=None,  # we issue BEGIN/COMMIT ourselves
             check_same_thread=False,
-            timeout=BUSY_TIMEOUT_MS / 1000,
+            timeout=busy_s,
         )
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        # Every wait for another process's lock is bounded, then ends in a clear error.
+        conn.execute(f"PRAGMA busy_timeout={int(busy_s * 1000)}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.create_function("dec_add", 2, _dec_add, deterministic=True)
     except sqlite3.Error as exc:
-        raise BoundaryError(f"cannot open the SQLite store at {path}: {exc}") from exc
+        raise unavailable(path, exc, busy_s) from exc
     return conn
 
 
@@ -68,8 +91,11 @@ class _Job:
 class SqliteWriter:
     """The process's single writing thread for one database file."""
 
-    def __init__(self, path: Path, on_commit: Callable[[set[str]], None]) -> None:
+    def __init__(
+        self, path: Path, on_commit: Callable[[set[str]], None], busy_s: float = BUSY_TIMEOUT_S
+    ) -> None:
         self._path = path
+        self._busy_s = busy_s
         self._on_commit = on_commit
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._ready: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -113,7 +139,7 @@ class SqliteWriter:
 
     def _run(self) -> None:
         try:
-            conn = connect(self._path)
+            conn = connect(self._path, self._busy_s)
         except BaseException as exc:
             self._ready.set_exception(exc)
             return
@@ -157,7 +183,11 @@ class SqliteWriter:
                     job.ran = True
                 except Exception as exc:
                     # One job's failure (a conflict, an unknown id) must not undo the others.
-                    job.error = exc
+                    job.error = (
+                        unavailable(self._path, exc, self._busy_s)
+                        if isinstance(exc, sqlite3.Error)
+                        else exc
+                    )
                     if not alone:
                         conn.execute("ROLLBACK TO job")
                 if not alone:
@@ -166,8 +196,7 @@ class SqliteWriter:
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
-            failure = BoundaryError(f"SQLite write to {self._path} failed: {exc}")
-            failure.__cause__ = exc
+            failure = unavailable(self._path, exc, self._busy_s)
             for job in live:
                 job.future.set_exception(failure)
             return
@@ -186,9 +215,7 @@ class SqliteWriter:
             result = job.work(conn)
         except Exception as exc:
             if isinstance(exc, sqlite3.Error):
-                failure = BoundaryError(f"SQLite write to {self._path} failed: {exc}")
-                failure.__cause__ = exc
-                exc = failure
+                exc = unavailable(self._path, exc, self._busy_s)
             job.future.set_exception(exc)
             return
         job.future.set_result(result)
@@ -199,8 +226,9 @@ class SqliteWriter:
 class SqliteReaders:
     """A small pool of reader threads, each with its own connection (WAL readers never block)."""
 
-    def __init__(self, path: Path, size: int = 2) -> None:
+    def __init__(self, path: Path, size: int = 2, busy_s: float = BUSY_TIMEOUT_S) -> None:
         self._path = path
+        self._busy_s = busy_s
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -211,7 +239,7 @@ class SqliteReaders:
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = connect(self._path)
+            conn = connect(self._path, self._busy_s)
             self._local.conn = conn
             with self._lock:
                 self._conns.append(conn)
@@ -225,7 +253,7 @@ class SqliteReaders:
             try:
                 return work(self._conn())
             except sqlite3.Error as exc:
-                raise BoundaryError(f"SQLite read from {self._path} failed: {exc}") from exc
+                raise unavailable(self._path, exc, self._busy_s) from exc
 
         return await loop.run_in_executor(self._pool, call)
 

@@ -1,0 +1,117 @@
+"""A run's ownership of its conversation: claimed at start, kept alive by a heartbeat, released.
+
+The rule itself (who is dead, what reconciliation writes) lives in ``synthorg.store.reconcile``;
+this module ties it to a run's lifetime and to the commands that read conversations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from synthorg.domain import ConversationRecord
+from synthorg.errors import BoundaryError
+from synthorg.logging import get_logger
+from synthorg.store.errors import LeaseLostError
+from synthorg.store.protocol import ConversationPage, ConversationStore, RunOwner
+from synthorg.store.reconcile import LEASE_S, claimant, reconcile_one, take_over
+
+_log = get_logger("synthorg.ownership")
+
+
+@dataclass(frozen=True)
+class RunOwnership:
+    """This process's claim on one conversation."""
+
+    store: ConversationStore
+    owner: RunOwner
+    conversation_id: str
+    lease_s: float = LEASE_S
+
+    async def hold[T](self, run: Coroutine[Any, Any, T]) -> T:
+        """Await ``run`` while heartbeating; release the claim however it ends."""
+        async with self.held():
+            return await run
+
+    @asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """Heartbeat for the body's lifetime (a lost lease stops the body); release after."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                beat = group.create_task(self._heartbeat(), name="ownership-heartbeat")
+                try:
+                    yield
+                finally:
+                    beat.cancel()
+        except BaseExceptionGroup as failed:
+            # The body's own error (or the lost lease) surfaces as itself, not as a group.
+            if len(failed.exceptions) == 1:
+                raise failed.exceptions[0] from None
+            raise
+        finally:
+            await asyncio.shield(self.release())
+
+    async def release(self) -> None:
+        """Give the conversation up (a no-op if someone else holds it now)."""
+        try:
+            await self.store.release_conversation(self.conversation_id, self.owner.owner_id)
+        except BoundaryError as exc:
+            # The lease then runs out by itself, or the pid check frees it at once.
+            _log.warning(
+                "OWNERSHIP_RELEASE_FAILED", conversation_id=self.conversation_id, error=str(exc)
+            )
+
+    async def _heartbeat(self) -> None:
+        renewed = time.monotonic()
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            try:
+                kept = await self.store.renew_claim(
+                    self.conversation_id, self.owner.owner_id, lease_s=self.lease_s
+                )
+            except BoundaryError as exc:
+                if time.monotonic() - renewed < self.lease_s:
+                    _log.warning(
+                        "OWNERSHIP_RENEW_FAILED",
+                        conversation_id=self.conversation_id,
+                        error=str(exc),
+                    )
+                    continue
+                kept = False
+            if not kept:
+                raise LeaseLostError(
+                    f"this process lost conversation {self.conversation_id}: its lease of "
+                    f"{self.lease_s:g} s could not be renewed and another process may have taken "
+                    "it over; this run stops here"
+                )
+            renewed = time.monotonic()
+
+
+async def claim_run(
+    store: ConversationStore, conversation_id: str, *, lease_s: float = LEASE_S
+) -> RunOwnership:
+    """Own the conversation for a run, reconciling first what a dead owner left behind.
+
+    ConversationOwnedError (naming host, pid, since) when a live process runs it.
+    """
+    owner, answered = await take_over(store, conversation_id, claimant(), lease_s=lease_s)
+    if answered:
+        _log.info("CONVERSATION_RECONCILED", conversation_id=conversation_id, actions=answered)
+    return RunOwnership(store, owner, conversation_id, lease_s)
+
+
+async def reconciled(store: ConversationStore, record: ConversationRecord) -> ConversationRecord:
+    """The record as it stands once a dead owner's leftovers are reconciled."""
+    if await reconcile_one(store, record) is None:
+        return record
+    return await store.get_conversation(record.id)
+
+
+async def reconciled_page(store: ConversationStore, page: ConversationPage) -> ConversationPage:
+    """The page with each conversation of a dead owner reconciled."""
+    items = tuple([await reconciled(store, record) for record in page.items])
+    return page.model_copy(update={"items": items})

@@ -1,0 +1,107 @@
+"""Store contract: one owner per conversation (atomic claim, lease, displace); transitions."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+from store_helpers import record, uid
+
+from synthorg.domain import ConversationStatus, StatusChangeEvent
+from synthorg.errors import NotFoundError, UsageError
+from synthorg.store import RunClaimant, Store, open_store
+from synthorg.store.errors import ConversationOwnedError
+
+
+def _who(host: str = "host-a") -> RunClaimant:
+    return RunClaimant(owner_id=uid("own"), host=host, pid=os.getpid())
+
+
+async def test_a_second_claimant_is_refused_with_the_holder_named(store: Store) -> None:
+    rec = record()
+    await store.create_conversation(rec)
+    first, second = _who("host-a"), _who("host-b")
+    owner = await store.claim_conversation(rec.id, first, lease_s=60)
+    assert (owner.owner_id, owner.host, owner.pid, owner.expired) == (
+        first.owner_id,
+        "host-a",
+        os.getpid(),
+        False,
+    )
+    with pytest.raises(ConversationOwnedError) as refused:
+        await store.claim_conversation(rec.id, second, lease_s=60)
+    assert refused.value.holder.owner_id == first.owner_id
+    text = str(refused.value)
+    assert "host-a" in text and f"pid {os.getpid()}" in text and "since" in text
+    # Re-entrant for the holder, keeping when it took the conversation.
+    again = await store.claim_conversation(rec.id, first, lease_s=60)
+    assert again.since == owner.since
+    await store.release_conversation(rec.id, second.owner_id)  # not the holder: no effect
+    assert (await store.conversation_owner(rec.id)) is not None
+    await store.release_conversation(rec.id, first.owner_id)
+    assert await store.conversation_owner(rec.id) is None
+    assert (await store.claim_conversation(rec.id, second, lease_s=60)).host == "host-b"
+
+
+async def test_an_expired_lease_can_be_taken_and_its_holder_learns_it(store: Store) -> None:
+    rec = record()
+    await store.create_conversation(rec)
+    old, new = _who(), _who()
+    await store.claim_conversation(rec.id, old, lease_s=0)
+    held = await store.conversation_owner(rec.id)
+    assert held is not None and held.expired
+    await store.claim_conversation(rec.id, new, lease_s=60)
+    assert not await store.renew_claim(rec.id, old.owner_id, lease_s=60)
+    assert await store.renew_claim(rec.id, new.owner_id, lease_s=60)
+
+
+async def test_of_concurrent_displacers_exactly_one_wins(store_url: str) -> None:
+    stores = [await open_store(store_url) for _ in range(3)]
+    try:
+        rec = record()
+        await stores[0].create_conversation(rec)
+        dead = _who()
+        await stores[0].claim_conversation(rec.id, dead, lease_s=600)
+        claimants = [_who() for _ in range(12)]
+        results = await asyncio.gather(
+            *(
+                stores[i % 3].claim_conversation(rec.id, c, lease_s=60, displace=dead.owner_id)
+                for i, c in enumerate(claimants)
+            ),
+            return_exceptions=True,
+        )
+        won = [r for r in results if not isinstance(r, BaseException)]
+        assert len(won) == 1, results
+        assert all(isinstance(r, ConversationOwnedError) for r in results if r not in won)
+        holder = await stores[0].conversation_owner(rec.id)
+        assert holder is not None and holder.owner_id == won[0].owner_id
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_claiming_an_unknown_conversation_is_not_found(store: Store) -> None:
+    with pytest.raises(NotFoundError):
+        await store.claim_conversation(uid(), _who(), lease_s=60)
+
+
+async def test_a_transition_writes_row_and_event_together(store: Store) -> None:
+    rec = record()
+    await store.create_conversation(rec)
+    running = rec.model_copy(update={"status": ConversationStatus.RUNNING})
+    stored = await store.transition(
+        running, StatusChangeEvent(old=rec.status, new=ConversationStatus.RUNNING)
+    )
+    assert stored.seq == await store.last_seq(rec.id)
+    assert (await store.get_conversation(rec.id)).status is ConversationStatus.RUNNING
+    # Record and event disagreeing is refused before anything is written.
+    with pytest.raises(UsageError):
+        await store.transition(
+            running, StatusChangeEvent(old=rec.status, new=ConversationStatus.FINISHED)
+        )
+    # Unknown conversation: neither half lands.
+    ghost = record(status=ConversationStatus.RUNNING)
+    with pytest.raises(NotFoundError):
+        await store.transition(ghost, StatusChangeEvent(old=None, new=ConversationStatus.RUNNING))
+    assert await store.last_seq(rec.id) == stored.seq
