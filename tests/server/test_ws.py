@@ -15,19 +15,22 @@ from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 
 from synthorg.domain import MessageEvent, ObservationEvent
-from synthorg.store.sqlite import SqliteStore
+from synthorg.store import Store
 
 from .conftest import Keys
-from .helpers import create
+from .helpers import create, with_first_event
 from .wsclient import next_event, next_frame, open_stream
 
 
-async def new_conversation(live: str, keys: Keys, repo: Path) -> str:
+async def new_conversation(live: str, keys: Keys, repo: Path, store: Store | None = None) -> str:
+    """A conversation; with ``store``, one whose log starts at seq 1."""
     async with httpx.AsyncClient(
         base_url=live, headers={"Authorization": f"Bearer {keys.operator}"}
     ) as client:
         cid: str = (await create(client, repo))["id"]
-        return cid
+    if store is not None:
+        await with_first_event(store, cid)
+    return cid
 
 
 async def closed_code(ws: object, timeout: float = 10) -> int:
@@ -57,9 +60,9 @@ async def test_auth_frame_is_required(live: str, keys: Keys, repo: Path) -> None
 
 
 async def test_history_then_live_tail_in_order(
-    live: str, keys: Keys, repo: Path, store: SqliteStore
+    live: str, keys: Keys, repo: Path, store: Store
 ) -> None:
-    cid = await new_conversation(live, keys, repo)  # seq 1: status_change created
+    cid = await new_conversation(live, keys, repo, store)
     for i in range(4):
         await store.append(cid, MessageEvent(role="user", text=f"h{i}"))
     ws = await open_stream(live, cid, keys.viewer, after=2)
@@ -132,9 +135,9 @@ async def test_subscriber_cap_per_conversation(live: str, keys: Keys, repo: Path
 
 
 async def test_stalled_consumer_is_closed_and_resumes_without_gap(
-    live: str, keys: Keys, repo: Path, store: SqliteStore
+    live: str, keys: Keys, repo: Path, store: Store
 ) -> None:
-    cid = await new_conversation(live, keys, repo)
+    cid = await new_conversation(live, keys, repo, store)
     # The client stops reading: its own buffers (max_queue=1) and the TCP buffers fill up.
     stalled = await open_stream(
         live, cid, keys.viewer, max_queue=1, max_size=None, compression=None
@@ -173,11 +176,11 @@ async def test_stalled_consumer_is_closed_and_resumes_without_gap(
     total=st.integers(min_value=1, max_value=40),
 )
 async def test_reconnects_never_gap_or_duplicate(
-    live: str, keys: Keys, repo: Path, store: SqliteStore, cuts: list[int], total: int
+    live: str, keys: Keys, repo: Path, store: Store, cuts: list[int], total: int
 ) -> None:
     """Disconnect after a random number of events, reconnect with after=<last seq>, while a
     producer keeps appending: the union of what arrives is exactly 1..N, in order."""
-    cid = await new_conversation(live, keys, repo)  # seq 1 exists already
+    cid = await new_conversation(live, keys, repo, store)
     wanted = total + 1
 
     async def produce() -> None:

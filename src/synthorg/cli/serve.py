@@ -63,7 +63,10 @@ async def _serve(settings: Settings, wanted: ServerSettings) -> None:
             hint="no API key yet: `synthorg serve keys create NAME --role admin`",
         )
     async with boot(
-        settings, registry=default_registry(), provisioner=default_provisioner
+        settings,
+        registry=default_registry(),
+        provisioner=default_provisioner,
+        repositories=wanted.repository_policy(settings),
     ) as components:
         app = create_app(wanted, store=components.store, run_service=components.service, auth=auth)
         server = uvicorn.Server(

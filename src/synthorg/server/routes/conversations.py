@@ -32,7 +32,6 @@ async def create_conversation(
     body: CreateConversation, state: State, principal: Operator
 ) -> ConversationView:
     """Create a conversation (and its worktree); start it unless ``start`` is false."""
-    state.settings.check_repository(body.repository)
     service = state.service
     record = await service.create(body.task(), body.options())
     state.metrics.commands.labels("create").inc()
