@@ -59,9 +59,7 @@ async def test_history_by_seq_time_and_kind(
     assert (await operator.get("/api/conversations/conv-x/events")).status_code == 404
 
 
-async def test_git_views_of_the_worktree(
-    operator: httpx.AsyncClient, repo: Path
-) -> None:
+async def test_git_views_of_the_worktree(operator: httpx.AsyncClient, repo: Path) -> None:
     body = await create(operator, repo, start=True)
     cid = body["id"]
     await wait_status(operator, cid, "finished")

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from synthorg.logging import get_logger
 from synthorg.server.config import ServerSettings
 from synthorg.server.errors import install_error_handlers
+from synthorg.server.http_limits import HttpLimits
 from synthorg.server.metrics import ObserveRequests, ServerMetrics
 from synthorg.server.routes import control, conversations, events, git, keys, ops, ws
 from synthorg.server.state import Authenticator, ServerState
@@ -63,5 +64,6 @@ def create_app(
     install_error_handlers(app)
     for module in (ops, conversations, control, events, git, keys, ws):
         app.include_router(module.router)
+    app.add_middleware(HttpLimits, openapi=app.openapi, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(ObserveRequests, metrics=state.metrics)
     return app

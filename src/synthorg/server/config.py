@@ -45,6 +45,11 @@ class ServerSettings(BaseModel):
         description="Directories under which clients may name repositories (empty, and no "
         "project in [mcp] projects: every repository is refused). The data dir is never one.",
     )
+    max_body_bytes: int = Field(
+        default=1_048_576,
+        ge=1024,
+        description="Largest request body accepted (bytes); larger ones are refused with 413.",
+    )
     page_limit_max: int = Field(default=500, ge=1, description="Largest page a client may ask.")
     reconcile_on_start: bool = Field(
         default=True,

@@ -128,8 +128,6 @@ async def decide(
 ) -> DecisionResult:
     """Accept and/or reject pending actions by id; the caller is recorded as approver."""
     accepted, rejected = set(body.accepted), set(body.rejected)
-    if not accepted and not rejected:
-        raise UsageError("name at least one action id in accepted or rejected")
     if accepted & rejected:
         raise UsageError(f"action ids both accepted and rejected: {sorted(accepted & rejected)}")
     record = await state.store.get_conversation(conversation_id)

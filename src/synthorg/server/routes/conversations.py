@@ -48,7 +48,7 @@ async def list_conversations(
     status: ConversationStatus | None = None,
     project: Identifier | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+    cursor: Annotated[str | None, Query(min_length=1, max_length=1000)] = None,
 ) -> ConversationList:
     """Conversations newest first, filtered by status and project; pass next_cursor on."""
     page = await state.store.list_conversations(

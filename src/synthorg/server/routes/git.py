@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from synthorg.domain.ids import Identifier
-from synthorg.errors import ConflictError
+from synthorg.errors import ConflictError, UsageError
 from synthorg.server.errors import responses
 from synthorg.server.state import ServerState, State, Viewer
 from synthorg.server.wire import Changes, Commits, Diff
 from synthorg.workspace import views
 from synthorg.workspace.models import Workspace
 from synthorg.workspace.repo import probe_repo
+
+_SEGMENT = r"(?:[^/\x00.][^/\x00]*|\.[^/\x00.][^/\x00]*|\.\.[^/\x00]+)"
+RELATIVE_PATH = rf"^{_SEGMENT}(?:/{_SEGMENT})*$"
+"""A worktree-relative path: segments that are not empty, '.' or '..'; no leading '/'."""
+_RELATIVE = re.compile(RELATIVE_PATH)
 
 router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["git"])
 
@@ -27,7 +33,7 @@ async def workspace_of(state: ServerState, conversation_id: str) -> Workspace:
         raise ConflictError(f"conversation {conversation_id} has no workspace yet")
     path = Path(info.path)
     if not path.is_dir():
-        raise ConflictError(f"the workspace of {conversation_id} ({path}) no longer exists")
+        raise ConflictError(f"the workspace of {conversation_id} no longer exists")
     probe = await probe_repo(path)
     if isinstance(probe, str):
         raise ConflictError(f"the workspace of {conversation_id} has no git views: {probe}")
@@ -49,14 +55,27 @@ async def get_changes(conversation_id: Identifier, state: State, principal: View
     return Changes(items=await views.changes(await workspace_of(state, conversation_id)))
 
 
-@router.get("/diff", response_model=Diff, responses=responses(401, 403, 404, 409))
+@router.get("/diff", response_model=Diff, responses=responses(400, 401, 403, 404, 409))
 async def get_diff(
     conversation_id: Identifier,
     state: State,
     principal: Viewer,
-    path: Annotated[str | None, Query(min_length=1, max_length=4096, pattern=r"^[^\x00]+$")] = None,
+    path: Annotated[
+        str | None,
+        Query(
+            max_length=4096,
+            description="A path relative to the worktree root (no '..', not absolute).",
+            # Documented here, enforced below: a bad path is a 400 naming the rule.
+            json_schema_extra={"pattern": RELATIVE_PATH},
+        ),
+    ] = None,
 ) -> Diff:
     """Unified diff from the base ref to the worktree, whole or for one path."""
+    if path is not None and not _RELATIVE.fullmatch(path):
+        raise UsageError(
+            "path must be relative to the worktree root: no leading '/', no '.' or '..' "
+            "segments, no empty segments"
+        )
     ws = await workspace_of(state, conversation_id)
     return Diff(path=path, diff=await views.diff(ws, path))
 
