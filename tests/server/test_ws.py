@@ -4,6 +4,7 @@ frames, subscriber cap, slow consumers, and reconnects without gaps or duplicate
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 from pathlib import Path
@@ -15,10 +16,12 @@ from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 
 from synthorg.domain import MessageEvent, ObservationEvent
+from synthorg.server import KeyStore, Role
+from synthorg.server.stream import CLOSE_UNAUTHORIZED
 from synthorg.store import Store
 
 from .conftest import Keys
-from .helpers import create, with_first_event
+from .helpers import create, events, wait_running, with_first_event
 from .wsclient import next_event, next_frame, open_stream
 
 
@@ -203,3 +206,32 @@ async def test_reconnects_never_gap_or_duplicate(
             break
     await producer
     assert received == list(range(1, wanted + 1))
+
+
+async def test_a_revoked_key_loses_its_open_sockets_within_a_second(
+    live: str, keys: Keys, repo: Path, key_store: KeyStore
+) -> None:
+    """15.3: REST refused a revoked key while its open socket still paused the run."""
+    record, key = key_store.create("mallory", {Role.OPERATOR})
+    async with httpx.AsyncClient(
+        base_url=live, headers={"Authorization": f"Bearer {keys.operator}"}
+    ) as client:
+        cid = (await create(client, repo, start=True, model="slow50"))["id"]
+        await wait_running(client, cid)
+        commanding = await open_stream(live, cid, key)
+        idle = await open_stream(live, cid, key)
+        for ws in (commanding, idle):
+            assert (await next_frame(ws))["type"] == "subscribed"
+        # Revoked from another process's view of the key file (as `synthorg serve keys revoke`).
+        KeyStore(key_store.path).revoke(record.id)
+        revoked_at = asyncio.get_running_loop().time()
+        with contextlib.suppress(ConnectionClosed):
+            await commanding.send(json.dumps({"type": "control", "action": "pause"}))
+        assert await closed_code(commanding) == CLOSE_UNAUTHORIZED
+        assert await closed_code(idle) == CLOSE_UNAUTHORIZED
+        # The bound is KEY_RECHECK_S (0.25 s); the margin is for a busy machine.
+        assert asyncio.get_running_loop().time() - revoked_at < 2.0
+        body = (await client.get(f"/api/conversations/{cid}")).json()
+        assert body["status"] == "running" and body["active"]
+        assert await events(client, cid, kind="pause") == []
+        assert (await client.post(f"/api/conversations/{cid}/cancel")).status_code == 200

@@ -90,12 +90,15 @@ async def _serve(settings: Settings, wanted: ServerSettings) -> None:
 def create_key(
     principal: str = typer.Argument(..., help="Who the key authenticates (recorded in events)."),
     role: list[Role] = typer.Option(..., "--role", help="viewer, operator, approver, admin."),
+    project: list[str] = typer.Option(
+        [], "--project", help="Scope the key to this project (repeatable; default: all)."
+    ),
     config: Path | None = ConfigOption,
 ) -> None:
     """Make a key; it is printed once and never stored in clear."""
     store = key_store(settings_from(config))
     try:
-        record, key = store.create(principal, set(role))
+        record, key = store.create(principal, set(role), project)
     except SynthOrgError as exc:
         fail(str(exc))
     console.print(f"key id [bold]{record.id}[/] for {record.principal} ({', '.join(record.roles)})")

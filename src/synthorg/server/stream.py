@@ -31,7 +31,7 @@ log = get_logger("synthorg.server")
 CLOSE_SLOW = 4008
 """The consumer fell too far behind: reconnect with after=<last seq received>."""
 CLOSE_UNAUTHORIZED = 4401
-"""No valid auth frame first."""
+"""No valid auth frame first, or the key was revoked while the socket was open."""
 CLOSE_NOT_FOUND = 4404
 """No such conversation."""
 CLOSE_GONE = 4410
@@ -40,6 +40,8 @@ CLOSE_BUSY = 4429
 """The conversation already has as many subscribers as allowed."""
 
 _CLOSE_TIMEOUT_S = 2.0
+KEY_RECHECK_S = 0.25
+"""How often an open socket re-checks its key: a revoked key loses the socket within 1 s."""
 
 
 class AuthFrame(BaseModel):
@@ -82,7 +84,15 @@ class Close:
     reason: str
 
 
-async def authenticate(websocket: WebSocket, state: ServerState) -> Principal | None:
+@dataclass(frozen=True)
+class Authenticated:
+    """The caller of a socket, and the key it authenticated with (re-checked while open)."""
+
+    principal: Principal
+    token: str
+
+
+async def authenticate(websocket: WebSocket, state: ServerState) -> Authenticated | None:
     """Read the auth frame; None (after closing the socket) when it is missing or invalid."""
     try:
         async with asyncio.timeout(state.settings.ws_auth_timeout_s):
@@ -104,7 +114,9 @@ async def authenticate(websocket: WebSocket, state: ServerState) -> Principal | 
             else ('first frame must be {"type":"auth","token":...}')
         )
         await close(websocket, Close(CLOSE_UNAUTHORIZED, reason))
-    return principal
+        return None
+    assert isinstance(frame, AuthFrame)
+    return Authenticated(principal, frame.token)
 
 
 async def close(websocket: WebSocket, how: Close) -> None:
@@ -122,13 +134,14 @@ class EventStream:
         websocket: WebSocket,
         state: ServerState,
         conversation_id: str,
-        principal: Principal,
+        caller: Authenticated,
         after: int,
     ) -> None:
         self.websocket = websocket
         self.state = state
         self.conversation_id = conversation_id
-        self.principal = principal
+        self.caller = caller
+        self.principal = caller.principal
         self.after = after
         self.queued_seq = after
         self.queue: asyncio.Queue[str] = asyncio.Queue(maxsize=state.settings.ws_send_queue)
@@ -143,6 +156,7 @@ class EventStream:
             asyncio.create_task(self._pump(), name="ws-pump"),
             asyncio.create_task(self._send(), name="ws-send"),
             asyncio.create_task(self._receive(), name="ws-receive"),
+            asyncio.create_task(self._watch_key(), name="ws-key"),
         }
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -201,12 +215,29 @@ class EventStream:
                 await self.websocket.send_text(frame)
                 self.state.metrics.ws_frames.inc()
 
+    def _revoked(self) -> Close | None:
+        if self.state.auth.authenticate(self.caller.token) is None:
+            return Close(CLOSE_UNAUTHORIZED, "API key revoked")
+        return None
+
+    async def _watch_key(self) -> Close:
+        """Close the socket once its key stops authenticating (revoked, or removed)."""
+        while True:
+            await asyncio.sleep(KEY_RECHECK_S)
+            revoked = await asyncio.to_thread(self._revoked)
+            if revoked is not None:
+                return revoked
+
     async def _receive(self) -> Close | None:
         while True:
             try:
                 raw = await self.websocket.receive_text()
             except (WebSocketDisconnect, RuntimeError):
                 return None
+            # Every inbound frame is authorised afresh: a revoked key commands nothing.
+            revoked = await asyncio.to_thread(self._revoked)
+            if revoked is not None:
+                return revoked
             reply = await self._handle(raw)
             if not await self._offer(json.dumps(reply)):
                 return Close(CLOSE_SLOW, "consumer too slow: reconnect")
@@ -223,7 +254,7 @@ class EventStream:
         try:
             if isinstance(frame, MessageFrame):
                 delivery = await deliver_message(
-                    self.state, self.conversation_id, frame.text, run=frame.run
+                    self.state, self.conversation_id, frame.text, self.principal, run=frame.run
                 )
                 return {"type": "ack", "for": "message", "delivery": delivery}
             result = await control(self.state, self.conversation_id, frame.action, self.principal)

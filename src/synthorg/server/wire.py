@@ -251,6 +251,11 @@ class CreateKey(BaseModel):
 
     principal: str = Field(min_length=1, max_length=200, description="Who it authenticates.")
     roles: list[Role] = Field(min_length=1, description="Roles granted.")
+    projects: list[Identifier] = Field(
+        default_factory=list,
+        description="Scope the key to these projects (it sees and controls only their "
+        "conversations); empty: every project.",
+    )
 
 
 class KeyView(BaseModel):
@@ -259,6 +264,7 @@ class KeyView(BaseModel):
     id: str = Field(description="Key id.")
     principal: str = Field(description="Principal.")
     roles: list[Role] = Field(description="Roles.")
+    projects: list[str] = Field(description="Projects the key is scoped to; empty: every one.")
     created_at: datetime = Field(description="Creation time.")
     revoked_at: datetime | None = Field(description="Revocation time.")
 

@@ -27,10 +27,10 @@ router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["runs"])
 
 
 async def deliver_message(
-    state: ServerState, conversation_id: str, text: str, *, run: bool
+    state: ServerState, conversation_id: str, text: str, principal: Principal, *, run: bool
 ) -> Delivery:
     """Steer the active run, or start a run with the message, or just record it."""
-    await state.store.get_conversation(conversation_id)  # 404 before anything else
+    await state.conversation(conversation_id, principal)  # 404 before anything else
     service = state.service
     if service.is_active(conversation_id):
         await service.steer(conversation_id, text)
@@ -48,7 +48,7 @@ async def control(
     state: ServerState, conversation_id: str, action: ControlAction, principal: Principal
 ) -> ControlResult:
     """Apply a control command through the run service."""
-    record = await state.store.get_conversation(conversation_id)
+    record = await state.conversation(conversation_id, principal)
     service = state.service
     active = service.is_active(conversation_id)
     if action == "resume":
@@ -78,7 +78,7 @@ async def send_message(
     conversation_id: Identifier, body: SendMessage, state: State, principal: Operator
 ) -> MessageResult:
     """Send a message: it steers a running conversation, else starts a run (``run: true``)."""
-    delivery = await deliver_message(state, conversation_id, body.text, run=body.run)
+    delivery = await deliver_message(state, conversation_id, body.text, principal, run=body.run)
     return MessageResult(conversation_id=conversation_id, delivery=delivery)
 
 
@@ -111,7 +111,7 @@ for _action in ("pause", "interrupt", "resume", "cancel"):
 @router.get("/confirmation", response_model=PendingView, responses=responses(401, 403, 404))
 async def get_pending(conversation_id: Identifier, state: State, principal: Viewer) -> PendingView:
     """Actions waiting for a decision (id, tool, arguments summary, risk)."""
-    record = await state.store.get_conversation(conversation_id)
+    record = await state.conversation(conversation_id, principal)
     seq, pending = await pending_actions(
         state.store, record, active=state.service.is_active(conversation_id)
     )
@@ -130,7 +130,7 @@ async def decide(
     accepted, rejected = set(body.accepted), set(body.rejected)
     if accepted & rejected:
         raise UsageError(f"action ids both accepted and rejected: {sorted(accepted & rejected)}")
-    record = await state.store.get_conversation(conversation_id)
+    record = await state.conversation(conversation_id, principal)
     _, pending = await pending_actions(
         state.store, record, active=state.service.is_active(conversation_id)
     )

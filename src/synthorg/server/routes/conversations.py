@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query
 
 from synthorg.domain import ConversationStatus
 from synthorg.domain.ids import Identifier
@@ -32,8 +32,13 @@ async def create_conversation(
     body: CreateConversation, state: State, principal: Operator
 ) -> ConversationView:
     """Create a conversation (and its worktree); start it unless ``start`` is false."""
+    task = body.task()
+    if not principal.sees(task.project_id):
+        raise HTTPException(
+            403, f"{principal.name}'s key is not scoped to project {task.project_id}"
+        )
     service = state.service
-    record = await service.create(body.task(), body.options())
+    record = await service.create(task, body.options())
     state.metrics.commands.labels("create").inc()
     if body.start:
         await state.start_run(record.id)
@@ -53,7 +58,7 @@ async def list_conversations(
     """Conversations newest first, filtered by status and project; pass next_cursor on."""
     page = await state.store.list_conversations(
         status=status,
-        project_id=project,
+        project_id=state.project_filter(principal, project),
         limit=min(limit, state.settings.page_limit_max),
         cursor=cursor,
     )
@@ -71,6 +76,7 @@ async def count_conversations(
     project: Identifier | None = None,
 ) -> Count:
     """How many conversations match the filters."""
+    project = state.project_filter(principal, project)
     return Count(count=await state.store.count_conversations(status=status, project_id=project))
 
 
@@ -81,7 +87,7 @@ async def get_conversation(
     conversation_id: Identifier, state: State, principal: Viewer
 ) -> ConversationView:
     """Status, loop, usage, branch and termination of one conversation."""
-    record = await state.store.get_conversation(conversation_id)
+    record = await state.conversation(conversation_id, principal)
     return ConversationView.of(record, active=state.service.is_active(conversation_id))
 
 
@@ -95,7 +101,7 @@ async def delete_conversation(
     delete_branch: bool = False,
 ) -> Deleted:
     """Remove the conversation, its events and its worktree; refused while a run is active."""
-    record = await state.store.get_conversation(conversation_id)
+    record = await state.conversation(conversation_id, principal)
     if state.service.is_active(conversation_id) or record.status.is_active:
         raise ConflictError(
             f"conversation {conversation_id} is {record.status.value}: cancel or interrupt "

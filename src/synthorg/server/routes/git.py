@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query
 
 from synthorg.domain.ids import Identifier
 from synthorg.errors import ConflictError, UsageError
+from synthorg.server.auth import Principal
 from synthorg.server.errors import responses
 from synthorg.server.state import ServerState, State, Viewer
 from synthorg.server.wire import Changes, Commits, Diff
@@ -25,9 +26,9 @@ _RELATIVE = re.compile(RELATIVE_PATH)
 router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["git"])
 
 
-async def workspace_of(state: ServerState, conversation_id: str) -> Workspace:
+async def workspace_of(state: ServerState, conversation_id: str, principal: Principal) -> Workspace:
     """The conversation's git workspace, rebuilt from its record; 409 when there is none."""
-    record = await state.store.get_conversation(conversation_id)
+    record = await state.conversation(conversation_id, principal)
     info = record.workspace
     if info is None:
         raise ConflictError(f"conversation {conversation_id} has no workspace yet")
@@ -52,7 +53,7 @@ async def workspace_of(state: ServerState, conversation_id: str) -> Workspace:
 @router.get("/changes", response_model=Changes, responses=responses(401, 403, 404, 409))
 async def get_changes(conversation_id: Identifier, state: State, principal: Viewer) -> Changes:
     """Every path that differs between the base ref and the worktree."""
-    return Changes(items=await views.changes(await workspace_of(state, conversation_id)))
+    return Changes(items=await views.changes(await workspace_of(state, conversation_id, principal)))
 
 
 @router.get("/diff", response_model=Diff, responses=responses(400, 401, 403, 404, 409))
@@ -76,11 +77,11 @@ async def get_diff(
             "path must be relative to the worktree root: no leading '/', no '.' or '..' "
             "segments, no empty segments"
         )
-    ws = await workspace_of(state, conversation_id)
+    ws = await workspace_of(state, conversation_id, principal)
     return Diff(path=path, diff=await views.diff(ws, path))
 
 
 @router.get("/commits", response_model=Commits, responses=responses(401, 403, 404, 409))
 async def get_commits(conversation_id: Identifier, state: State, principal: Viewer) -> Commits:
     """Commits on the conversation's branch since its base, newest first."""
-    return Commits(items=await views.commits(await workspace_of(state, conversation_id)))
+    return Commits(items=await views.commits(await workspace_of(state, conversation_id, principal)))
