@@ -20,6 +20,7 @@ from synthorg.errors import (
 )
 from synthorg.logging import get_logger
 from synthorg.server.http_limits import allowed_methods
+from synthorg.server.idempotency import IdempotencyKeyReused
 from synthorg.service.repositories import RepositoryRefused
 
 log = get_logger("synthorg.server")
@@ -34,6 +35,7 @@ class ErrorBody(BaseModel):
 
 _STATUS: tuple[tuple[type[SynthOrgError], int, str], ...] = (
     (NotFoundError, 404, "not_found"),
+    (IdempotencyKeyReused, 409, "idempotency_key_reused"),
     (ConflictError, 409, "conflict"),
     (RepositoryRefused, 403, "forbidden"),
     (UsageError, 400, "bad_request"),

@@ -6,13 +6,14 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Annotated, Protocol
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from synthorg.domain import ConversationRecord
 from synthorg.errors import ConflictError, NotFoundError, UsageError
 from synthorg.server.auth import ApiKey, Principal, Role
 from synthorg.server.config import ServerSettings
+from synthorg.server.idempotency import IdempotencyKeys
 from synthorg.server.metrics import ServerMetrics
 from synthorg.server.subscribers import SubscriberLimit
 from synthorg.service.protocol import RunService
@@ -55,6 +56,7 @@ class ServerState:
     metrics: ServerMetrics
     subscribers: SubscriberLimit = field(init=False)
     starting: set[str] = field(default_factory=set)
+    idempotency: IdempotencyKeys = field(default_factory=IdempotencyKeys)
 
     def __post_init__(self) -> None:
         self.subscribers = SubscriberLimit(self.settings.ws_subscribers_per_conversation)
@@ -154,3 +156,14 @@ Viewer = Annotated[Principal, require(Role.VIEWER)]
 Operator = Annotated[Principal, require(Role.OPERATOR)]
 Approver = Annotated[Principal, require(Role.APPROVER)]
 Admin = Annotated[Principal, require(Role.ADMIN)]
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        description="A unique string: a retry with the same key and body has no second effect "
+        "and gets the first response again (Idempotent-Replayed: true).",
+    ),
+]

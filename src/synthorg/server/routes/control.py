@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 
 from synthorg.domain import MessageEvent
 from synthorg.domain.ids import Identifier
@@ -11,7 +12,14 @@ from synthorg.errors import ConflictError, UsageError
 from synthorg.server.auth import Principal
 from synthorg.server.errors import responses
 from synthorg.server.pending import pending_actions
-from synthorg.server.state import Approver, Operator, ServerState, State, Viewer
+from synthorg.server.state import (
+    Approver,
+    IdempotencyKey,
+    Operator,
+    ServerState,
+    State,
+    Viewer,
+)
 from synthorg.server.wire import (
     ControlAction,
     ControlResult,
@@ -75,11 +83,26 @@ async def control(
     "/messages", response_model=MessageResult, responses=responses(400, 401, 403, 404, 409)
 )
 async def send_message(
-    conversation_id: Identifier, body: SendMessage, state: State, principal: Operator
-) -> MessageResult:
+    conversation_id: Identifier,
+    body: SendMessage,
+    state: State,
+    principal: Operator,
+    idempotency_key: IdempotencyKey = None,
+) -> MessageResult | JSONResponse:
     """Send a message: it steers a running conversation, else starts a run (``run: true``)."""
-    delivery = await deliver_message(state, conversation_id, body.text, principal, run=body.run)
-    return MessageResult(conversation_id=conversation_id, delivery=delivery)
+
+    async def deliver() -> MessageResult:
+        delivery = await deliver_message(state, conversation_id, body.text, principal, run=body.run)
+        return MessageResult(conversation_id=conversation_id, delivery=delivery)
+
+    return await state.idempotency.once(
+        caller=principal.key_id,
+        route=f"messages/{conversation_id}",
+        key=idempotency_key,
+        request=body,
+        status=200,
+        call=deliver,
+    )
 
 
 def _control_route(action: ControlAction) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import JSONResponse
 
 from synthorg.domain import ConversationStatus
 from synthorg.domain.ids import Identifier
 from synthorg.errors import ConflictError
+from synthorg.server.auth import Principal
 from synthorg.server.errors import responses
-from synthorg.server.state import Operator, State, Viewer
+from synthorg.server.state import IdempotencyKey, Operator, ServerState, State, Viewer
 from synthorg.server.wire import (
     ConversationList,
     ConversationView,
@@ -29,9 +31,25 @@ router = APIRouter(prefix="/api/conversations", tags=["conversations"])
     responses=responses(400, 401, 403, 404, 409),
 )
 async def create_conversation(
-    body: CreateConversation, state: State, principal: Operator
-) -> ConversationView:
+    body: CreateConversation,
+    state: State,
+    principal: Operator,
+    idempotency_key: IdempotencyKey = None,
+) -> ConversationView | JSONResponse:
     """Create a conversation (and its worktree); start it unless ``start`` is false."""
+    return await state.idempotency.once(
+        caller=principal.key_id,
+        route="create",
+        key=idempotency_key,
+        request=body,
+        status=201,
+        call=lambda: _create(body, state, principal),
+    )
+
+
+async def _create(
+    body: CreateConversation, state: ServerState, principal: Principal
+) -> ConversationView:
     task = body.task()
     if not principal.sees(task.project_id):
         raise HTTPException(
