@@ -6,7 +6,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from synthorg.mcp.config import McpConfig
 from synthorg.paths import synthorg_home
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.settings import Settings, section
@@ -59,6 +58,8 @@ class ServerSettings(BaseModel):
     def repository_policy(self, settings: Settings) -> RepositoryPolicy:
         """What this server's clients may name as a repository: the roots, the registered
         projects, never the data dir or the key file."""
+        from synthorg.mcp.config import McpConfig  # the mcp package imports the SDK: ~2.6 s
+
         projects = section(settings, "mcp", McpConfig).projects
         return RepositoryPolicy.for_server(
             settings.home,
