@@ -4,6 +4,7 @@ and the log agree, the log's transitions form one chain, and a resume does not r
 from __future__ import annotations
 
 import asyncio
+import itertools
 import signal
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ def transitions(log: list[dict[str, Any]]) -> list[tuple[str | None, str]]:
 
 def assert_one_chain(chain: list[tuple[str | None, str]], status: str) -> None:
     """Each transition starts where the previous ended; the last one is the record's status."""
-    for (_, before), (after, _) in zip(chain, chain[1:], strict=False):
+    for (_, before), (after, _) in itertools.pairwise(chain):
         assert after == before, chain
     assert (chain[-1][1] if chain else "created") == status, (chain, status)
     assert len([t for t in chain if t == ("created", "running")]) <= 1, chain
