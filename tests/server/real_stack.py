@@ -13,7 +13,7 @@ from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.settings import Settings
 
-SCRIPTS = ("progress3", "progress5", "slow50", "stuck")
+SCRIPTS = ("progress3", "progress5", "slow50", "stuck", "done")
 
 
 def stack_settings(

@@ -14,6 +14,7 @@ from synthorg.server.http_limits import HttpLimits
 from synthorg.server.metrics import ObserveRequests, ServerMetrics
 from synthorg.server.routes import control, conversations, events, git, keys, ops, ws
 from synthorg.server.state import Authenticator, ServerState
+from synthorg.server.stream import WS_PROTOCOL
 from synthorg.service.protocol import RunService
 from synthorg.store.protocol import ConversationStore
 
@@ -57,7 +58,8 @@ def create_app(
     app = FastAPI(
         title="SynthOrg agent server",
         version="1",
-        description="Conversations, run control, confirmation, event history and live tail.",
+        description="Conversations, run control, confirmation, event history and live tail. "
+        "Send `Authorization: Bearer <API key>` on every /api route.\n" + WS_PROTOCOL,
         lifespan=lifespan,
     )
     app.state.server = state

@@ -39,6 +39,24 @@ CLOSE_GONE = 4410
 CLOSE_BUSY = 4429
 """The conversation already has as many subscribers as allowed."""
 
+WS_PROTOCOL = """
+## WebSocket: `GET /api/conversations/{conversation_id}/events/ws?after=<seq>`
+
+1. Send `{"type": "auth", "token": "<API key>"}` first (within 10 s).
+2. Receive `{"type": "subscribed", "after": N, "last_seq": M}`, then every event with
+   `seq > after` in order, then the live tail: `{"type": "event", "conversation_id", "seq",
+   "timestamp", "event"}` (a StoredEvent), exactly once each.
+3. Send at any time (operator role) `{"type": "message", "text": "...", "run": true}` or
+   `{"type": "control", "action": "pause|interrupt|resume|cancel"}`; the answer is
+   `{"type": "ack", ...}` or `{"type": "error", "status", "code", "detail"}`. The key is
+   re-checked before every command and every 0.25 s.
+
+Close codes: 4008 too slow (reconnect with `after=<last seq received>`), 4401 no valid auth
+frame or key revoked, 4404 no such conversation, 4410 deleted, 4429 too many subscribers.
+Details: docs/server.md; AsyncAPI: docs/asyncapi.yaml.
+"""
+"""The WebSocket protocol, as the OpenAPI description tells it."""
+
 _CLOSE_TIMEOUT_S = 2.0
 KEY_RECHECK_S = 0.25
 """How often an open socket re-checks its key: a revoked key loses the socket within 1 s."""
