@@ -25,6 +25,7 @@ from synthorg.server.auth import Principal, Role
 from synthorg.server.errors import status_of
 from synthorg.server.routes.control import control, deliver_message
 from synthorg.server.state import ServerState
+from synthorg.server.wire import MESSAGE_MAX_CHARS
 
 log = get_logger("synthorg.server")
 
@@ -77,7 +78,7 @@ class MessageFrame(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["message"] = Field(description="Always 'message'.")
-    text: str = Field(min_length=1, description="The message.")
+    text: str = Field(min_length=1, max_length=MESSAGE_MAX_CHARS, description="The message.")
     run: bool = Field(default=True, description="Start a run with it when none is active.")
 
 

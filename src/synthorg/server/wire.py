@@ -137,12 +137,16 @@ class Deleted(BaseModel):
     deleted: bool = Field(description="Always true.")
 
 
+MESSAGE_MAX_CHARS = 200_000
+"""The longest message for the agent (REST and WebSocket alike)."""
+
+
 class SendMessage(BaseModel):
     """A message for the agent."""
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(min_length=1, description="The message.")
+    text: str = Field(min_length=1, max_length=MESSAGE_MAX_CHARS, description="The message.")
     run: bool = Field(
         default=True, description="Start or continue a run with it (while running it steers)."
     )
