@@ -30,7 +30,8 @@ def _env(home: Path) -> dict[str, str]:
 
 def test_demo_fixes_the_sample_repo_on_a_branch(tmp_path: Path) -> None:
     done = subprocess.run(
-        [*SYNTHORG, "demo"],
+        # Outside the data dir, where a repository may be (service/repositories.py).
+        [*SYNTHORG, "demo", "--directory", str(tmp_path / "calc")],
         env=_env(tmp_path / "home"),
         capture_output=True,
         text=True,
@@ -44,7 +45,7 @@ def test_demo_fixes_the_sample_repo_on_a_branch(tmp_path: Path) -> None:
     )
     assert match, done.stdout
     assert "+    return a + b" in done.stdout
-    repo = next((tmp_path / "home" / "demo").iterdir())
+    repo = tmp_path / "calc"
     shown = subprocess.run(
         ["git", "log", "-1", "--format=%H", match.group(1)],
         cwd=repo,

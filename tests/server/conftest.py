@@ -1,5 +1,6 @@
-"""Server fixtures: a real git repo, a real SQLite store, real keys, the app in-process and on
-loopback behind uvicorn."""
+"""Server fixtures: a real git repo, real keys, the real stack (LocalRunService over a real
+SQLite store, the embedded gateway serving scripted models, bwrap sandboxes, worktrees and the
+commit gate), the app in-process and on loopback behind uvicorn."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ import uvicorn
 from fastapi import FastAPI
 
 from synthorg.server import KeyStore, Role, ServerSettings, create_app
-from synthorg.store import open_store
-from synthorg.store.sqlite import SqliteStore
+from synthorg.service.boot import Components
+from synthorg.service.runs import LocalRunService
+from synthorg.store import Store
 
 from .helpers import IDENTITY, make_repo
-from .scripted_service import ScriptedRunService
+from .real_stack import real_stack, stack_settings
 
 
 @pytest.fixture(autouse=True)
@@ -72,33 +74,49 @@ def keys(key_store: KeyStore) -> Keys:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    """A real SQLite store."""
-    opened = await open_store(tmp_path / "store.db")
-    assert isinstance(opened, SqliteStore)
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-@pytest.fixture
-def settings() -> ServerSettings:
-    """Server settings for tests (small stream limits so they are reachable)."""
+def settings(tmp_path: Path, key_store: KeyStore) -> ServerSettings:
+    """Server settings for tests: small stream limits so they are reachable; repositories
+    allowed under the test's temp dir (the data dir inside it stays refused)."""
     return ServerSettings(
-        ws_send_queue=16, ws_subscribers_per_conversation=4, ws_stall_timeout_s=0.5
+        ws_send_queue=16,
+        ws_subscribers_per_conversation=4,
+        ws_stall_timeout_s=0.5,
+        repository_roots=(tmp_path,),
+        keys_file=key_store.path,
     )
 
 
 @pytest.fixture
-def service(store: SqliteStore, tmp_path: Path) -> ScriptedRunService:
-    """The in-test run service over the real runner, worktrees and store."""
-    return ScriptedRunService(store, tmp_path / "home")
+def home(tmp_path: Path) -> Path:
+    """The data dir of the stack under test."""
+    return tmp_path / "home"
+
+
+@pytest.fixture
+async def components(
+    home: Path, settings: ServerSettings, _scripts_importable: None
+) -> AsyncIterator[Components]:
+    """The real stack, wired as ``synthorg serve`` wires it (its repository policy included)."""
+    stack = stack_settings(home)
+    async with real_stack(stack, repositories=settings.repository_policy(stack)) as wired:
+        yield wired
+
+
+@pytest.fixture
+def store(components: Components) -> Store:
+    """The stack's real SQLite store."""
+    return components.store
+
+
+@pytest.fixture
+def service(components: Components) -> LocalRunService:
+    """The real run service."""
+    return components.service
 
 
 @pytest.fixture
 async def app(
-    settings: ServerSettings, store: SqliteStore, service: ScriptedRunService, key_store: KeyStore
+    settings: ServerSettings, store: Store, service: LocalRunService, key_store: KeyStore
 ) -> AsyncIterator[FastAPI]:
     """The app with its lifespan entered."""
     application = create_app(settings, store=store, run_service=service, auth=key_store)
@@ -151,7 +169,7 @@ async def serving(app: FastAPI) -> AsyncIterator[str]:
 
 @pytest.fixture
 async def live(
-    settings: ServerSettings, store: SqliteStore, service: ScriptedRunService, key_store: KeyStore
+    settings: ServerSettings, store: Store, service: LocalRunService, key_store: KeyStore
 ) -> AsyncIterator[str]:
     """The app served by uvicorn on loopback; yields its base URL."""
     application = create_app(settings, store=store, run_service=service, auth=key_store)
@@ -165,18 +183,3 @@ def _scripts_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     here = str(Path(__file__).parent)
     monkeypatch.syspath_prepend(here)
     monkeypatch.setenv("PYTHONPATH", here)
-
-
-@pytest.fixture
-async def real(
-    tmp_path: Path, _scripts_importable: None, settings: ServerSettings, key_store: KeyStore
-) -> AsyncIterator[FastAPI]:
-    """The app over the real run service (bwrap sandbox, gateway, native loops, gate)."""
-    from .real_stack import real_stack, stack_settings
-
-    async with real_stack(stack_settings(tmp_path / "home")) as components:
-        application = create_app(
-            settings, store=components.store, run_service=components.service, auth=key_store
-        )
-        async with application.router.lifespan_context(application):
-            yield application

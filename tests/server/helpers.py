@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from synthorg.domain import MessageEvent
+from synthorg.store.protocol import ConversationStore
 from synthorg.workspace.git import run_git_sync
 
 IDENTITY = {
@@ -43,7 +45,7 @@ async def create(
 
 
 async def wait_status(
-    client: httpx.AsyncClient, conversation_id: str, *wanted: str, timeout: float = 20
+    client: httpx.AsyncClient, conversation_id: str, *wanted: str, timeout: float = 60
 ) -> dict[str, Any]:
     """Poll until the conversation has one of ``wanted`` statuses and no active run."""
     deadline = asyncio.get_running_loop().time() + timeout
@@ -73,3 +75,24 @@ async def events(
         if page["next_after"] is None:
             return items
         after = page["next_after"]
+
+
+async def wait_running(client: httpx.AsyncClient, cid: str, timeout: float = 60) -> None:
+    """Until the run's loop is working: running, with an observation more than its turns
+    (so a turn of this run has completed)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        body = (await client.get(f"/api/conversations/{cid}")).json()
+        if body["status"] == "running":
+            seen = await events(client, cid, kind="observation")
+            if len(seen) > body["turns"]:
+                return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{cid} never started running")
+
+
+async def with_first_event(store: ConversationStore, conversation_id: str) -> None:
+    """Make sure seq 1 exists (creation may or may not log a status change), so tests can
+    count seqs from 1."""
+    if await store.last_seq(conversation_id) == 0:
+        await store.append(conversation_id, MessageEvent(role="system", text="opened"))

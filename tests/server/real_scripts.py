@@ -24,3 +24,13 @@ def slow50() -> ScriptedModel:
 def stuck() -> ScriptedModel:
     """A command that sleeps for a minute: a process killed meanwhile dies mid-tool-call."""
     return progress_script(1, pause_s=60)
+
+
+def done() -> ScriptedModel:
+    """Finishes at once without a tool call (NO_OP): a run that costs next to nothing."""
+    from synthorg.gateway.scripted import ScriptedTurn
+
+    def script(messages: object, tools: object) -> ScriptedTurn:
+        return ScriptedTurn.call("finish", message="nothing to do")
+
+    return script

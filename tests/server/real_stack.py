@@ -10,9 +10,10 @@ from typing import Any
 
 from synthorg.service.boot import Components, boot
 from synthorg.service.loops import default_provisioner, default_registry
+from synthorg.service.repositories import RepositoryPolicy
 from synthorg.settings import Settings
 
-SCRIPTS = ("progress3", "progress5", "slow50", "stuck")
+SCRIPTS = ("progress3", "progress5", "slow50", "stuck", "done")
 
 
 def stack_settings(
@@ -39,9 +40,14 @@ def stack_settings(
 
 
 @contextlib.asynccontextmanager
-async def real_stack(settings: Settings) -> AsyncIterator[Components]:
+async def real_stack(
+    settings: Settings, *, repositories: RepositoryPolicy | None = None
+) -> AsyncIterator[Components]:
     """The wired components of one SynthOrg process."""
     async with boot(
-        settings, registry=default_registry(), provisioner=default_provisioner
+        settings,
+        registry=default_registry(),
+        provisioner=default_provisioner,
+        repositories=repositories,
     ) as components:
         yield components

@@ -1,21 +1,24 @@
-"""Conversation routes in-process: create, list, filters, pagination, get, count, delete."""
+"""Conversation routes in-process over the real service: create, run to a commit, list,
+filters, pagination, get, count, delete."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import httpx
+import pytest
 
-from .helpers import create, events, wait_status
-from .scripted_service import ScriptedRunService
+from .helpers import create, events, wait_running, wait_status
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
 
 async def test_create_without_start_makes_worktree_and_created_conversation(
     operator: httpx.AsyncClient, repo: Path
 ) -> None:
-    body = await create(operator, repo, model="m-1", max_turns=7, budget_usd="1.5")
+    body = await create(operator, repo, model="slow50", max_turns=7, budget_usd="1.5")
     assert body["status"] == "created" and body["active"] is False
-    assert body["model"] == "m-1" and body["max_turns"] == 7 and body["budget_usd"] == "1.5"
+    assert body["model"] == "slow50" and body["max_turns"] == 7 and body["budget_usd"] == "1.5"
     assert body["task"]["project_id"] == "project"
     workspace = body["workspace"]
     assert workspace["is_worktree"] is True
@@ -24,7 +27,7 @@ async def test_create_without_start_makes_worktree_and_created_conversation(
     assert "secrets" not in body
 
 
-async def test_create_starts_by_default_and_run_finishes(
+async def test_create_starts_by_default_and_runs_to_a_commit_with_views(
     operator: httpx.AsyncClient, repo: Path
 ) -> None:
     response = await operator.post(
@@ -35,11 +38,19 @@ async def test_create_starts_by_default_and_run_finishes(
     assert response.json()["status"] in {"created", "running"}
     done = await wait_status(operator, cid, "finished")
     assert done["termination_reason"] == "completed" and done["runs"] == 1
-    kinds = [e["event"]["kind"] for e in await events(operator, cid)]
+    assert done["commit_sha"] and done["loop_type"] == "react"
+    assert done["usage"]["tokens_in"] > 0
+    assert (Path(done["workspace"]["path"]) / "progress.txt").read_text() == "1\n2\n3\n"
+    commits = (await operator.get(f"/api/conversations/{cid}/commits")).json()["items"]
+    assert [c["sha"] for c in commits] == [done["commit_sha"]]
+    changes = (await operator.get(f"/api/conversations/{cid}/changes")).json()["items"]
+    assert [c["path"] for c in changes] == ["progress.txt"]
+    log = [e["event"] for e in await events(operator, cid)]
+    kinds = [e["kind"] for e in log]
     assert kinds[0] == "status_change" and kinds[-1] == "status_change"
-    assert kinds.count("action") == 3 and kinds.count("observation") == 3
-    progress = Path(done["workspace"]["path"]) / "progress.txt"
-    assert progress.read_text() == "0\n1\n2\n"
+    tools = [e["tool_name"] for e in log if e["kind"] == "action"]
+    assert tools == ["terminal", "terminal", "terminal", "finish"]
+    assert any("confirmed-3" in e["content"] for e in log if e["kind"] == "observation")
 
 
 async def test_create_refuses_unknown_loop_and_bad_input(
@@ -54,8 +65,8 @@ async def test_create_refuses_unknown_loop_and_bad_input(
     missing = await operator.post(
         "/api/conversations", json={"repository": str(repo / "absent"), "prompt": "x"}
     )
-    assert missing.status_code == 404
-    assert missing.json()["code"] == "not_found"
+    assert missing.status_code == 400
+    assert missing.json()["code"] == "bad_request"
 
 
 async def test_list_filters_and_cursor_pagination(operator: httpx.AsyncClient, repo: Path) -> None:
@@ -92,11 +103,11 @@ async def test_get_unknown_is_404(operator: httpx.AsyncClient) -> None:
 
 
 async def test_delete_removes_worktree_and_is_refused_while_running(
-    operator: httpx.AsyncClient, repo: Path, service: ScriptedRunService
+    operator: httpx.AsyncClient, repo: Path
 ) -> None:
-    service.delay = 0.5
-    body = await create(operator, repo, start=True)
+    body = await create(operator, repo, start=True, model="slow50")
     cid = body["id"]
+    await wait_running(operator, cid)
     refused = await operator.delete(f"/api/conversations/{cid}")
     assert refused.status_code == 409 and "running" in refused.json()["detail"]
     assert (await operator.post(f"/api/conversations/{cid}/cancel")).status_code == 200

@@ -29,12 +29,18 @@ HERE = Path(__file__).parent
 
 
 def server_env(home: Path) -> dict[str, str]:
+    """``synthorg serve`` over ``home`` with the scripted models; repositories allowed next to
+    the data dir (the tests' repo fixture)."""
     providers = [
         {
             "name": "scripted",
             "kind": "scripted",
-            "models": ["stuck", "slow50"],
-            "scripts": {"stuck": "real_scripts:stuck", "slow50": "real_scripts:slow50"},
+            "models": ["stuck", "slow50", "progress3"],
+            "scripts": {
+                "stuck": "real_scripts:stuck",
+                "slow50": "real_scripts:slow50",
+                "progress3": "real_scripts:progress3",
+            },
         }
     ]
     return {
@@ -46,6 +52,7 @@ def server_env(home: Path) -> dict[str, str]:
         "SYNTHORG__RUN__MODEL": "stuck",
         "SYNTHORG__RUN__SHUTDOWN_GRACE_S": "0.5",
         "SYNTHORG__SANDBOX__BACKEND": "bwrap",
+        "SYNTHORG__SERVER__REPOSITORY_ROOTS": json.dumps([str(home.parent / "project")]),
     }
 
 
@@ -70,7 +77,7 @@ async def start_server(home: Path, log: Path) -> tuple[subprocess.Popen[bytes], 
         proc = _spawn(port, home, sink)
     url = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient(base_url=url) as client:
-        for _ in range(600):
+        for _ in range(3600):  # up to 3 minutes: imports alone take 20 s on a loaded machine
             if proc.poll() is not None:
                 raise AssertionError(f"server exited: {log.read_text()[-3000:]}")
             try:

@@ -4,6 +4,7 @@ frames, subscriber cap, slow consumers, and reconnects without gaps or duplicate
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 from pathlib import Path
@@ -15,19 +16,24 @@ from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 
 from synthorg.domain import MessageEvent, ObservationEvent
-from synthorg.store.sqlite import SqliteStore
+from synthorg.server import KeyStore, Role
+from synthorg.server.stream import CLOSE_UNAUTHORIZED
+from synthorg.store import Store
 
 from .conftest import Keys
-from .helpers import create
+from .helpers import create, events, wait_running, with_first_event
 from .wsclient import next_event, next_frame, open_stream
 
 
-async def new_conversation(live: str, keys: Keys, repo: Path) -> str:
+async def new_conversation(live: str, keys: Keys, repo: Path, store: Store | None = None) -> str:
+    """A conversation; with ``store``, one whose log starts at seq 1."""
     async with httpx.AsyncClient(
         base_url=live, headers={"Authorization": f"Bearer {keys.operator}"}
     ) as client:
         cid: str = (await create(client, repo))["id"]
-        return cid
+    if store is not None:
+        await with_first_event(store, cid)
+    return cid
 
 
 async def closed_code(ws: object, timeout: float = 10) -> int:
@@ -57,9 +63,9 @@ async def test_auth_frame_is_required(live: str, keys: Keys, repo: Path) -> None
 
 
 async def test_history_then_live_tail_in_order(
-    live: str, keys: Keys, repo: Path, store: SqliteStore
+    live: str, keys: Keys, repo: Path, store: Store
 ) -> None:
-    cid = await new_conversation(live, keys, repo)  # seq 1: status_change created
+    cid = await new_conversation(live, keys, repo, store)
     for i in range(4):
         await store.append(cid, MessageEvent(role="user", text=f"h{i}"))
     ws = await open_stream(live, cid, keys.viewer, after=2)
@@ -132,9 +138,9 @@ async def test_subscriber_cap_per_conversation(live: str, keys: Keys, repo: Path
 
 
 async def test_stalled_consumer_is_closed_and_resumes_without_gap(
-    live: str, keys: Keys, repo: Path, store: SqliteStore
+    live: str, keys: Keys, repo: Path, store: Store
 ) -> None:
-    cid = await new_conversation(live, keys, repo)
+    cid = await new_conversation(live, keys, repo, store)
     # The client stops reading: its own buffers (max_queue=1) and the TCP buffers fill up.
     stalled = await open_stream(
         live, cid, keys.viewer, max_queue=1, max_size=None, compression=None
@@ -173,11 +179,11 @@ async def test_stalled_consumer_is_closed_and_resumes_without_gap(
     total=st.integers(min_value=1, max_value=40),
 )
 async def test_reconnects_never_gap_or_duplicate(
-    live: str, keys: Keys, repo: Path, store: SqliteStore, cuts: list[int], total: int
+    live: str, keys: Keys, repo: Path, store: Store, cuts: list[int], total: int
 ) -> None:
     """Disconnect after a random number of events, reconnect with after=<last seq>, while a
     producer keeps appending: the union of what arrives is exactly 1..N, in order."""
-    cid = await new_conversation(live, keys, repo)  # seq 1 exists already
+    cid = await new_conversation(live, keys, repo, store)
     wanted = total + 1
 
     async def produce() -> None:
@@ -200,3 +206,32 @@ async def test_reconnects_never_gap_or_duplicate(
             break
     await producer
     assert received == list(range(1, wanted + 1))
+
+
+async def test_a_revoked_key_loses_its_open_sockets_within_a_second(
+    live: str, keys: Keys, repo: Path, key_store: KeyStore
+) -> None:
+    """15.3: REST refused a revoked key while its open socket still paused the run."""
+    record, key = key_store.create("mallory", {Role.OPERATOR})
+    async with httpx.AsyncClient(
+        base_url=live, headers={"Authorization": f"Bearer {keys.operator}"}
+    ) as client:
+        cid = (await create(client, repo, start=True, model="slow50"))["id"]
+        await wait_running(client, cid)
+        commanding = await open_stream(live, cid, key)
+        idle = await open_stream(live, cid, key)
+        for ws in (commanding, idle):
+            assert (await next_frame(ws))["type"] == "subscribed"
+        # Revoked from another process's view of the key file (as `synthorg serve keys revoke`).
+        KeyStore(key_store.path).revoke(record.id)
+        revoked_at = asyncio.get_running_loop().time()
+        with contextlib.suppress(ConnectionClosed):
+            await commanding.send(json.dumps({"type": "control", "action": "pause"}))
+        assert await closed_code(commanding) == CLOSE_UNAUTHORIZED
+        assert await closed_code(idle) == CLOSE_UNAUTHORIZED
+        # The bound is KEY_RECHECK_S (0.25 s); the margin is for a busy machine.
+        assert asyncio.get_running_loop().time() - revoked_at < 2.0
+        body = (await client.get(f"/api/conversations/{cid}")).json()
+        assert body["status"] == "running" and body["active"]
+        assert await events(client, cid, kind="pause") == []
+        assert (await client.post(f"/api/conversations/{cid}/cancel")).status_code == 200

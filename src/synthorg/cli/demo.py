@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 import typer
@@ -52,13 +53,14 @@ def demo_settings(settings: Settings, loop: str) -> Settings:
 def demo(
     loop: str = typer.Option("react", help="Loop: react, plan_execute, hybrid, openhands."),
     directory: Path | None = typer.Option(
-        None, help="Where to create the sample repository (default: under SYNTHORG_HOME)."
+        None, help="Where to create the sample repository (default: a new temp dir)."
     ),
     config: Path | None = ConfigOption,
 ) -> None:
     """Fix a failing test in a sample repo, end to end, with a SCRIPTED model (no key needed)."""
     settings = demo_settings(settings_from(config), loop)
-    repo = directory or settings.home / "demo" / new_id("repo")
+    # Outside the data dir: no repository may overlap it (service/repositories.py).
+    repo = directory or Path(tempfile.mkdtemp(prefix="synthorg-demo-")) / "calc"
     create_demo_repo(repo)
     console.print(
         Panel.fit(

@@ -63,7 +63,10 @@ async def _serve(settings: Settings, wanted: ServerSettings) -> None:
             hint="no API key yet: `synthorg serve keys create NAME --role admin`",
         )
     async with boot(
-        settings, registry=default_registry(), provisioner=default_provisioner
+        settings,
+        registry=default_registry(),
+        provisioner=default_provisioner,
+        repositories=wanted.repository_policy(settings),
     ) as components:
         app = create_app(wanted, store=components.store, run_service=components.service, auth=auth)
         server = uvicorn.Server(
@@ -87,12 +90,15 @@ async def _serve(settings: Settings, wanted: ServerSettings) -> None:
 def create_key(
     principal: str = typer.Argument(..., help="Who the key authenticates (recorded in events)."),
     role: list[Role] = typer.Option(..., "--role", help="viewer, operator, approver, admin."),
+    project: list[str] = typer.Option(
+        [], "--project", help="Scope the key to this project (repeatable; default: all)."
+    ),
     config: Path | None = ConfigOption,
 ) -> None:
     """Make a key; it is printed once and never stored in clear."""
     store = key_store(settings_from(config))
     try:
-        record, key = store.create(principal, set(role))
+        record, key = store.create(principal, set(role), project)
     except SynthOrgError as exc:
         fail(str(exc))
     console.print(f"key id [bold]{record.id}[/] for {record.principal} ({', '.join(record.roles)})")

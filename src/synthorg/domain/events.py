@@ -131,6 +131,13 @@ class InterruptEvent(_NoToolName, _NoUsage, _Event):
     requested_by: str = Field(default="", description="Principal who asked.")
 
 
+class CancelEvent(_NoToolName, _NoUsage, _Event):
+    """The run was cancelled: stopped immediately, the conversation ends cancelled."""
+
+    kind: Literal["cancel"] = "cancel"
+    requested_by: str = Field(default="", description="Principal who asked.")
+
+
 class PendingAction(BaseModel):
     """An action waiting for a human decision."""
 
@@ -199,6 +206,7 @@ ConversationEvent = Annotated[
     | StatusChangeEvent
     | PauseEvent
     | InterruptEvent
+    | CancelEvent
     | ConfirmationRequestEvent
     | ConfirmationDecisionEvent
     | ToolAuditEvent
@@ -218,6 +226,7 @@ EventKind = Literal[
     "status_change",
     "pause",
     "interrupt",
+    "cancel",
     "confirmation_request",
     "confirmation_decision",
     "tool_audit",

@@ -34,7 +34,7 @@ class RunControl:
 
     # -- steering -------------------------------------------------------------------------
     def steer(self, text: str) -> None:
-        """Queue a message for the agent's next turn."""
+        """Queue a message for the agent's next turn (the caller has logged it already)."""
         self._steering.put_nowait(text)
         self._forward({"type": "message", "text": text})
 

@@ -10,9 +10,11 @@ from fastapi import FastAPI
 from synthorg.logging import get_logger
 from synthorg.server.config import ServerSettings
 from synthorg.server.errors import install_error_handlers
+from synthorg.server.http_limits import HttpLimits
 from synthorg.server.metrics import ObserveRequests, ServerMetrics
 from synthorg.server.routes import control, conversations, events, git, keys, ops, ws
 from synthorg.server.state import Authenticator, ServerState
+from synthorg.server.stream import WS_PROTOCOL
 from synthorg.service.protocol import RunService
 from synthorg.store.protocol import ConversationStore
 
@@ -56,12 +58,14 @@ def create_app(
     app = FastAPI(
         title="SynthOrg agent server",
         version="1",
-        description="Conversations, run control, confirmation, event history and live tail.",
+        description="Conversations, run control, confirmation, event history and live tail. "
+        "Send `Authorization: Bearer <API key>` on every /api route.\n" + WS_PROTOCOL,
         lifespan=lifespan,
     )
     app.state.server = state
     install_error_handlers(app)
     for module in (ops, conversations, control, events, git, keys, ws):
         app.include_router(module.router)
+    app.add_middleware(HttpLimits, openapi=app.openapi, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(ObserveRequests, metrics=state.metrics)
     return app

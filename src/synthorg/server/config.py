@@ -1,4 +1,4 @@
-"""The ``[server]`` section: where to listen, stream limits, page sizes, the key file."""
+"""The ``[server]`` section: where to listen, stream limits, page sizes, repositories, keys."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from synthorg.errors import UsageError
 from synthorg.paths import synthorg_home
+from synthorg.service.repositories import RepositoryPolicy
+from synthorg.settings import Settings, section
 
 
 class ServerSettings(BaseModel):
@@ -40,8 +41,13 @@ class ServerSettings(BaseModel):
     )
     repository_roots: tuple[Path, ...] = Field(
         default=(),
-        description="Directories under which repositories may be named (empty: anywhere the "
-        "server's user can read). Set it on any server reachable by others.",
+        description="Directories under which clients may name repositories (empty, and no "
+        "project in [mcp] projects: every repository is refused). The data dir is never one.",
+    )
+    max_body_bytes: int = Field(
+        default=1_048_576,
+        ge=1024,
+        description="Largest request body accepted (bytes); larger ones are refused with 413.",
     )
     page_limit_max: int = Field(default=500, ge=1, description="Largest page a client may ask.")
     reconcile_on_start: bool = Field(
@@ -49,16 +55,18 @@ class ServerSettings(BaseModel):
         description="Run restart reconciliation at start-up (only one server per database).",
     )
 
-    def check_repository(self, repository: str) -> None:
-        """Refuse a repository outside the allowed roots (UsageError says which are allowed)."""
-        if not self.repository_roots:
-            return
-        path = Path(repository).resolve()
-        for root in self.repository_roots:
-            if path.is_relative_to(root.expanduser().resolve()):
-                return
-        allowed = ", ".join(str(root) for root in self.repository_roots)
-        raise UsageError(f"repository {repository!r} is outside the allowed roots: {allowed}")
+    def repository_policy(self, settings: Settings) -> RepositoryPolicy:
+        """What this server's clients may name as a repository: the roots, the registered
+        projects, never the data dir or the key file."""
+        from synthorg.mcp.config import McpConfig  # the mcp package imports the SDK: ~2.6 s
+
+        projects = section(settings, "mcp", McpConfig).projects
+        return RepositoryPolicy.for_server(
+            settings.home,
+            roots=self.repository_roots,
+            projects=[p.repository for p in projects if p.repository is not None],
+            protected=[self.resolved_keys_file(settings.home)],
+        )
 
     def resolved_keys_file(self, home: Path | None = None) -> Path:
         """The key file actually used (under ``home``, default SYNTHORG_HOME)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,6 +19,9 @@ from synthorg.errors import (
     UsageError,
 )
 from synthorg.logging import get_logger
+from synthorg.server.http_limits import allowed_methods
+from synthorg.server.idempotency import IdempotencyKeyReused
+from synthorg.service.repositories import RepositoryRefused
 
 log = get_logger("synthorg.server")
 
@@ -31,7 +35,9 @@ class ErrorBody(BaseModel):
 
 _STATUS: tuple[tuple[type[SynthOrgError], int, str], ...] = (
     (NotFoundError, 404, "not_found"),
+    (IdempotencyKeyReused, 409, "idempotency_key_reused"),
     (ConflictError, 409, "conflict"),
+    (RepositoryRefused, 403, "forbidden"),
     (UsageError, 400, "bad_request"),
     (ConfigError, 400, "bad_request"),
     (BoundaryError, 502, "upstream_failure"),
@@ -44,6 +50,8 @@ _HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    413: "payload_too_large",
+    422: "unprocessable",
 }
 
 
@@ -66,16 +74,33 @@ def install_error_handlers(app: FastAPI) -> None:
     async def synthorg_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, SynthOrgError)
         status, code = status_of(exc)
+        detail = str(exc)
         if status >= 500:
-            log.error("REQUEST_FAILED", path=request.url.path, error=str(exc), code=code)
-        body = ErrorBody(detail=str(exc), code=code)
-        return JSONResponse(body.model_dump(), status_code=status)
+            # A failure of ours or of a boundary (git, the store): its text holds command
+            # lines and server paths, so it goes to the log and the client gets a reference.
+            ref = secrets.token_hex(6)
+            log.error("REQUEST_FAILED", path=request.url.path, error=detail, code=code, ref=ref)
+            detail = f"the server could not complete the request (reference {ref} in its log)"
+        return JSONResponse(ErrorBody(detail=detail, code=code).model_dump(), status_code=status)
+
+    async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        ref = secrets.token_hex(6)
+        log.exception("REQUEST_CRASHED", path=request.url.path, ref=ref)
+        body = ErrorBody(
+            detail=f"internal error (reference {ref} in the server log)", code="internal_error"
+        )
+        return JSONResponse(body.model_dump(), status_code=500)
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         code = _HTTP_CODES.get(exc.status_code, "error")
         body = ErrorBody(detail=str(exc.detail), code=code)
-        return JSONResponse(body.model_dump(), status_code=exc.status_code, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Starlette names only the first route matching the path; name them all.
+            headers["Allow"] = ", ".join(allowed_methods(request.app.openapi, request.url.path))
+        return JSONResponse(body.model_dump(), status_code=exc.status_code, headers=headers)
 
     app.add_exception_handler(SynthOrgError, synthorg_error)
+    app.add_exception_handler(Exception, unexpected_error)
     app.add_exception_handler(StarletteHTTPException, http_error)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Annotated, Protocol
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from synthorg.errors import ConflictError
+from synthorg.domain import ConversationRecord
+from synthorg.errors import ConflictError, NotFoundError, UsageError
 from synthorg.server.auth import ApiKey, Principal, Role
 from synthorg.server.config import ServerSettings
+from synthorg.server.idempotency import IdempotencyKeys
 from synthorg.server.metrics import ServerMetrics
 from synthorg.server.subscribers import SubscriberLimit
 from synthorg.service.protocol import RunService
@@ -24,8 +27,13 @@ class Authenticator(Protocol):
         """The principal of a valid key; None otherwise."""
         ...
 
-    def create(self, principal: str, roles: set[Role] | frozenset[Role]) -> tuple[ApiKey, str]:
-        """Make a key: its record and the secret (shown once)."""
+    def create(
+        self,
+        principal: str,
+        roles: set[Role] | frozenset[Role],
+        projects: Collection[str] = (),
+    ) -> tuple[ApiKey, str]:
+        """Make a key (scoped to ``projects`` when given): its record and the secret."""
         ...
 
     def list(self) -> list[ApiKey]:
@@ -48,9 +56,34 @@ class ServerState:
     metrics: ServerMetrics
     subscribers: SubscriberLimit = field(init=False)
     starting: set[str] = field(default_factory=set)
+    idempotency: IdempotencyKeys = field(default_factory=IdempotencyKeys)
 
     def __post_init__(self) -> None:
         self.subscribers = SubscriberLimit(self.settings.ws_subscribers_per_conversation)
+
+    async def conversation(self, conversation_id: str, principal: Principal) -> ConversationRecord:
+        """The conversation, when the caller's key reaches its project; NotFoundError otherwise
+        (a key of project A learns nothing of project B's conversations, not even that one
+        exists)."""
+        record = await self.store.get_conversation(conversation_id)
+        if not principal.sees(record.task.project_id):
+            raise NotFoundError(f"no conversation {conversation_id}")
+        return record
+
+    def project_filter(self, principal: Principal, project: str | None) -> str | None:
+        """The project a listing is confined to: the one asked for, within the key's scope."""
+        if principal.projects is None:
+            return project
+        if project is None:
+            if len(principal.projects) == 1:
+                return next(iter(principal.projects))
+            raise UsageError(
+                "this key is scoped to several projects: name one with ?project= "
+                f"({', '.join(sorted(principal.projects))})"
+            )
+        if not principal.sees(project):
+            raise HTTPException(403, f"{principal.name}'s key is not scoped to project {project}")
+        return project
 
     async def start_run(self, conversation_id: str, message: str | None = None) -> None:
         """Start a run through the service; 409 for a start racing another one.
@@ -100,12 +133,19 @@ def authenticated(
 
 
 def require(role: Role) -> object:
-    """A dependency: the caller holding ``role``, or 403."""
+    """A dependency: the caller holding ``role``, or 403. Key administration also needs a key
+    not scoped to projects (a scoped admin could otherwise mint itself an unscoped key)."""
 
     def check(principal: Annotated[Principal, Depends(authenticated)]) -> Principal:
         if not principal.can(role):
             raise HTTPException(
                 403, f"{principal.name} lacks the {role.value} role needed for this request"
+            )
+        if role is Role.ADMIN and principal.projects is not None:
+            raise HTTPException(
+                403,
+                f"{principal.name}'s key is scoped to projects; key administration needs "
+                "an unscoped admin key",
             )
         return principal
 
@@ -116,3 +156,14 @@ Viewer = Annotated[Principal, require(Role.VIEWER)]
 Operator = Annotated[Principal, require(Role.OPERATOR)]
 Approver = Annotated[Principal, require(Role.APPROVER)]
 Admin = Annotated[Principal, require(Role.ADMIN)]
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        description="A unique string: a retry with the same key and body has no second effect "
+        "and gets the first response again (Idempotent-Replayed: true).",
+    ),
+]

@@ -25,13 +25,14 @@ from synthorg.server.auth import Principal, Role
 from synthorg.server.errors import status_of
 from synthorg.server.routes.control import control, deliver_message
 from synthorg.server.state import ServerState
+from synthorg.server.wire import MESSAGE_MAX_CHARS
 
 log = get_logger("synthorg.server")
 
 CLOSE_SLOW = 4008
 """The consumer fell too far behind: reconnect with after=<last seq received>."""
 CLOSE_UNAUTHORIZED = 4401
-"""No valid auth frame first."""
+"""No valid auth frame first, or the key was revoked while the socket was open."""
 CLOSE_NOT_FOUND = 4404
 """No such conversation."""
 CLOSE_GONE = 4410
@@ -39,7 +40,27 @@ CLOSE_GONE = 4410
 CLOSE_BUSY = 4429
 """The conversation already has as many subscribers as allowed."""
 
+WS_PROTOCOL = """
+## WebSocket: `GET /api/conversations/{conversation_id}/events/ws?after=<seq>`
+
+1. Send `{"type": "auth", "token": "<API key>"}` first (within 10 s).
+2. Receive `{"type": "subscribed", "after": N, "last_seq": M}`, then every event with
+   `seq > after` in order, then the live tail: `{"type": "event", "conversation_id", "seq",
+   "timestamp", "event"}` (a StoredEvent), exactly once each.
+3. Send at any time (operator role) `{"type": "message", "text": "...", "run": true}` or
+   `{"type": "control", "action": "pause|interrupt|resume|cancel"}`; the answer is
+   `{"type": "ack", ...}` or `{"type": "error", "status", "code", "detail"}`. The key is
+   re-checked before every command and every 0.25 s.
+
+Close codes: 4008 too slow (reconnect with `after=<last seq received>`), 4401 no valid auth
+frame or key revoked, 4404 no such conversation, 4410 deleted, 4429 too many subscribers.
+Details: docs/server.md; AsyncAPI: docs/asyncapi.yaml.
+"""
+"""The WebSocket protocol, as the OpenAPI description tells it."""
+
 _CLOSE_TIMEOUT_S = 2.0
+KEY_RECHECK_S = 0.25
+"""How often an open socket re-checks its key: a revoked key loses the socket within 1 s."""
 
 
 class AuthFrame(BaseModel):
@@ -57,7 +78,7 @@ class MessageFrame(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["message"] = Field(description="Always 'message'.")
-    text: str = Field(min_length=1, description="The message.")
+    text: str = Field(min_length=1, max_length=MESSAGE_MAX_CHARS, description="The message.")
     run: bool = Field(default=True, description="Start a run with it when none is active.")
 
 
@@ -82,7 +103,15 @@ class Close:
     reason: str
 
 
-async def authenticate(websocket: WebSocket, state: ServerState) -> Principal | None:
+@dataclass(frozen=True)
+class Authenticated:
+    """The caller of a socket, and the key it authenticated with (re-checked while open)."""
+
+    principal: Principal
+    token: str
+
+
+async def authenticate(websocket: WebSocket, state: ServerState) -> Authenticated | None:
     """Read the auth frame; None (after closing the socket) when it is missing or invalid."""
     try:
         async with asyncio.timeout(state.settings.ws_auth_timeout_s):
@@ -104,7 +133,9 @@ async def authenticate(websocket: WebSocket, state: ServerState) -> Principal | 
             else ('first frame must be {"type":"auth","token":...}')
         )
         await close(websocket, Close(CLOSE_UNAUTHORIZED, reason))
-    return principal
+        return None
+    assert isinstance(frame, AuthFrame)
+    return Authenticated(principal, frame.token)
 
 
 async def close(websocket: WebSocket, how: Close) -> None:
@@ -122,13 +153,14 @@ class EventStream:
         websocket: WebSocket,
         state: ServerState,
         conversation_id: str,
-        principal: Principal,
+        caller: Authenticated,
         after: int,
     ) -> None:
         self.websocket = websocket
         self.state = state
         self.conversation_id = conversation_id
-        self.principal = principal
+        self.caller = caller
+        self.principal = caller.principal
         self.after = after
         self.queued_seq = after
         self.queue: asyncio.Queue[str] = asyncio.Queue(maxsize=state.settings.ws_send_queue)
@@ -143,6 +175,7 @@ class EventStream:
             asyncio.create_task(self._pump(), name="ws-pump"),
             asyncio.create_task(self._send(), name="ws-send"),
             asyncio.create_task(self._receive(), name="ws-receive"),
+            asyncio.create_task(self._watch_key(), name="ws-key"),
         }
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -201,12 +234,29 @@ class EventStream:
                 await self.websocket.send_text(frame)
                 self.state.metrics.ws_frames.inc()
 
+    def _revoked(self) -> Close | None:
+        if self.state.auth.authenticate(self.caller.token) is None:
+            return Close(CLOSE_UNAUTHORIZED, "API key revoked")
+        return None
+
+    async def _watch_key(self) -> Close:
+        """Close the socket once its key stops authenticating (revoked, or removed)."""
+        while True:
+            await asyncio.sleep(KEY_RECHECK_S)
+            revoked = await asyncio.to_thread(self._revoked)
+            if revoked is not None:
+                return revoked
+
     async def _receive(self) -> Close | None:
         while True:
             try:
                 raw = await self.websocket.receive_text()
             except (WebSocketDisconnect, RuntimeError):
                 return None
+            # Every inbound frame is authorised afresh: a revoked key commands nothing.
+            revoked = await asyncio.to_thread(self._revoked)
+            if revoked is not None:
+                return revoked
             reply = await self._handle(raw)
             if not await self._offer(json.dumps(reply)):
                 return Close(CLOSE_SLOW, "consumer too slow: reconnect")
@@ -223,7 +273,7 @@ class EventStream:
         try:
             if isinstance(frame, MessageFrame):
                 delivery = await deliver_message(
-                    self.state, self.conversation_id, frame.text, run=frame.run
+                    self.state, self.conversation_id, frame.text, self.principal, run=frame.run
                 )
                 return {"type": "ack", "for": "message", "delivery": delivery}
             result = await control(self.state, self.conversation_id, frame.action, self.principal)

@@ -8,7 +8,7 @@ from decimal import Decimal
 from pathlib import PurePath
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from synthorg.domain import (
     Complexity,
@@ -24,7 +24,6 @@ from synthorg.domain import (
     new_id,
 )
 from synthorg.domain.ids import Identifier
-from synthorg.engine.config import check_loop_type
 from synthorg.server.auth import ApiKey, Role
 from synthorg.service.options import RunOptions
 from synthorg.workspace.models import CommitInfo, FileChange
@@ -38,13 +37,17 @@ def project_from_repository(repository: str) -> str:
     return name or "default"
 
 
-class CreateConversation(BaseModel):
-    """A new conversation: the task, where it runs and how."""
+class CreateConversation(RunOptions):
+    """A new conversation: the task, where it runs, and the run options (flat, as RunOptions)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     repository: str = Field(
-        min_length=1, description="Absolute path of the git repository on the server."
+        min_length=2,
+        max_length=4096,
+        pattern=r"^/[^\x00]*$",
+        description="Absolute path of the git repository on the server (under the allowed "
+        "roots; the server's data dir is never one).",
     )
     prompt: str = Field(min_length=1, description="The task given to the agent.")
     project_id: Identifier | None = Field(
@@ -55,37 +58,7 @@ class CreateConversation(BaseModel):
     artifacts_expected: bool = Field(
         default=True, description="The task must change files (no tool calls => NO_OP)."
     )
-    loop: str | None = Field(default=None, description="Force a loop; None = selection/default.")
-    model: str | None = Field(default=None, description="Model id; None = configured default.")
-    provider: str | None = Field(default=None, description="Provider; None = configured one.")
-    max_turns: int | None = Field(default=None, ge=1, le=10_000, description="Turn cap per run.")
-    budget_usd: Decimal | None = Field(default=None, ge=0, description="Cost ceiling per run.")
-    confirmation_policy: ConfirmationPolicy = Field(
-        default=ConfirmationPolicy.NEVER, description="When actions wait for a person."
-    )
-    worktree: bool = Field(default=True, description="Run in a dedicated git worktree.")
-    base_ref: str | None = Field(default=None, description="Branch or commit to start from.")
     start: bool = Field(default=True, description="Start the run right away.")
-
-    @field_validator("repository", "base_ref")
-    @classmethod
-    def _no_nul(cls, value: str | None) -> str | None:
-        if value is not None and "\x00" in value:
-            raise ValueError("must not contain NUL characters")
-        return value
-
-    @field_validator("repository")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        # Relative to what? The server's working directory is no business of its clients.
-        if not value.startswith("/"):
-            raise ValueError("must be an absolute path on the server")
-        return value
-
-    @field_validator("loop")
-    @classmethod
-    def _known_loop(cls, value: str | None) -> str | None:
-        return None if value is None else check_loop_type(value)
 
     def task(self) -> Task:
         """The domain task."""
@@ -99,17 +72,8 @@ class CreateConversation(BaseModel):
         )
 
     def options(self) -> RunOptions:
-        """The run options."""
-        return RunOptions(
-            loop=self.loop,
-            model=self.model,
-            provider=self.provider,
-            max_turns=self.max_turns,
-            budget_usd=self.budget_usd,
-            confirmation_policy=self.confirmation_policy,
-            worktree=self.worktree,
-            base_ref=self.base_ref,
-        )
+        """The run options (the RunOptions fields of this request)."""
+        return RunOptions.model_validate(self, from_attributes=True)
 
 
 class TaskView(BaseModel):
@@ -149,36 +113,8 @@ class ConversationView(BaseModel):
 
     @classmethod
     def of(cls, record: ConversationRecord, *, active: bool) -> ConversationView:
-        """The view of a stored record."""
-        return cls(
-            id=record.id,
-            status=record.status,
-            active=active,
-            task=TaskView(
-                id=record.task.id,
-                project_id=record.task.project_id,
-                prompt=record.task.prompt,
-                complexity=record.task.complexity,
-                repository=record.task.repository,
-            ),
-            loop_type=record.loop_type,
-            model=record.model,
-            provider=record.provider,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-            workspace=record.workspace,
-            max_turns=record.max_turns,
-            budget_usd=record.budget_usd,
-            confirmation_policy=record.confirmation_policy,
-            execution_id=record.execution_id,
-            runs=record.runs,
-            termination_reason=record.termination_reason,
-            usage=record.usage,
-            turns=record.turns,
-            commit_sha=record.commit_sha,
-            error=record.error,
-            labels=record.labels,
-        )
+        """The view of a stored record (its fields by name; anything else stays behind)."""
+        return cls.model_validate({**dict(record), "active": active}, from_attributes=True)
 
 
 class ConversationList(BaseModel):
@@ -201,12 +137,16 @@ class Deleted(BaseModel):
     deleted: bool = Field(description="Always true.")
 
 
+MESSAGE_MAX_CHARS = 200_000
+"""The longest message for the agent (REST and WebSocket alike)."""
+
+
 class SendMessage(BaseModel):
     """A message for the agent."""
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(min_length=1, description="The message.")
+    text: str = Field(min_length=1, max_length=MESSAGE_MAX_CHARS, description="The message.")
     run: bool = Field(
         default=True, description="Start or continue a run with it (while running it steers)."
     )
@@ -246,13 +186,28 @@ class PendingView(BaseModel):
 
 
 class DecisionRequest(BaseModel):
-    """A decision on pending actions, by id."""
+    """A decision on pending actions, by id: at least one id, accepted or rejected."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        # The "at least one id" rule, in the schema too (the validator below enforces it).
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["accepted"], "properties": {"accepted": {"minItems": 1}}},
+                {"required": ["rejected"], "properties": {"rejected": {"minItems": 1}}},
+            ]
+        },
+    )
 
     accepted: list[Identifier] = Field(default_factory=list, description="Action ids to run.")
     rejected: list[Identifier] = Field(default_factory=list, description="Action ids to refuse.")
     reason: str = Field(default="", max_length=4000, description="Why (shown to the agent).")
+
+    @model_validator(mode="after")
+    def _names_an_action(self) -> DecisionRequest:
+        if not self.accepted and not self.rejected:
+            raise ValueError("name at least one action id in accepted or rejected")
+        return self
 
 
 class DecisionResult(BaseModel):
@@ -300,6 +255,11 @@ class CreateKey(BaseModel):
 
     principal: str = Field(min_length=1, max_length=200, description="Who it authenticates.")
     roles: list[Role] = Field(min_length=1, description="Roles granted.")
+    projects: list[Identifier] = Field(
+        default_factory=list,
+        description="Scope the key to these projects (it sees and controls only their "
+        "conversations); empty: every project.",
+    )
 
 
 class KeyView(BaseModel):
@@ -308,19 +268,14 @@ class KeyView(BaseModel):
     id: str = Field(description="Key id.")
     principal: str = Field(description="Principal.")
     roles: list[Role] = Field(description="Roles.")
+    projects: list[str] = Field(description="Projects the key is scoped to; empty: every one.")
     created_at: datetime = Field(description="Creation time.")
     revoked_at: datetime | None = Field(description="Revocation time.")
 
     @classmethod
     def of(cls, key: ApiKey) -> KeyView:
-        """The view of a stored key."""
-        return cls(
-            id=key.id,
-            principal=key.principal,
-            roles=list(key.roles),
-            created_at=key.created_at,
-            revoked_at=key.revoked_at,
-        )
+        """The view of a stored key (never its hash)."""
+        return cls.model_validate(key, from_attributes=True)
 
 
 class KeyCreated(BaseModel):

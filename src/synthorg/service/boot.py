@@ -21,6 +21,7 @@ from synthorg.mcp.server import create_mcp_app
 from synthorg.mcp.vault import CredentialVault
 from synthorg.sandbox import SandboxStreamer, make_sandbox
 from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
+from synthorg.service.repositories import RepositoryPolicy
 from synthorg.service.rundirs import sweep_dead_run_dirs
 from synthorg.service.runs import LocalRunService, LoopProvisioner
 from synthorg.service.store import store_config
@@ -94,14 +95,28 @@ async def boot(
     registry: LoopRegistry,
     provisioner: ProvisionerFactory,
     store: Store | None = None,
+    repositories: RepositoryPolicy | None = None,
 ) -> AsyncIterator[Components]:
-    """Open the store, serve the gateway and MCP server in-process, and build the service."""
+    """Open the store, serve the gateway and MCP server in-process, and build the service.
+
+    ``repositories`` defaults to the terminal's policy (the data dir refused, any other path
+    the caller names); a server passes ``RepositoryPolicy.for_server``.
+    """
     gateway_config = section(settings, "gateway", GatewayConfig)
     if "signing_key_file" not in settings.sections.get("gateway", {}):
         gateway_config = gateway_config.model_copy(
             update={"signing_key_file": settings.home / "keys" / "gateway-signing.key"}
         )
     mcp_config = section(settings, "mcp", McpConfig)
+    key_files = (
+        gateway_config.signing_key_file,
+        mcp_config.signing_key_path,
+        mcp_config.vault_path,
+        mcp_config.vault_key_path,
+    )
+    repositories = (repositories or RepositoryPolicy(home=settings.home)).protecting(
+        path for path in key_files if path is not None
+    )
     sandbox_settings = section(settings, "sandbox", SandboxSettings)
     gate_settings = section(settings, "gate", GateSettings)
     defaults = section(settings, "run", RunDefaults)
@@ -152,6 +167,7 @@ async def boot(
             engine=engine,
             defaults=defaults,
             isolation_warnings=_isolation_warnings(sandbox),
+            repositories=repositories,
         )
         stack.push_async_callback(service.shutdown)
         _log.info(

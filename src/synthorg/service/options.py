@@ -26,7 +26,13 @@ class RunOptions(BaseModel):
         default=ConfirmationPolicy.NEVER, description="When actions wait for a person."
     )
     worktree: bool = Field(default=True, description="Give the run its own git worktree.")
-    base_ref: str | None = Field(default=None, description="Branch/commit to start from.")
+    base_ref: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        pattern=r"^[^\x00]+$",
+        description="Branch/commit to start from.",
+    )
 
     @field_validator("loop")
     @classmethod

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from synthorg.domain import (
     AgentIdentity,
+    CancelEvent,
     ConversationRecord,
     ConversationStatus,
     ErrorEvent,
@@ -48,6 +49,7 @@ from synthorg.logging import get_logger
 from synthorg.service.config import RunDefaults
 from synthorg.service.options import RunOptions
 from synthorg.service.ownership import claim_run
+from synthorg.service.repositories import RepositoryPolicy
 from synthorg.store.protocol import Store
 from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
@@ -118,6 +120,7 @@ class LocalRunService:
         defaults: RunDefaults,
         isolation_warnings: Sequence[str] = (),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        repositories: RepositoryPolicy | None = None,
     ) -> None:
         self.store = store
         self.gateway = gateway
@@ -129,6 +132,7 @@ class LocalRunService:
         self._defaults = defaults
         self._isolation_warnings = tuple(isolation_warnings)
         self._clock = clock
+        self.repositories = repositories or RepositoryPolicy(home=worktrees.home)
         self._runner = LoopRunner(store, clock=clock)
         self._active: dict[str, _ActiveRun] = {}
         self._shutdown = asyncio.Event()
@@ -145,12 +149,12 @@ class LocalRunService:
         self._provision.check(loop_type)
         model = options.model or self._defaults.model
         provider = options.provider or self._provider_for(model)
-        repo = Path(task.repository).expanduser()
+        repo = self.repositories.check(task.repository)
         if not repo.is_dir():
             raise UsageError(f"repository {repo} is not a directory")
         conversation_id = new_id("conv")
         workspace = await self.worktrees.create(
-            repo.resolve(), conversation_id, base_ref=options.base_ref, enabled=options.worktree
+            repo, conversation_id, base_ref=options.base_ref, enabled=options.worktree
         )
         now = self._clock()
         record = ConversationRecord(
@@ -219,6 +223,7 @@ class LocalRunService:
             # Across processes: one live owner (refused naming it; a dead one is reconciled).
             ownership = await claim_run(self.store, conversation_id)
             record = await self.store.get_conversation(conversation_id)
+            self.repositories.check(record.task.repository)  # resume: the rule holds now too
             if message:
                 await self.store.append(conversation_id, MessageEvent(role="user", text=message))
         except BaseException:
@@ -475,6 +480,7 @@ class LocalRunService:
         """Stop now; the conversation ends CANCELLED."""
         active = self._require_active(conversation_id)
         _log.info("RUN_CANCEL_REQUESTED", conversation_id=conversation_id, by=by)
+        await self.store.append(conversation_id, CancelEvent(requested_by=by))
         active.cancelled.set()
         await self._cancel(active, TerminationReason.CANCELLED)
 

@@ -162,8 +162,8 @@ class TurnEngine:
 
     async def _turn(self, tools: ToolSet) -> TurnOutcome:
         for text in self.context.control.drain_steering():
+            # Logged by whoever steered (durable before it was acknowledged): read, not re-logged.
             self.history.add_user(text)
-            await self._checked(MessageEvent(role="user", text=text))
         if self.turns >= self.context.max_turns:
             raise _Stop(TerminationReason.MAX_TURNS, f"reached the turn cap of {self.turns}")
         try:

@@ -16,12 +16,13 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from synthorg.domain.ids import ProjectId
 from synthorg.errors import ConfigError, NotFoundError, UsageError
 from synthorg.server.auth.principal import Principal, Role
 
@@ -36,6 +37,9 @@ class ApiKey(BaseModel):
     id: str = Field(description="Public key id, the second part of the key.")
     principal: str = Field(min_length=1, description="Who the key authenticates.")
     roles: tuple[Role, ...] = Field(min_length=1, description="Roles granted.")
+    projects: tuple[ProjectId, ...] = Field(
+        default=(), description="Projects the key is scoped to; empty: every project."
+    )
     sha256: str = Field(description="Hex SHA-256 of the whole key.")
     created_at: datetime = Field(description="When it was made (UTC).")
     revoked_at: datetime | None = Field(default=None, description="When revoked, if ever.")
@@ -121,21 +125,34 @@ class KeyStore:
             return self._cache
 
     # -- operations ----------------------------------------------------------------------
-    def create(self, principal: str, roles: set[Role] | frozenset[Role]) -> tuple[ApiKey, str]:
-        """Make a key; returns its record and the key itself (shown once, never stored)."""
+    def create(
+        self,
+        principal: str,
+        roles: set[Role] | frozenset[Role],
+        projects: Collection[str] = (),
+    ) -> tuple[ApiKey, str]:
+        """Make a key (scoped to ``projects`` when given); returns its record and the key
+        itself (shown once, never stored)."""
         if not principal.strip():
             raise UsageError("a key needs a principal name (who it authenticates)")
         if not roles:
             raise UsageError("a key needs at least one role: viewer, operator, approver, admin")
         key_id = secrets.token_hex(6)
         key = f"{_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
-        record = ApiKey(
-            id=key_id,
-            principal=principal.strip(),
-            roles=tuple(sorted(roles)),
-            sha256=_digest(key),
-            created_at=datetime.now(UTC),
-        )
+        try:
+            record = ApiKey(
+                id=key_id,
+                principal=principal.strip(),
+                roles=tuple(sorted(roles)),
+                projects=tuple(sorted(set(projects))),
+                sha256=_digest(key),
+                created_at=datetime.now(UTC),
+            )
+        except ValidationError as exc:
+            raise UsageError(
+                f"invalid key request: {exc.errors()[0]['msg']} (project ids use letters, "
+                "digits, '.', '_' and '-')"
+            ) from exc
         with self._locked():
             data = self._read()
             data.keys.append(record)
@@ -169,4 +186,9 @@ class KeyStore:
             return None
         if not hmac.compare_digest(record.sha256, _digest(key)):
             return None
-        return Principal(name=record.principal, roles=frozenset(record.roles), key_id=record.id)
+        return Principal(
+            name=record.principal,
+            roles=frozenset(record.roles),
+            key_id=record.id,
+            projects=frozenset(record.projects) if record.projects else None,
+        )

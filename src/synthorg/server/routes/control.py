@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 
 from synthorg.domain import MessageEvent
 from synthorg.domain.ids import Identifier
@@ -11,7 +12,14 @@ from synthorg.errors import ConflictError, UsageError
 from synthorg.server.auth import Principal
 from synthorg.server.errors import responses
 from synthorg.server.pending import pending_actions
-from synthorg.server.state import Approver, Operator, ServerState, State, Viewer
+from synthorg.server.state import (
+    Approver,
+    IdempotencyKey,
+    Operator,
+    ServerState,
+    State,
+    Viewer,
+)
 from synthorg.server.wire import (
     ControlAction,
     ControlResult,
@@ -27,10 +35,10 @@ router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["runs"])
 
 
 async def deliver_message(
-    state: ServerState, conversation_id: str, text: str, *, run: bool
+    state: ServerState, conversation_id: str, text: str, principal: Principal, *, run: bool
 ) -> Delivery:
     """Steer the active run, or start a run with the message, or just record it."""
-    await state.store.get_conversation(conversation_id)  # 404 before anything else
+    await state.conversation(conversation_id, principal)  # 404 before anything else
     service = state.service
     if service.is_active(conversation_id):
         await service.steer(conversation_id, text)
@@ -48,7 +56,7 @@ async def control(
     state: ServerState, conversation_id: str, action: ControlAction, principal: Principal
 ) -> ControlResult:
     """Apply a control command through the run service."""
-    record = await state.store.get_conversation(conversation_id)
+    record = await state.conversation(conversation_id, principal)
     service = state.service
     active = service.is_active(conversation_id)
     if action == "resume":
@@ -75,11 +83,26 @@ async def control(
     "/messages", response_model=MessageResult, responses=responses(400, 401, 403, 404, 409)
 )
 async def send_message(
-    conversation_id: Identifier, body: SendMessage, state: State, principal: Operator
-) -> MessageResult:
+    conversation_id: Identifier,
+    body: SendMessage,
+    state: State,
+    principal: Operator,
+    idempotency_key: IdempotencyKey = None,
+) -> MessageResult | JSONResponse:
     """Send a message: it steers a running conversation, else starts a run (``run: true``)."""
-    delivery = await deliver_message(state, conversation_id, body.text, run=body.run)
-    return MessageResult(conversation_id=conversation_id, delivery=delivery)
+
+    async def deliver() -> MessageResult:
+        delivery = await deliver_message(state, conversation_id, body.text, principal, run=body.run)
+        return MessageResult(conversation_id=conversation_id, delivery=delivery)
+
+    return await state.idempotency.once(
+        caller=principal.key_id,
+        route=f"messages/{conversation_id}",
+        key=idempotency_key,
+        request=body,
+        status=200,
+        call=deliver,
+    )
 
 
 def _control_route(action: ControlAction) -> None:
@@ -111,7 +134,7 @@ for _action in ("pause", "interrupt", "resume", "cancel"):
 @router.get("/confirmation", response_model=PendingView, responses=responses(401, 403, 404))
 async def get_pending(conversation_id: Identifier, state: State, principal: Viewer) -> PendingView:
     """Actions waiting for a decision (id, tool, arguments summary, risk)."""
-    record = await state.store.get_conversation(conversation_id)
+    record = await state.conversation(conversation_id, principal)
     seq, pending = await pending_actions(
         state.store, record, active=state.service.is_active(conversation_id)
     )
@@ -128,11 +151,9 @@ async def decide(
 ) -> DecisionResult:
     """Accept and/or reject pending actions by id; the caller is recorded as approver."""
     accepted, rejected = set(body.accepted), set(body.rejected)
-    if not accepted and not rejected:
-        raise UsageError("name at least one action id in accepted or rejected")
     if accepted & rejected:
         raise UsageError(f"action ids both accepted and rejected: {sorted(accepted & rejected)}")
-    record = await state.store.get_conversation(conversation_id)
+    record = await state.conversation(conversation_id, principal)
     _, pending = await pending_actions(
         state.store, record, active=state.service.is_active(conversation_id)
     )

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import JSONResponse
 
 from synthorg.domain import ConversationStatus
 from synthorg.domain.ids import Identifier
 from synthorg.errors import ConflictError
+from synthorg.server.auth import Principal
 from synthorg.server.errors import responses
-from synthorg.server.state import Operator, State, Viewer
+from synthorg.server.state import IdempotencyKey, Operator, ServerState, State, Viewer
 from synthorg.server.wire import (
     ConversationList,
     ConversationView,
@@ -29,12 +31,32 @@ router = APIRouter(prefix="/api/conversations", tags=["conversations"])
     responses=responses(400, 401, 403, 404, 409),
 )
 async def create_conversation(
-    body: CreateConversation, state: State, principal: Operator
-) -> ConversationView:
+    body: CreateConversation,
+    state: State,
+    principal: Operator,
+    idempotency_key: IdempotencyKey = None,
+) -> ConversationView | JSONResponse:
     """Create a conversation (and its worktree); start it unless ``start`` is false."""
-    state.settings.check_repository(body.repository)
+    return await state.idempotency.once(
+        caller=principal.key_id,
+        route="create",
+        key=idempotency_key,
+        request=body,
+        status=201,
+        call=lambda: _create(body, state, principal),
+    )
+
+
+async def _create(
+    body: CreateConversation, state: ServerState, principal: Principal
+) -> ConversationView:
+    task = body.task()
+    if not principal.sees(task.project_id):
+        raise HTTPException(
+            403, f"{principal.name}'s key is not scoped to project {task.project_id}"
+        )
     service = state.service
-    record = await service.create(body.task(), body.options())
+    record = await service.create(task, body.options())
     state.metrics.commands.labels("create").inc()
     if body.start:
         await state.start_run(record.id)
@@ -49,12 +71,12 @@ async def list_conversations(
     status: ConversationStatus | None = None,
     project: Identifier | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+    cursor: Annotated[str | None, Query(min_length=1, max_length=1000)] = None,
 ) -> ConversationList:
     """Conversations newest first, filtered by status and project; pass next_cursor on."""
     page = await state.store.list_conversations(
         status=status,
-        project_id=project,
+        project_id=state.project_filter(principal, project),
         limit=min(limit, state.settings.page_limit_max),
         cursor=cursor,
     )
@@ -72,6 +94,7 @@ async def count_conversations(
     project: Identifier | None = None,
 ) -> Count:
     """How many conversations match the filters."""
+    project = state.project_filter(principal, project)
     return Count(count=await state.store.count_conversations(status=status, project_id=project))
 
 
@@ -82,7 +105,7 @@ async def get_conversation(
     conversation_id: Identifier, state: State, principal: Viewer
 ) -> ConversationView:
     """Status, loop, usage, branch and termination of one conversation."""
-    record = await state.store.get_conversation(conversation_id)
+    record = await state.conversation(conversation_id, principal)
     return ConversationView.of(record, active=state.service.is_active(conversation_id))
 
 
@@ -96,7 +119,7 @@ async def delete_conversation(
     delete_branch: bool = False,
 ) -> Deleted:
     """Remove the conversation, its events and its worktree; refused while a run is active."""
-    record = await state.store.get_conversation(conversation_id)
+    record = await state.conversation(conversation_id, principal)
     if state.service.is_active(conversation_id) or record.status.is_active:
         raise ConflictError(
             f"conversation {conversation_id} is {record.status.value}: cancel or interrupt "

@@ -32,7 +32,8 @@ async def list_events(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> EventPage:
     """A page of the event log in seq order; follow ``next_after`` for the next page."""
-    last = await state.store.last_seq(conversation_id)  # 404 for an unknown conversation
+    await state.conversation(conversation_id, principal)  # 404: unknown, or another project's
+    last = await state.store.last_seq(conversation_id)
     items = await state.store.history(
         conversation_id,
         after=after,

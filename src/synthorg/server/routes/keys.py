@@ -22,7 +22,9 @@ async def list_keys(state: State, principal: Admin) -> list[KeyView]:
 @router.post("", status_code=201, response_model=KeyCreated, responses=responses(400, 401, 403))
 async def create_key(body: CreateKey, state: State, principal: Admin) -> KeyCreated:
     """Make a key; the response is the only place the key is ever shown."""
-    record, key = await asyncio.to_thread(state.auth.create, body.principal, set(body.roles))
+    record, key = await asyncio.to_thread(
+        state.auth.create, body.principal, set(body.roles), body.projects
+    )
     return KeyCreated(key=key, record=KeyView.of(record))
 
 

@@ -29,11 +29,11 @@ async def events_ws(
     """Send ``{"type":"auth","token":...}`` first; then events with seq > after arrive live."""
     state: ServerState = websocket.app.state.server
     await websocket.accept()
-    principal = await authenticate(websocket, state)
-    if principal is None:
+    caller = await authenticate(websocket, state)
+    if caller is None:
         return
     try:
-        await state.store.last_seq(conversation_id)
+        await state.conversation(conversation_id, caller.principal)
     except NotFoundError:
         await close(websocket, Close(CLOSE_NOT_FOUND, f"no conversation {conversation_id}"))
         return
@@ -43,6 +43,6 @@ async def events_ws(
         await close(websocket, Close(CLOSE_BUSY, str(exc)))
         return
     try:
-        await EventStream(websocket, state, conversation_id, principal, after).run()
+        await EventStream(websocket, state, conversation_id, caller, after).run()
     finally:
         state.subscribers.release(conversation_id)

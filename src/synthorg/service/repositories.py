@@ -1,0 +1,96 @@
+"""Which repositories a run may work on: the one rule, checked at creation and at every start.
+
+Two parts. The data dir (``SYNTHORG_HOME``: store, API keys, the gateway's signing key,
+worktrees) and any other secret file of the server are protected always: a repository that
+is one of them, lies inside one or contains one is refused, whoever asks. A run works in its
+repository (directly with ``worktree=false``, or in a worktree sharing its objects), so a
+repository that contained the signing key would hand the agent the power to mint bearers.
+
+Beyond that, a *remote* caller (the agent server) may only name repositories under the
+configured ``[server] repository_roots`` or a project registered in ``[mcp] projects``; with
+neither configured every repository is refused. A person at the terminal (``synthorg run
+--repo PATH``, ``synthorg demo``) already has the access of the user running SynthOrg, so
+the path they type counts as their choice (``roots=None``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from synthorg.errors import UsageError
+
+
+class RepositoryRefused(UsageError):
+    """A repository the policy does not allow; the message says what to configure."""
+
+
+def _resolved(path: Path | str) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def _overlaps(path: Path, protected: Path) -> bool:
+    return path.is_relative_to(protected) or protected.is_relative_to(path)
+
+
+@dataclass(frozen=True)
+class RepositoryPolicy:
+    """The allowed repositories of one process (``check`` is the rule)."""
+
+    home: Path
+    """The data dir: it, its parents and its children are never a repository."""
+    protected: tuple[Path, ...] = ()
+    """Other secret paths of this process (key files outside the data dir)."""
+    roots: tuple[Path, ...] | None = None
+    """Allowed directories; None: any path the caller names (a person at the terminal)."""
+    projects: tuple[Path, ...] = ()
+    """Repositories of registered projects (allowed besides the roots)."""
+
+    @classmethod
+    def for_server(
+        cls,
+        home: Path,
+        *,
+        roots: Iterable[Path],
+        projects: Iterable[Path] = (),
+        protected: Iterable[Path] = (),
+    ) -> RepositoryPolicy:
+        """The policy of a server: only the roots and the registered projects."""
+        return cls(
+            home=home,
+            protected=tuple(protected),
+            roots=tuple(roots),
+            projects=tuple(projects),
+        )
+
+    def protecting(self, paths: Iterable[Path]) -> RepositoryPolicy:
+        """The same policy with more protected paths."""
+        return replace(self, protected=(*self.protected, *paths))
+
+    def check(self, repository: Path | str) -> Path:
+        """The resolved repository path, or RepositoryRefused saying why."""
+        path = _resolved(repository)
+        for secret in (self.home, *self.protected):
+            if _overlaps(path, _resolved(secret)):
+                # Said without the protected path: the caller need not learn where it is.
+                raise RepositoryRefused(
+                    f"repository {str(repository)!r} overlaps SynthOrg's data dir or key files "
+                    "(SYNTHORG_HOME, its parents and its children are never a repository); "
+                    "name a project's own directory"
+                )
+        if self.roots is None:
+            return path
+        allowed = (*self.roots, *self.projects)
+        if not allowed:
+            raise RepositoryRefused(
+                "this server allows no repositories yet: the operator sets [server] "
+                "repository_roots (or registers projects in [mcp] projects) in the config"
+            )
+        if any(path.is_relative_to(_resolved(root)) for root in allowed):
+            return path
+        roots = ", ".join(str(root) for root in self.roots) or "(none)"
+        raise RepositoryRefused(
+            f"repository {str(repository)!r} is outside the allowed roots ({roots}) and the "
+            "registered projects; ask the operator to add it to [server] repository_roots"
+        )

@@ -1,0 +1,80 @@
+"""HTTP hygiene (15.7): a body limit (413), OPTIONS and Allow listing every method of a path,
+and a schema as strict as the server (empty cursor, relative repository, empty decision)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from .conftest import Keys, client_for
+from .helpers import create
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
+
+async def test_a_body_over_the_limit_is_refused_with_413_and_not_stored(
+    operator: httpx.AsyncClient, repo: Path
+) -> None:
+    cid = (await create(operator, repo))["id"]
+    huge = "x" * (2 * 1024 * 1024)  # default limit: 1 MiB
+    declared = await operator.post(
+        f"/api/conversations/{cid}/messages", json={"text": huge, "run": False}
+    )
+    assert declared.status_code == 413, declared.text
+    assert declared.json()["code"] == "payload_too_large"
+
+    async def chunks() -> object:  # no Content-Length: counted as it streams
+        for _ in range(40):
+            yield b" " * 65536
+
+    streamed = await operator.post(
+        "/api/conversations",
+        content=chunks(),  # type: ignore[arg-type]
+        headers={"Content-Type": "application/json"},
+    )
+    assert streamed.status_code == 413, streamed.text
+    messages = (await operator.get(f"/api/conversations/{cid}/events")).json()["items"]
+    assert not any(e["event"].get("text") == huge for e in messages)
+    assert (await operator.get("/api/conversations/count")).json() == {"count": 1}
+
+
+async def test_options_and_405_name_every_method_of_the_path(app: FastAPI, keys: Keys) -> None:
+    async with client_for(app, None) as client:
+        options = await client.options("/api/conversations/conv-x")
+        assert options.status_code == 204
+        assert options.headers["allow"] == "DELETE, GET, HEAD, OPTIONS"
+        listing = await client.options("/api/conversations")
+        assert listing.headers["allow"] == "GET, HEAD, OPTIONS, POST"
+        assert (await client.options("/nowhere")).status_code == 404
+    async with client_for(app, keys.viewer) as client:
+        refused = await client.put("/api/conversations/conv-x")
+        assert refused.status_code == 405
+        assert refused.headers["allow"] == "DELETE, GET, HEAD, OPTIONS"
+
+
+async def test_the_schema_refuses_what_the_server_refuses(
+    app: FastAPI, operator: httpx.AsyncClient, repo: Path, keys: Keys
+) -> None:
+    schema = app.openapi()
+    listing = schema["paths"]["/api/conversations"]["get"]["parameters"]
+    cursor = next(p for p in listing if p["name"] == "cursor")
+    assert cursor["schema"]["anyOf"][0]["minLength"] == 1
+    create_schema = schema["components"]["schemas"]["CreateConversation"]
+    assert create_schema["properties"]["repository"]["pattern"].startswith("^/")
+    decision = schema["components"]["schemas"]["DecisionRequest"]
+    assert {"required": ["accepted"], "properties": {"accepted": {"minItems": 1}}} in decision[
+        "anyOf"
+    ]
+    # ... and the server agrees with its schema.
+    assert (await operator.get("/api/conversations", params={"cursor": ""})).status_code == 422
+    relative = await operator.post(
+        "/api/conversations", json={"repository": "project", "prompt": "x"}
+    )
+    assert relative.status_code == 422
+    cid = (await create(operator, repo))["id"]
+    async with client_for(app, keys.approver) as approver:
+        empty = await approver.post(f"/api/conversations/{cid}/confirmation", json={})
+        assert empty.status_code == 422

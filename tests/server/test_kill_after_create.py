@@ -1,0 +1,79 @@
+"""`synthorg serve` killed with SIGKILL right after a create (15.6): after the restart the record
+and the log agree, the log's transitions form one chain, and a resume does not repeat one."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from synthorg.server import KeyStore, Role
+
+from .helpers import events
+from .test_restart import home, start_server, stop  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
+
+def transitions(log: list[dict[str, Any]]) -> list[tuple[str | None, str]]:
+    return [
+        (e["event"]["old"], e["event"]["new"]) for e in log if e["event"]["kind"] == "status_change"
+    ]
+
+
+def assert_one_chain(chain: list[tuple[str | None, str]], status: str) -> None:
+    """Each transition starts where the previous ended; the last one is the record's status."""
+    for (_, before), (after, _) in itertools.pairwise(chain):
+        assert after == before, chain
+    assert (chain[-1][1] if chain else "created") == status, (chain, status)
+    assert len([t for t in chain if t == ("created", "running")]) <= 1, chain
+
+
+@pytest.mark.parametrize("kill_after_s", [0.0, 0.3])
+async def test_killed_right_after_create_then_restart_and_resume_agree(
+    home: Path,  # noqa: F811
+    repo: Path,
+    tmp_path: Path,
+    kill_after_s: float,
+) -> None:
+    key = KeyStore(home / "server" / "keys.json").create("olga", {Role.OPERATOR})[1]
+    headers = {"Authorization": f"Bearer {key}"}
+    log = tmp_path / "server.log"
+    proc, url = await start_server(home, log)
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
+            created = await client.post(
+                "/api/conversations",
+                json={"repository": str(repo), "prompt": "write progress", "model": "slow50"},
+            )
+            assert created.status_code == 201, created.text
+            cid = created.json()["id"]
+            if kill_after_s:
+                await asyncio.sleep(kill_after_s)  # the moment under test, not a sync point
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    proc, url = await start_server(home, log)
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
+            body = (await client.get(f"/api/conversations/{cid}")).json()
+            assert body["active"] is False
+            assert_one_chain(transitions(await events(client, cid)), body["status"])
+            resumed = await client.post(f"/api/conversations/{cid}/resume")
+            assert resumed.status_code == 200, resumed.text
+            for _ in range(600):
+                if len(await events(client, cid, kind="observation")) >= 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert (await client.post(f"/api/conversations/{cid}/cancel")).status_code == 200
+            final = (await client.get(f"/api/conversations/{cid}")).json()
+            assert final["status"] == "cancelled"
+            assert_one_chain(transitions(await events(client, cid)), "cancelled")
+    finally:
+        stop(proc, log)
