@@ -8,20 +8,17 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
 from synthorg.domain import (
     AgentIdentity,
     ConversationRecord,
-    ConversationStatus,
-    ErrorEvent,
     ExecutionResult,
     InterruptEvent,
     MessageEvent,
     PauseEvent,
-    StatusChangeEvent,
-    StoredEvent,
     Task,
     TerminationReason,
     TokenUsage,
@@ -31,6 +28,7 @@ from synthorg.engine import (
     Decision,
     EngineConfig,
     GatewayAccess,
+    LandingRefused,
     LoopContext,
     LoopDependencies,
     LoopRegistry,
@@ -41,6 +39,7 @@ from synthorg.engine import (
     flag_checker,
     select_loop_type,
 )
+from synthorg.engine.lifecycle import events_after, transition
 from synthorg.errors import ConflictError, UsageError
 from synthorg.gateway.service import Gateway
 from synthorg.gateway.signer import RunBinding
@@ -48,13 +47,21 @@ from synthorg.logging import get_logger
 from synthorg.service.config import RunDefaults
 from synthorg.service.options import RunOptions
 from synthorg.store.protocol import Store
+from synthorg.workspace import views
 from synthorg.workspace.errors import SecretFileError
 from synthorg.workspace.gate import CommitGate
 from synthorg.workspace.models import GateSummary, Workspace
 from synthorg.workspace.worktrees import WorktreeManager
 
 _log = get_logger("synthorg.service")
-_HISTORY_PAGE = 1000
+
+
+async def _changed(workspace: Workspace) -> bool | None:
+    """Whether the worktree's content differs from the conversation's base (the NO_OP rule);
+    None without git, where there is no base to compare with."""
+    if not workspace.is_git:
+        return None
+    return bool(await views.changes(workspace))
 
 
 @dataclass(frozen=True)
@@ -247,21 +254,13 @@ class LocalRunService:
     async def _stopped_before_start(
         self, record: ConversationRecord, reason: TerminationReason
     ) -> ExecutionResult:
-        current = await self.store.get_conversation(record.id)
-        status = reason.conversation_status()
-        await self.store.append(
+        current = await transition(
+            self.store,
             record.id,
-            StatusChangeEvent(
-                old=current.status,
-                new=status,
-                reason="stopped before the run started",
-                termination_reason=reason.value,
-            ),
-        )
-        await self.store.save_conversation(
-            current.model_copy(
-                update={"status": status, "termination_reason": reason, "updated_at": self._clock()}
-            )
+            reason.conversation_status(),
+            "stopped before the run started",
+            clock=self._clock,
+            termination_reason=reason,
         )
         return ExecutionResult(
             execution_id=current.execution_id or "none",
@@ -296,7 +295,7 @@ class LocalRunService:
                     + "; ".join(self._isolation_warnings),
                 ),
             )
-        prior = await self._all_events(record.id)
+        prior = await events_after(self.store, record.id)
         resumed = record.runs > 0
         setup = RunSetup(
             record=record, workspace=workspace, execution_id=execution_id, bearer=bearer
@@ -339,14 +338,20 @@ class LocalRunService:
                     prior_events=prior,
                 )
                 active.runner_started = True
-                result = await self._runner.run(
+                result = await self._runner.execute(
                     loop, context, requested_stop=lambda: active.stop_requested
                 )
         finally:
             await asyncio.shield(self.gateway.finish_execution(execution_id, "run ended"))
-        if result.termination_reason is TerminationReason.COMPLETED:
-            result = await self._land(record, workspace, result)
-        return result
+        # After the sandbox is gone: nothing in it can change the worktree under the gate.
+        return await asyncio.shield(
+            self._runner.finish_run(
+                context,
+                result,
+                changed=partial(_changed, workspace),
+                land=partial(self._land, record, workspace),
+            )
+        )
 
     async def _land(
         self, record: ConversationRecord, workspace: Workspace, result: ExecutionResult
@@ -359,24 +364,10 @@ class LocalRunService:
             turns=len(result.turns),
             cost_usd=result.usage.cost_usd,
         )
-        current = await self.store.get_conversation(record.id)
         try:
             gate = await self.gate.land(workspace, summary)
         except SecretFileError as exc:
-            await self.store.append(
-                record.id,
-                ErrorEvent(message=str(exc), code="commit_gate_refused", non_retryable=True),
-            )
-            await self.store.save_conversation(
-                current.model_copy(
-                    update={
-                        "status": ConversationStatus.FAILED,
-                        "error": str(exc),
-                        "updated_at": self._clock(),
-                    }
-                )
-            )
-            return result.model_copy(update={"error": str(exc)})
+            raise LandingRefused(str(exc)) from exc
         _log.info(
             "COMMIT_GATE",
             conversation_id=record.id,
@@ -384,10 +375,6 @@ class LocalRunService:
             sha=gate.sha,
             reason=gate.reason,
         )
-        if gate.committed:
-            await self.store.save_conversation(
-                current.model_copy(update={"commit_sha": gate.sha, "updated_at": self._clock()})
-            )
         return result.model_copy(
             update={"commit_sha": gate.sha, "branch": gate.branch or result.branch}
         )
@@ -400,16 +387,6 @@ class LocalRunService:
         if record.workspace is not None and not record.workspace.is_worktree:
             return await self.worktrees.create(repo, record.id, enabled=False)
         return await self.worktrees.create(repo, record.id)
-
-    async def _all_events(self, conversation_id: str) -> tuple[StoredEvent, ...]:
-        events: list[StoredEvent] = []
-        after = 0
-        while True:
-            page = await self.store.history(conversation_id, after=after, limit=_HISTORY_PAGE)
-            events.extend(page)
-            if len(page) < _HISTORY_PAGE:
-                return tuple(events)
-            after = page[-1].seq
 
     # -- control ------------------------------------------------------------------------------
     def _require_active(self, conversation_id: str) -> _ActiveRun:

@@ -16,7 +16,7 @@ from synthorg.domain import (
     TokenUsage,
     WorkspaceInfo,
 )
-from synthorg.engine import RunControl
+from synthorg.engine import RunControl, Terminated
 from synthorg.engine.openhands import OpenHandsLoopDeps
 from synthorg.engine.openhands.fake import FakeConversationFactory, ScriptItem
 from synthorg.engine.protocol import GatewayAccess, LoopContext
@@ -34,16 +34,22 @@ def signer() -> GatewaySigner:
 
 @dataclass
 class Recorder:
-    """The runner's sink stand-in: records events, answers a stop reason when told to."""
+    """The runner's sink stand-in: records events, raises a stop (once) when told to."""
 
     events: list[ConversationEvent] = field(default_factory=list)
     stop_when: Callable[[ConversationEvent, list[ConversationEvent]], TerminationReason | None] = (
         lambda event, seen: None
     )
 
-    async def __call__(self, event: ConversationEvent) -> TerminationReason | None:
+    stopped: TerminationReason | None = None
+
+    async def __call__(self, event: ConversationEvent) -> None:
         self.events.append(event)
-        return self.stop_when(event, self.events)
+        if self.stopped is not None:
+            return
+        self.stopped = self.stop_when(event, self.events)
+        if self.stopped is not None:
+            raise Terminated(self.stopped)
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]

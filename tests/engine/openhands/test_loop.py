@@ -19,6 +19,7 @@ from synthorg.domain import (
     TerminationReason,
 )
 from synthorg.engine import Decision, LoopDependencies, LoopRegistry, MissingLoopDepsError
+from synthorg.engine.no_op import is_no_op
 from synthorg.engine.openhands import (
     OPENHANDS_FACTORIES,
     OpenHandsLoop,
@@ -67,7 +68,6 @@ async def test_completed_run_maps_events_turns_and_costs() -> None:
         "observation",
         "action",
         "observation",
-        "finished",
     ]
     assert [t.tool_names for t in result.turns] == [("file_editor",), ("terminal",), ("finish",)]
     # Per-turn deltas of the running cost sum exactly to the run total.
@@ -142,28 +142,28 @@ async def test_resumed_run_subtracts_the_persisted_cost() -> None:
     assert result.resumed
 
 
-async def test_no_op_when_only_finish_was_called() -> None:
+async def test_a_finish_only_run_reports_its_turns_for_the_no_op_rule() -> None:
+    """The loop completes; the runner's finish_run decides NO_OP from what the loop reports."""
     script = [status(), action("f", "finish", 0.001, prompt=10), finished("nothing", 0.001)]
     recorder = Recorder()
     deps, _ = make_deps(script)
-    result = await OpenHandsLoop(deps).execute(make_context(recorder))
-    assert result.termination_reason is TerminationReason.NO_OP
-    assert result.error and "no work tool call" in result.error
-    assert "finished" not in recorder.kinds()
-    assert recorder.events[-1].kind == "error"
+    context = make_context(recorder)
+    result = await OpenHandsLoop(deps).execute(context)
+    assert result.termination_reason is TerminationReason.COMPLETED
+    assert [t.tool_names for t in result.turns] == [("finish",)]
+    assert is_no_op(
+        context.task, result.termination_reason, changed=None, turns=result.turns, resumed=False
+    )
+    assert "finished" not in recorder.kinds()  # the runner logs the closing event
 
 
-async def test_no_op_does_not_apply_without_expected_artifacts_or_on_resume() -> None:
+async def test_a_reply_without_finish_is_the_final_message() -> None:
     script = [status(), message("all good", 0.001, prompt=5), finished("", 0.001)]
-    for ctx in (
-        make_context(Recorder(), artifacts_expected=False),
-        make_context(Recorder(), resumed=True),
-    ):
-        deps, _ = make_deps(script)
-        result = await OpenHandsLoop(deps).execute(ctx)
-        assert result.termination_reason is TerminationReason.COMPLETED
-        assert result.final_message == "all good"  # the agent's reply when finish had none
-        assert result.turns[0].tool_names == ()
+    deps, _ = make_deps(script)
+    result = await OpenHandsLoop(deps).execute(make_context(Recorder(), artifacts_expected=False))
+    assert result.termination_reason is TerminationReason.COMPLETED
+    assert result.final_message == "all good"  # the agent's reply when finish had none
+    assert result.turns[0].tool_names == ()
 
 
 @pytest.mark.parametrize(

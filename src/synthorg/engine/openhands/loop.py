@@ -8,7 +8,8 @@
    (budget / shutdown / cancellation / pause) ends the run and tears the sandbox down;
 5. each action (and each agent message) is one TurnRecord with its cost delta taken from the
    runtime's running cost, so the deltas sum to the run total;
-6. completion goes through ``finish_run``: the NO_OP predicate and EXECUTION_LOOP_TERMINATED.
+6. the result goes back to the runner, whose ``finish_run`` applies NO_OP, logs
+   EXECUTION_LOOP_TERMINATED and records the final status.
 
 tool_invoker, provider clients, completion config and streaming are unused by design: OpenHands
 runs its own tools and reaches models only through the gateway.
@@ -28,13 +29,11 @@ from synthorg.domain import (
     ConversationEvent,
     ErrorEvent,
     ExecutionResult,
-    FinishedEvent,
     StoredEvent,
     TerminationReason,
     TokenUsage,
 )
 from synthorg.engine.control import Decision
-from synthorg.engine.no_op import is_no_op
 from synthorg.engine.openhands.config import OpenHandsLoopDeps
 from synthorg.engine.openhands.conversation import (
     OpenHandsConversation,
@@ -50,7 +49,7 @@ from synthorg.engine.openhands.events import (
 from synthorg.engine.openhands.mapping import EventMapper, RunCosts, notice_error, pending_actions
 from synthorg.engine.protocol import ExecutionLoop, LoopContext
 from synthorg.engine.registry import LoopDependencies
-from synthorg.engine.termination import TurnLedger, finish_run
+from synthorg.engine.termination import Terminated, TurnLedger, ledger_result
 from synthorg.errors import SynthOrgError
 from synthorg.gateway.signer import RunBinding
 from synthorg.logging import get_logger
@@ -200,23 +199,16 @@ class _Run:
         code: str | None = None,
         emit: bool = True,
     ) -> ExecutionResult:
-        """The result through finish_run; FinishedEvent on completion, else the error once."""
-        context = self._context
-        if reason is TerminationReason.COMPLETED and is_no_op(
-            context.task, tool_calls=self._ledger.work_tool_calls, resumed=context.resumed
-        ):
-            reason = TerminationReason.NO_OP
-            error = "the task expected changes but the agent made no work tool call"
-        if emit and reason is TerminationReason.COMPLETED:
-            await context.emit(FinishedEvent(message=message))
-        elif emit and error is not None and error not in self._errors_logged:
-            await context.emit(ErrorEvent(message=error, code=code or reason.value))
-        return finish_run(
-            context,
+        """The loop's result from its ledger; the error logged once (the runner closes the run)."""
+        if emit and error is not None and error not in self._errors_logged:
+            with contextlib.suppress(Terminated):  # the run is ending either way
+                await self._context.emit(ErrorEvent(message=error, code=code or reason.value))
+        return ledger_result(
+            self._context,
+            self._ledger,
+            self._costs.accumulated(),
             loop_type=LOOP_TYPE,
             reason=reason,
-            ledger=self._ledger,
-            accumulated=self._costs.accumulated(),
             final_message=message,
             error=error,
         )
@@ -292,10 +284,12 @@ class _Run:
         async with self._lock:
             if self._stop is not None:
                 return False
-            reason = await self._context.emit(event)
-            if reason is not None:
-                self._stop = reason
-        return reason is None
+            try:
+                await self._context.emit(event)
+            except Terminated as stop:
+                self._stop = stop.reason
+                return False
+        return True
 
     # -- control forwarding ----------------------------------------------------------------
     async def _forward(self, commands: asyncio.Queue[dict[str, object]]) -> None:
