@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # The event-stream module ships beside this file; explicit so -P / -I runs still find it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from synthorg_oh_events import EventWriter, Translator, claim_stdout
+from synthorg_oh_events import EventWriter, Translator, claim_stdout, gateway_code
 
 # Stable uuid5 namespace so a non-UUID conversation id always maps to the same SDK id.
 _ID_NAMESPACE = uuid.UUID("5b1d6c4e-8f3a-4c2e-9a57-0e6f3b9d2a11")
@@ -232,8 +232,9 @@ class Driver:
             self.status("paused")
             return None
         detail = str(error) if error is not None else f"run ended in status {status.value}"
+        code = gateway_code(error) or status.value
         self.writer.emit(
-            {"kind": "error", "code": status.value, "content": detail, "accumulated_cost": cost}
+            {"kind": "error", "code": code, "content": detail, "accumulated_cost": cost}
         )
         return 1
 

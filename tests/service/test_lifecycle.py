@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from synthorg.domain import ConversationStatus, StoredEvent, TerminationReason
+from synthorg.engine.bearers import RunGrant
+from synthorg.gateway.signer import UnboundModelError
+from synthorg.service.bearers import GatewayMinter
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
 
@@ -104,3 +107,21 @@ async def test_a_refused_landing_is_evented(booted: Booter, demo_repo: Path) -> 
             if e.event.kind == "error"
         ]
         assert "commit_gate_refused" in codes
+
+
+async def test_one_bearer_per_run_bound_to_the_run(booted: Booter, demo_repo: Path) -> None:
+    """The service mints the run's one bearer; an unbound model is refused at the mint."""
+    async with booted("demo_fix_script") as components:
+        record = await components.service.create(make_task(demo_repo), RunOptions())
+        minter = GatewayMinter(components.gateway)
+        bearer = await minter.open(RunGrant.of(record, "exec-one"))
+        claims = components.gateway.signer.verify(bearer)
+        assert (claims.execution_id, claims.conversation_id, claims.model_id) == (
+            "exec-one",
+            record.id,
+            record.model,
+        )
+        unbound = RunGrant.of(record.model_copy(update={"model": "gpt-unbound"}), "exec-two")
+        with pytest.raises(UnboundModelError, match="gpt-unbound"):
+            await minter.open(unbound)
+        await minter.close("exec-one", "test over")

@@ -110,7 +110,6 @@ def openhands_deps(ctx: ProvisionContext, setup: RunSetup) -> OpenHandsLoopDeps:
         conversation_factory=ContainerRuntime(
             ctx.sandbox, launch, idle_timeout_s=config.idle_timeout_s
         ),
-        signer=ctx.signer,
         gateway_base_url=f"http://127.0.0.1:{GATEWAY_PORT}/v1",
         mcp_base_url=mcp_url,
         workspace_path=ctx.sandbox.workspace_path_inside(probe),

@@ -39,11 +39,12 @@ from synthorg.engine import (
     flag_checker,
     select_loop_type,
 )
+from synthorg.engine.bearers import BearerMinter, RunGrant
 from synthorg.engine.lifecycle import events_after, transition
 from synthorg.errors import ConflictError, UsageError
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import RunBinding
 from synthorg.logging import get_logger
+from synthorg.service.bearers import GatewayMinter
 from synthorg.service.config import RunDefaults
 from synthorg.service.options import RunOptions
 from synthorg.store.protocol import Store
@@ -136,6 +137,7 @@ class LocalRunService:
         self._isolation_warnings = tuple(isolation_warnings)
         self._clock = clock
         self._runner = LoopRunner(store, clock=clock)
+        self._minter: BearerMinter = GatewayMinter(gateway)
         self._active: dict[str, _ActiveRun] = {}
         self._shutdown = asyncio.Event()
 
@@ -273,18 +275,7 @@ class LocalRunService:
     async def _run_inner(self, record: ConversationRecord, active: _ActiveRun) -> ExecutionResult:
         workspace = await self._workspace_of(record)
         execution_id = new_id("exec")
-        binding = RunBinding(
-            execution_id=execution_id,
-            agent_id=record.agent.id,
-            task_id=record.task.id,
-            project_id=record.task.project_id,
-            conversation_id=record.id,
-            provider=record.provider,
-            model_id=record.model,
-            cost_ceiling=record.budget_usd,
-        )
-        await self.gateway.open_execution(binding)
-        bearer = self.gateway.mint(binding)
+        bearer = await self._minter.open(RunGrant.of(record, execution_id))
         if self._isolation_warnings:
             # Said in the run's own log, not only in the server's: whoever watches sees it.
             await self.store.append(
@@ -342,7 +333,7 @@ class LocalRunService:
                     loop, context, requested_stop=lambda: active.stop_requested
                 )
         finally:
-            await asyncio.shield(self.gateway.finish_execution(execution_id, "run ended"))
+            await asyncio.shield(self._minter.close(execution_id, "run ended"))
         # After the sandbox is gone: nothing in it can change the worktree under the gate.
         return await asyncio.shield(
             self._runner.finish_run(

@@ -20,16 +20,9 @@ from synthorg.engine import RunControl, Terminated
 from synthorg.engine.openhands import OpenHandsLoopDeps
 from synthorg.engine.openhands.fake import FakeConversationFactory, ScriptItem
 from synthorg.engine.protocol import GatewayAccess, LoopContext
-from synthorg.gateway.signer import GatewaySigner
 
 MODEL = "scripted-oh"
 PROVIDER = "scripted"
-KEY = b"k" * 48
-
-
-def signer() -> GatewaySigner:
-    """A real signer that serves exactly (scripted, scripted-oh)."""
-    return GatewaySigner(KEY, served=lambda p, m: (p, m) == (PROVIDER, MODEL))
 
 
 @dataclass
@@ -104,7 +97,6 @@ def make_deps(
     factory = FakeConversationFactory(*scripts)
     deps = OpenHandsLoopDeps(
         conversation_factory=factory,
-        signer=signer(),
         gateway_base_url="http://127.0.0.1:18080/v1",
         mcp_base_url="http://127.0.0.1:18081/mcp",
         input_cost_per_token=2e-6,

@@ -1,6 +1,7 @@
 """OpenHandsLoop: the real OpenHands SDK as a SynthOrg execution loop (seed 000's execute flow).
 
-1. mint the run's bearer with the shared signer (explicit provider binding);
+1. take the run's one bearer from the context (the service minted it, explicit provider
+   binding checked there);
 2. build the run spec with the stable per-task conversation id (the SynthOrg conversation id,
    so a resumed run re-attaches to the persisted SDK conversation);
 3. build the conversation with the factory (the sandboxed runtime);
@@ -51,10 +52,11 @@ from synthorg.engine.protocol import ExecutionLoop, LoopContext
 from synthorg.engine.registry import LoopDependencies
 from synthorg.engine.termination import Terminated, TurnLedger, ledger_result
 from synthorg.errors import SynthOrgError
-from synthorg.gateway.signer import RunBinding
 from synthorg.logging import get_logger
 
 LOOP_TYPE = "openhands"
+COST_CEILING_CODE = "cost_ceiling_reached"
+"""The gateway's error code when it kills a run at its cost ceiling."""
 _log = get_logger("synthorg.engine.openhands")
 _POLICIES = {
     ConfirmationPolicy.NEVER: "never",
@@ -73,15 +75,10 @@ class OpenHandsLoop:
         return LOOP_TYPE
 
     async def execute(self, context: LoopContext) -> ExecutionResult:
-        run = _Run(self._deps, context)
-        try:
-            bearer = self._deps.signer.mint(_binding(context), ttl_s=self._deps.config.token_ttl_s)
-        except SynthOrgError as exc:  # an unbound model fails loud; nothing is picked for it
-            return await run.end(TerminationReason.ERROR, error=str(exc), code="unbound_model")
-        conversation = self._deps.conversation_factory(self.run_spec(context, bearer))
-        return await run.drive(conversation)
+        conversation = self._deps.conversation_factory(self.run_spec(context))
+        return await _Run(self._deps, context).drive(conversation)
 
-    def run_spec(self, context: LoopContext, bearer: str) -> OpenHandsRunSpec:
+    def run_spec(self, context: LoopContext) -> OpenHandsRunSpec:
         """Step 2: the spec for this run; the conversation id is the stable SynthOrg one."""
         deps = self._deps
         policy = context.confirmation_policy
@@ -89,7 +86,7 @@ class OpenHandsLoop:
             task_prompt=context.task.prompt,
             model=context.model,
             gateway_base_url=deps.gateway_base_url,
-            gateway_token=bearer,
+            gateway_token=context.gateway.bearer,
             mcp_base_url=deps.mcp_base_url,
             workspace_path=deps.workspace_path,
             persistence_dir=deps.persistence_dir,
@@ -116,19 +113,6 @@ def _messages_since_last_run(context: LoopContext) -> tuple[str, ...]:
         elif event.kind == "message" and event.role == "user":
             messages.append(event.text)
     return tuple(messages)
-
-
-def _binding(context: LoopContext) -> RunBinding:
-    return RunBinding(
-        execution_id=context.execution_id,
-        agent_id=context.agent.id,
-        task_id=context.task.id,
-        project_id=context.task.project_id,
-        conversation_id=context.conversation_id,
-        provider=context.provider,
-        model_id=context.model,
-        cost_ceiling=context.budget_usd,
-    )
 
 
 class _Run:
@@ -186,7 +170,7 @@ class _Run:
         reason = TerminationReason.ERROR
         if outcome.error_code == MAX_ITERATIONS_CODE:
             reason = TerminationReason.MAX_TURNS
-        elif "cost ceiling" in error or "cost_ceiling" in error:
+        elif outcome.error_code == COST_CEILING_CODE:
             reason = TerminationReason.BUDGET_EXHAUSTED  # the gateway's authoritative kill
         return await self.end(reason, error=error, code=outcome.error_code or reason.value)
 
