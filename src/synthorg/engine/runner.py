@@ -203,12 +203,10 @@ class LoopRunner:
         reason = result.termination_reason
         needs_view = reason is TerminationReason.COMPLETED and context.task.artifacts_expected
         was_changed = await changed() if changed is not None and needs_view else None
+        # Without a view of the content, the log's own record of the turns is the evidence.
+        logged = context.emit.turns if isinstance(context.emit, RunSink) else result.turns
         if is_no_op(
-            context.task,
-            reason,
-            changed=was_changed,
-            turns=result.turns,
-            resumed=context.resumed,
+            context.task, reason, changed=was_changed, turns=logged, resumed=context.resumed
         ):
             result = result.model_copy(
                 update={"termination_reason": TerminationReason.NO_OP, "error": NO_OP_MESSAGE}

@@ -5,12 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Protocol
 
 from synthorg.domain import (
     AgentIdentity,
@@ -28,13 +25,10 @@ from synthorg.engine import (
     Decision,
     EngineConfig,
     GatewayAccess,
-    LandingRefused,
     LoopContext,
-    LoopDependencies,
     LoopRegistry,
     LoopRunner,
     RunCheckers,
-    RunControl,
     budget_checker,
     flag_checker,
     select_loop_type,
@@ -44,65 +38,18 @@ from synthorg.engine.lifecycle import events_after, transition
 from synthorg.errors import ConflictError, UsageError
 from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
+from synthorg.service.active import ActiveRun, ActiveRuns
 from synthorg.service.bearers import GatewayMinter
 from synthorg.service.config import RunDefaults
+from synthorg.service.landing import land, workspace_changed
 from synthorg.service.options import RunOptions
+from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.store.protocol import Store
-from synthorg.workspace import views
-from synthorg.workspace.errors import SecretFileError
 from synthorg.workspace.gate import CommitGate
-from synthorg.workspace.models import GateSummary, Workspace
+from synthorg.workspace.models import Workspace
 from synthorg.workspace.worktrees import WorktreeManager
 
 _log = get_logger("synthorg.service")
-
-
-async def _changed(workspace: Workspace) -> bool | None:
-    """Whether the worktree's content differs from the conversation's base (the NO_OP rule);
-    None without git, where there is no base to compare with."""
-    if not workspace.is_git:
-        return None
-    return bool(await views.changes(workspace))
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    """What provisioning a run's loop needs to know."""
-
-    record: ConversationRecord
-    workspace: Workspace
-    execution_id: str
-    bearer: str
-
-
-@dataclass(frozen=True)
-class LoopEndpoints:
-    """Where the loop's own code reaches the gateway and the MCP server."""
-
-    gateway_base_url: str
-    mcp_base_url: str | None = None
-
-
-class LoopProvisioner(Protocol):
-    """Builds a run's loop dependencies (sandbox, tool executor, endpoints) for its lifetime."""
-
-    def check(self, loop_type: str) -> None:
-        """Raise (saying how to fix it) when this host cannot run ``loop_type``."""
-        ...
-
-    def __call__(
-        self, setup: RunSetup
-    ) -> AbstractAsyncContextManager[tuple[LoopDependencies, LoopEndpoints]]: ...
-
-
-@dataclass
-class _ActiveRun:
-    control: RunControl
-    cancelled: asyncio.Event
-    stop_requested: TerminationReason | None = None
-    runner_started: bool = False
-    task: asyncio.Task[ExecutionResult] | None = None
-    done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class LocalRunService:
@@ -138,7 +85,7 @@ class LocalRunService:
         self._clock = clock
         self._runner = LoopRunner(store, clock=clock)
         self._minter: BearerMinter = GatewayMinter(gateway)
-        self._active: dict[str, _ActiveRun] = {}
+        self._runs = ActiveRuns()
         self._shutdown = asyncio.Event()
 
     # -- creation -------------------------------------------------------------------------
@@ -153,7 +100,7 @@ class LocalRunService:
         self._provision.check(loop_type)
         model = options.model or self._defaults.model
         provider = options.provider or self._provider_for(model)
-        repo = Path(task.repository).expanduser()
+        repo = Path(task.repository).expanduser()  # noqa: ASYNC240 - once per creation
         if not repo.is_dir():
             raise UsageError(f"repository {repo} is not a directory")
         conversation_id = new_id("conv")
@@ -205,24 +152,20 @@ class LocalRunService:
     # -- runs -------------------------------------------------------------------------------
     def is_active(self, conversation_id: str) -> bool:
         """Whether a run of this conversation is in progress in this process."""
-        active = self._active.get(conversation_id)
-        return active is not None and not active.done.is_set()
+        return self._runs.is_active(conversation_id)
 
     async def start(self, conversation_id: str, *, message: str | None = None) -> None:
         """Start (or continue) a run in the background; ConflictError if one is active."""
         if self._shutdown.is_set():
             raise ConflictError("the service is shutting down; no new runs")
-        if self.is_active(conversation_id):
-            raise ConflictError(f"conversation {conversation_id} already has an active run")
         # Claim the conversation before the first await: concurrent starts must not both pass.
-        active = _ActiveRun(control=RunControl(), cancelled=asyncio.Event())
-        self._active[conversation_id] = active
+        active = self._runs.claim(conversation_id)
         try:
             record = await self.store.get_conversation(conversation_id)
             if message:
                 await self.store.append(conversation_id, MessageEvent(role="user", text=message))
         except BaseException:
-            active.done.set()
+            self._runs.end(conversation_id, active)
             raise
         active.task = asyncio.create_task(self._run(record, active), name=f"run-{conversation_id}")
 
@@ -234,13 +177,13 @@ class LocalRunService:
         return result
 
     async def wait(self, conversation_id: str) -> ExecutionResult | None:
-        """Wait for the active run to end; None when none was started here."""
-        active = self._active.get(conversation_id)
-        if active is None or active.task is None:
+        """Wait for the active (or just ended) run; None when none was started here."""
+        task = self._runs.task_of(conversation_id)
+        if task is None:
             return None
-        return await asyncio.shield(active.task)
+        return await asyncio.shield(task)
 
-    async def _run(self, record: ConversationRecord, active: _ActiveRun) -> ExecutionResult:
+    async def _run(self, record: ConversationRecord, active: ActiveRun) -> ExecutionResult:
         try:
             return await self._run_inner(record, active)
         except asyncio.CancelledError:
@@ -251,7 +194,7 @@ class LocalRunService:
             task.uncancel()
             return await asyncio.shield(self._stopped_before_start(record, active.stop_requested))
         finally:
-            active.done.set()
+            self._runs.end(record.id, active)
 
     async def _stopped_before_start(
         self, record: ConversationRecord, reason: TerminationReason
@@ -272,7 +215,7 @@ class LocalRunService:
             resumed=record.runs > 0,
         )
 
-    async def _run_inner(self, record: ConversationRecord, active: _ActiveRun) -> ExecutionResult:
+    async def _run_inner(self, record: ConversationRecord, active: ActiveRun) -> ExecutionResult:
         workspace = await self._workspace_of(record)
         execution_id = new_id("exec")
         bearer = await self._minter.open(RunGrant.of(record, execution_id))
@@ -339,35 +282,9 @@ class LocalRunService:
             self._runner.finish_run(
                 context,
                 result,
-                changed=partial(_changed, workspace),
-                land=partial(self._land, record, workspace),
+                changed=partial(workspace_changed, workspace),
+                land=partial(land, self.gate, record, workspace),
             )
-        )
-
-    async def _land(
-        self, record: ConversationRecord, workspace: Workspace, result: ExecutionResult
-    ) -> ExecutionResult:
-        summary = GateSummary(
-            task_id=record.task.id,
-            title=record.task.title,
-            conversation_id=record.id,
-            loop_type=result.loop_type,
-            turns=len(result.turns),
-            cost_usd=result.usage.cost_usd,
-        )
-        try:
-            gate = await self.gate.land(workspace, summary)
-        except SecretFileError as exc:
-            raise LandingRefused(str(exc)) from exc
-        _log.info(
-            "COMMIT_GATE",
-            conversation_id=record.id,
-            committed=gate.committed,
-            sha=gate.sha,
-            reason=gate.reason,
-        )
-        return result.model_copy(
-            update={"commit_sha": gate.sha, "branch": gate.branch or result.branch}
         )
 
     async def _workspace_of(self, record: ConversationRecord) -> Workspace:
@@ -380,11 +297,8 @@ class LocalRunService:
         return await self.worktrees.create(repo, record.id)
 
     # -- control ------------------------------------------------------------------------------
-    def _require_active(self, conversation_id: str) -> _ActiveRun:
-        active = self._active.get(conversation_id)
-        if active is None or active.done.is_set():
-            raise ConflictError(f"conversation {conversation_id} has no active run")
-        return active
+    def _require_active(self, conversation_id: str) -> ActiveRun:
+        return self._runs.require(conversation_id)
 
     async def steer(self, conversation_id: str, text: str) -> None:
         """A message for the next turn of the active run."""
@@ -411,7 +325,7 @@ class LocalRunService:
         active.cancelled.set()
         await self._cancel(active, TerminationReason.CANCELLED)
 
-    async def _cancel(self, active: _ActiveRun, reason: TerminationReason) -> None:
+    async def _cancel(self, active: ActiveRun, reason: TerminationReason) -> None:
         active.stop_requested = reason
         if active.task is not None and not active.task.done():
             active.task.cancel()
@@ -437,7 +351,7 @@ class LocalRunService:
     async def shutdown(self) -> None:
         """Stop every active run with SHUTDOWN (resumable)."""
         self._shutdown.set()
-        running = [a for a in self._active.values() if a.task is not None and not a.done.is_set()]
+        running = self._runs.running()
         if not running:
             return
         tasks = {a.task for a in running if a.task is not None}

@@ -74,7 +74,7 @@ class SqliteStore(LiveTail):
         cls, path: Path | str, *, cipher: SecretCipher | None = None, poll_interval: float = 0.2
     ) -> SqliteStore:
         """Open (creating the file and applying migrations as needed)."""
-        file = Path(path).expanduser()
+        file = Path(path).expanduser()  # noqa: ASYNC240 - once, at open (may read passwd)
         file.parent.mkdir(parents=True, exist_ok=True)
         store = cls(file, cipher=cipher, poll_interval=poll_interval)
         await store._writer.start()

@@ -12,6 +12,7 @@ from synthorg.domain import (
     ActionEvent,
     ConfirmationPolicy,
     ConversationEvent,
+    ConversationStatus,
     MessageEvent,
     RiskLevel,
     StatusChangeEvent,
@@ -101,28 +102,47 @@ async def test_run_spec_binds_the_run() -> None:
     assert "gateway_token" not in repr(spec)
 
 
-async def test_a_resumed_run_carries_the_messages_sent_since_the_last_run() -> None:
-    from datetime import UTC, datetime
+_RUNNING = StatusChangeEvent(old=ConversationStatus.CREATED, new=ConversationStatus.RUNNING)
+_FINISHED = StatusChangeEvent(old=ConversationStatus.RUNNING, new=ConversationStatus.FINISHED)
+_RECONCILED = StatusChangeEvent(old=ConversationStatus.RUNNING, new=ConversationStatus.ERROR)
 
-    from synthorg.domain import ConversationStatus, MessageEvent, StatusChangeEvent, StoredEvent
 
-    log = [
-        MessageEvent(role="user", text="Write notes.txt"),
-        StatusChangeEvent(old=ConversationStatus.CREATED, new=ConversationStatus.RUNNING),
-        MessageEvent(role="user", text="steer while running"),
-        StatusChangeEvent(old=ConversationStatus.RUNNING, new=ConversationStatus.FINISHED),
-        MessageEvent(role="user", text="now add a README"),
-    ]
+def _user(text: str) -> MessageEvent:
+    return MessageEvent(role="user", text=text)
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        # A message sent after the run ended reaches the next run; steers during it do not.
+        (
+            [_RUNNING, _user("Write notes.txt"), _user("steer"), _FINISHED, _user("add a README")],
+            ("add a README",),
+        ),
+        # A dead run never got an inactive status: its task was re-sent (issue 14.3).
+        ([_RUNNING, _user("Write notes.txt"), _user("steer while running")], ()),
+        # ... until the store reconciled it; what was sent after that is news.
+        ([_RUNNING, _user("Write notes.txt"), _RECONCILED, _user("go on")], ("go on",)),
+        # A run that started was given the messages before it.
+        ([_RUNNING, _FINISHED, _user("a"), _RUNNING, _user("b")], ()),
+    ],
+)
+async def test_a_resumed_run_gets_exactly_the_messages_no_run_has_seen(
+    log: list[ConversationEvent], expected: tuple[str, ...]
+) -> None:
     prior = [
         StoredEvent(conversation_id="conv-1", seq=i + 1, timestamp=datetime.now(UTC), event=e)
         for i, e in enumerate(log)
     ]
     deps, factory = make_deps(WORK, WORK)
-    await OpenHandsLoop(deps).execute(make_context(Recorder(), resumed=True, prior=prior))
+    recorder = Recorder()
+    await OpenHandsLoop(deps).execute(make_context(recorder, resumed=True, prior=prior))
     await OpenHandsLoop(deps).execute(make_context(Recorder(), prior=prior))
     resumed_spec, fresh_spec = factory.specs
-    assert resumed_spec.resume_messages == ("now add a README",)
+    assert resumed_spec.resume_messages == expected
     assert fresh_spec.resume_messages == ()
+    # Given once, in the spec: never forwarded again as a control line.
+    assert factory.conversations[0].controls == []
 
 
 async def test_resumed_run_subtracts_the_persisted_cost() -> None:
@@ -385,34 +405,6 @@ async def test_steering_and_pause_are_forwarded() -> None:
     assert result.termination_reason is TerminationReason.PAUSED
     # The runtime's echo of the steering message is not logged twice (the service logged it).
     assert not [e for e in recorder.of("message") if e.text == "STEER: wrap up"]  # type: ignore[union-attr]
-
-
-async def test_messages_since_the_last_run_are_sent_on_resume() -> None:
-    now = datetime.now(UTC)
-    prior = [
-        StoredEvent(
-            conversation_id="conv-1",
-            seq=1,
-            timestamp=now,
-            event=MessageEvent(role="user", text="old"),
-        ),
-        StoredEvent(
-            conversation_id="conv-1",
-            seq=2,
-            timestamp=now,
-            event=StatusChangeEvent(old=None, new="paused", termination_reason="paused"),  # type: ignore[arg-type]
-        ),
-        StoredEvent(
-            conversation_id="conv-1",
-            seq=3,
-            timestamp=now,
-            event=MessageEvent(role="user", text="please continue"),
-        ),
-    ]
-    deps, factory = make_deps([status("resumed"), finished("ok", 0.0)])
-    context = make_context(Recorder(), resumed=True, prior=prior)
-    await OpenHandsLoop(deps).execute(context)
-    assert factory.conversations[0].controls == [{"type": "message", "text": "please continue"}]
 
 
 def test_factory_requires_its_deps_and_registers() -> None:

@@ -27,10 +27,7 @@ class HybridLoop:
         return "hybrid"
 
     async def execute(self, context: LoopContext) -> ExecutionResult:
-        async def body(engine: TurnEngine, work: ToolSet) -> str:
-            return await self._run(engine, work, context)
-
-        return await run_native(self._deps, context, "hybrid", HYBRID, body)
+        return await run_native(self._deps, context, "hybrid", HYBRID, self._run)
 
     async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> str:
         s = self._deps.settings

@@ -27,10 +27,7 @@ class PlanExecuteLoop:
         return "plan_execute"
 
     async def execute(self, context: LoopContext) -> ExecutionResult:
-        async def body(engine: TurnEngine, work: ToolSet) -> str:
-            return await self._run(engine, work, context)
-
-        return await run_native(self._deps, context, "plan_execute", PLAN_EXECUTE, body)
+        return await run_native(self._deps, context, "plan_execute", PLAN_EXECUTE, self._run)
 
     async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> str:
         s = self._deps.settings

@@ -28,7 +28,7 @@ class ReactLoop:
     async def execute(self, context: LoopContext) -> ExecutionResult:
         return await run_native(self._deps, context, "react", REACT, self._run)
 
-    async def _run(self, engine: TurnEngine, work: ToolSet) -> str:
+    async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> str:
         tools = work.with_tools(*control_tools("finish"))
         while True:
             outcome = await engine.turn(tools)

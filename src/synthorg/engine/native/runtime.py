@@ -93,7 +93,7 @@ def control_tools(*names: str) -> list[Tool]:
     return [CONTROL_TOOLS[name]() for name in names]
 
 
-LoopBody = Callable[[TurnEngine, ToolSet], Awaitable[str]]
+LoopBody = Callable[[TurnEngine, ToolSet, LoopContext], Awaitable[str]]
 """A native loop's own logic: turns until done; returns the final message (COMPLETED)."""
 
 
@@ -117,7 +117,7 @@ async def run_native(
         )
         work = ToolSet(tools)
         return await engine.run(
-            prompt.format(workspace=deps.executor.workspace), lambda: body(engine, work)
+            prompt.format(workspace=deps.executor.workspace), lambda: body(engine, work, context)
         )
     finally:
         await model.aclose()

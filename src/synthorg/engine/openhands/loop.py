@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from typing import Any
 
 from synthorg.domain import (
@@ -30,7 +30,6 @@ from synthorg.domain import (
     ConversationEvent,
     ErrorEvent,
     ExecutionResult,
-    StoredEvent,
     TerminationReason,
     TokenUsage,
 )
@@ -50,6 +49,7 @@ from synthorg.engine.openhands.events import (
 from synthorg.engine.openhands.mapping import EventMapper, RunCosts, notice_error, pending_actions
 from synthorg.engine.protocol import ExecutionLoop, LoopContext
 from synthorg.engine.registry import LoopDependencies
+from synthorg.engine.resume import host_answers, undelivered_messages
 from synthorg.engine.termination import Terminated, TurnLedger, ledger_result
 from synthorg.errors import SynthOrgError
 from synthorg.logging import get_logger
@@ -75,8 +75,11 @@ class OpenHandsLoop:
         return LOOP_TYPE
 
     async def execute(self, context: LoopContext) -> ExecutionResult:
-        conversation = self._deps.conversation_factory(self.run_spec(context))
-        return await _Run(self._deps, context).drive(conversation)
+        spec = self.run_spec(context)
+        run = _Run(self._deps, context)
+        for text in spec.resume_messages:  # logged already; the runtime's echo is not news
+            run.expect_echo(text)
+        return await run.drive(self._deps.conversation_factory(spec))
 
     def run_spec(self, context: LoopContext) -> OpenHandsRunSpec:
         """Step 2: the spec for this run; the conversation id is the stable SynthOrg one."""
@@ -99,20 +102,9 @@ class OpenHandsLoop:
             security_analyzer=policy is ConfirmationPolicy.RISKY,
             input_cost_per_token=deps.input_cost_per_token,
             output_cost_per_token=deps.output_cost_per_token,
-            resume_messages=_messages_since_last_run(context) if context.resumed else (),
+            resume_messages=undelivered_messages(context.prior_events) if context.resumed else (),
+            resume_answers=dict(host_answers(context.prior_events)) if context.resumed else {},
         )
-
-
-def _messages_since_last_run(context: LoopContext) -> tuple[str, ...]:
-    """User messages logged after the previous run ended (e.g. ``run --resume --message``)."""
-    messages: list[str] = []
-    for stored in context.prior_events:
-        event = stored.event
-        if event.kind == "status_change" and not event.new.is_active:
-            messages.clear()  # a run ended here (or was reconciled after a crash)
-        elif event.kind == "message" and event.role == "user":
-            messages.append(event.text)
-    return tuple(messages)
 
 
 class _Run:
@@ -127,28 +119,40 @@ class _Run:
         self._lock = asyncio.Lock()
         self._stop: TerminationReason | None = None
         self._conversation: OpenHandsConversation | None = None
+        self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._decision: asyncio.Future[Decision] | None = None
         self._errors_logged: set[str] = set()
         self._last_reply = ""
 
     # -- the run ---------------------------------------------------------------------------
+    def expect_echo(self, text: str) -> None:
+        """A user message already in the log that the runtime will echo."""
+        self._mapper.expect_echo(text)
+
     async def drive(self, conversation: OpenHandsConversation) -> ExecutionResult:
         self._conversation = conversation
         forwarded: asyncio.Queue[dict[str, object]] = asyncio.Queue()
         control = self._context.control
         control.forwarders.append(forwarded)
-        for text in [*_resume_messages(self._context.prior_events), *control.drain_steering()]:
+        for text in control.drain_steering():  # steered before the runtime was up
             forwarded.put_nowait({"type": "message", "text": text})
-        self._spawn(self._forward(forwarded))
         started = self._deps.clock()
+        # Side tasks (control forwarding, awaiting a decision) live in a task group: one that
+        # fails ends the run at once with its error instead of hiding it until the end.
         try:
-            outcome = await conversation.run(self._sink)
-        except SynthOrgError as exc:  # the sandbox or runtime failed at the boundary
-            outcome = OpenHandsOutcome(error=str(exc), error_code="runtime_failed")
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                self._spawn(self._forward(forwarded))
+                try:
+                    outcome = await conversation.run(self._sink)
+                except SynthOrgError as exc:  # the sandbox or runtime failed at the boundary
+                    outcome = OpenHandsOutcome(error=str(exc), error_code="runtime_failed")
+                finally:
+                    self._cancel_side_tasks()
         finally:
+            self._group = None
             control.forwarders.remove(forwarded)
-            await self._cancel_side_tasks()
         _log.info(
             "OPENHANDS_RUN_ENDED",
             conversation_id=self._context.conversation_id,
@@ -290,34 +294,16 @@ class _Run:
             # "confirm" is sent by _await_decision after the decision event is logged.
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
+        assert self._group is not None, "side tasks run only while the conversation runs"
+        self._tasks.add(self._group.create_task(coro))
 
-    async def _cancel_side_tasks(self) -> None:
+    def _cancel_side_tasks(self) -> None:
+        """End the side tasks; the task group waits for them."""
         if self._decision is not None:
             self._decision.cancel()  # withdraws a pending request; no-op once decided
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
         self._tasks.clear()
-
-
-def _resume_messages(prior: Sequence[StoredEvent]) -> list[str]:
-    """User messages logged since the previous run ended (e.g. ``--resume --message``).
-
-    The runtime re-attaches to its own persisted conversation, which has not seen them.
-    """
-    messages: list[str] = []
-    ended = False
-    for stored in prior:
-        event = stored.event
-        if event.kind == "status_change" and event.termination_reason is not None:
-            messages, ended = [], True
-        elif event.kind == "message" and event.role == "user":
-            messages.append(event.text)
-    return messages if ended else []
 
 
 def make_loop_with_callback(loop: OpenHandsLoop, callback: object = None) -> OpenHandsLoop:
