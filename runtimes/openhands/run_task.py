@@ -171,6 +171,26 @@ class Driver:
             return
         self.writer.emit(self.translator.translate(event))
 
+    def recover_head(self) -> None:
+        """Move the branch head to the newest event when a killed process left it behind.
+
+        The SDK writes each event at once but the head (``leaf_event_id``) with the base
+        state, later: after a SIGKILL the action in flight is on disk but off the active
+        branch, so the model would never hear of it. Only a linear descendant of the head
+        is taken (a deliberate navigation elsewhere is left alone).
+        """
+        from openhands.sdk.event.base import LLMConvertibleEvent
+
+        state = self.conversation.state
+        nodes = [e for e in state.events if isinstance(e, LLMConvertibleEvent)]
+        leaf = state._resolve_active_leaf()
+        if not nodes or leaf is None or nodes[-1].id == leaf:
+            return
+        lineage = {e.id for e in state._events.path_to_root(nodes[-1].id)}
+        if leaf in lineage:
+            with state:
+                state.leaf_event_id = nodes[-1].id
+
     def answer_open_actions(self, answers: dict[str, str]) -> int:
         """Answer every action a previous process left open, before anything else is sent.
 
@@ -183,6 +203,7 @@ class Driver:
         from openhands.sdk.event import AgentErrorEvent
 
         state = self.conversation.state
+        self.recover_head()
         open_actions = self.pending_actions()
         with state:
             for action in open_actions:

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from synthorg.domain import (
-    ConfirmationPolicy,
     ConversationStatus,
     MessageEvent,
     ObservationEvent,
@@ -20,6 +19,8 @@ from synthorg.domain import (
     TerminationReason,
 )
 from synthorg.engine.native.scripts import progress_script
+from synthorg.gateway.scripted import ScriptedModel
+from synthorg.gateway.wire import ChatMessage
 
 from ..chat_checks import answer_to_last_call, assert_valid_chat, text_of
 from . import resume_scripts
@@ -114,6 +115,29 @@ def _kinds(events: list[StoredEvent]) -> list[str]:
     return [e.event.kind for e in events]
 
 
+async def _resume(
+    tmp_path: Path, cid: str, script: ScriptedModel, message: str | None = None
+) -> list[ChatMessage]:
+    """Reconcile, resume (with ``message`` logged first, as ``--resume --message`` does) to
+    completion; the first request the model received."""
+    async with harness(tmp_path) as h:
+        await h.store.reconcile_after_restart()
+        if message is not None:
+            await h.store.append(cid, MessageEvent(role="user", text=message))
+        resume_scripts.REQUESTS.clear()
+        prior = tuple(await h.events(cid))
+        run = await h.new_run(script, conversation_id=cid, prior=prior)
+        async with h.toolbox(cid) as toolbox:
+            result = await h.execute(run, toolbox)
+    assert result.termination_reason is TerminationReason.COMPLETED, result.error
+    first = resume_scripts.REQUESTS[0]
+    assert_valid_chat(first)
+    assert "effect is unknown" in answer_to_last_call(first)
+    users = [text_of(m) for m in first if m.role == "user"]
+    assert sum("Fix the failing test" in text for text in users) == 1  # never replayed
+    return first
+
+
 async def test_killed_mid_action_the_first_request_says_the_effect_is_unknown(
     tmp_path: Path,
 ) -> None:
@@ -126,21 +150,7 @@ async def test_killed_mid_action_the_first_request_says_the_effect_is_unknown(
         )
 
     cid = await _killed_at(tmp_path, "stall", stalled)
-    async with harness(tmp_path) as h:
-        await h.store.reconcile_after_restart()
-        resume_scripts.REQUESTS.clear()
-        prior = tuple(await h.events(cid))
-        run = await h.new_run(
-            resume_scripts.stall_at_three(stall=False), conversation_id=cid, prior=prior
-        )
-        async with h.toolbox(cid) as toolbox:
-            result = await h.execute(run, toolbox)
-    assert result.termination_reason is TerminationReason.COMPLETED, result.error
-    first = resume_scripts.REQUESTS[0]
-    assert_valid_chat(first)
-    assert "effect is unknown" in answer_to_last_call(first)
-    users = [text_of(m) for m in first if m.role == "user"]
-    assert sum("Fix the failing test" in text for text in users) == 1
+    await _resume(tmp_path, cid, resume_scripts.stall_at_three(stall=False))
 
 
 async def test_killed_at_a_confirmation_no_message_lands_between_call_and_result(
@@ -149,24 +159,8 @@ async def test_killed_at_a_confirmation_no_message_lands_between_call_and_result
     cid = await _killed_at(
         tmp_path, "confirm", lambda events: "confirmation_request" in _kinds(events)
     )
-    async with harness(tmp_path) as h:
-        await h.store.reconcile_after_restart()
-        # `synthorg run --resume ID --message ...`: the message is logged before the run.
-        await h.store.append(cid, MessageEvent(role="user", text="carry on, carefully"))
-        resume_scripts.REQUESTS.clear()
-        prior = tuple(await h.events(cid))
-        run = await h.new_run(
-            resume_scripts.ask_then_finish,
-            conversation_id=cid,
-            prior=prior,
-            policy=ConfirmationPolicy.NEVER,
-        )
-        async with h.toolbox(cid) as toolbox:
-            result = await h.execute(run, toolbox)
-    assert result.termination_reason is TerminationReason.COMPLETED, result.error
-    first = resume_scripts.REQUESTS[0]
-    assert_valid_chat(first)
-    assert "effect is unknown" in answer_to_last_call(first)
+    first = await _resume(
+        tmp_path, cid, resume_scripts.ask_then_finish, message="carry on, carefully"
+    )
     users = [text_of(m) for m in first if m.role == "user"]
     assert sum("carry on, carefully" in text for text in users) == 1
-    assert sum("Fix the failing test" in text for text in users) == 1

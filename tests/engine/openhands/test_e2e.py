@@ -122,7 +122,15 @@ async def test_cancelling_the_awaiting_coroutine_leaves_no_process(
         record = await service.create(make_task(demo_repo), RunOptions(loop="openhands"))
         await service.start(record.id)
         await _wait_for(components, record.id, "action")
-        await asyncio.sleep(0.5)  # the command is running inside the sandbox
+
+        async def sleeping() -> None:  # the scripted command runs inside the sandbox
+            while not any(
+                (p.info["cmdline"] or [])[:2] == ["sleep", "67.25"]
+                for p in psutil.process_iter(["cmdline"])
+            ):
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(sleeping(), 120)
         assert _leftovers(home)
         await service.cancel(record.id, by="tester")
         result = await service.wait(record.id)

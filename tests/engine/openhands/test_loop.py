@@ -390,11 +390,15 @@ async def test_steering_and_pause_are_forwarded() -> None:
     task = asyncio.create_task(OpenHandsLoop(deps).execute(context))
     while not factory.conversations or not factory.conversations[0].running:
         await asyncio.sleep(0.001)
-    await asyncio.sleep(0.01)
     context.control.steer("STEER: wrap up")
     context.control.request_pause()
-    await asyncio.sleep(0.01)
     conversation = factory.conversations[0]
+
+    async def forwarded() -> None:  # both commands reached the runtime: the path ran
+        while len(conversation.controls) < 2:
+            await asyncio.sleep(0.001)
+
+    await asyncio.wait_for(forwarded(), 30)
     assert conversation.controls == [
         {"type": "message", "text": "STEER: wrap up"},
         {"type": "pause"},

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.domain import ConfirmationPolicy, TerminationReason
+from synthorg.gateway.wire import ChatMessage
 from synthorg.store.reconcile import reconcile
 
 from ..chat_checks import answer_to_last_call, assert_valid_chat, text_of
@@ -66,6 +67,24 @@ def _kill(host: subprocess.Popen[str]) -> None:
     host.stdout.close()
 
 
+async def _resume(
+    booted: Booter, script: str, cid: str, message: str | None = None
+) -> list[ChatMessage]:
+    """Reconcile and resume in this process (no stall here); the first request's messages."""
+    resume_scripts.REQUESTS.clear()
+    resume_scripts.STALL = False
+    async with booted(script) as components:
+        await reconcile(components.store)
+        result = await components.service.run(cid, message=message)
+    assert result.termination_reason is TerminationReason.COMPLETED, result.error
+    first = resume_scripts.REQUESTS[0]
+    assert_valid_chat(first)
+    assert "effect is unknown" in answer_to_last_call(first)
+    users = [text_of(m) for m in first if m.role == "user"]
+    assert sum(TASK in text for text in users) == 1  # the task is never replayed
+    return first
+
+
 async def test_killed_mid_action_the_model_hears_the_effect_is_unknown(
     booted: Booter, demo_repo: Path, home: Path, tmp_path: Path
 ) -> None:
@@ -88,20 +107,7 @@ async def test_killed_mid_action_the_model_hears_the_effect_is_unknown(
         await asyncio.wait_for(stalled(), 120)
     finally:
         _kill(host)
-    resume_scripts.REQUESTS.clear()
-    resume_scripts.STALL = False
-    async with booted(script) as components:
-        await reconcile(components.store)
-        result = await components.service.run(cid)
-    assert result.termination_reason is TerminationReason.COMPLETED, result.error
-    first = resume_scripts.REQUESTS[0]
-    Path("/tmp/first_request_mid_action.json").write_text(
-        json.dumps([m.model_dump() for m in first], indent=1)
-    )
-    assert_valid_chat(first)
-    assert "effect is unknown" in answer_to_last_call(first)
-    users = [text_of(m) for m in first if m.role == "user"]
-    assert sum(TASK in text for text in users) == 1  # the task is never replayed
+    await _resume(booted, script, cid)
 
 
 async def test_killed_at_a_confirmation_no_message_lands_between_call_and_result(
@@ -117,15 +123,7 @@ async def test_killed_at_a_confirmation_no_message_lands_between_call_and_result
         tmp_path / "host.stderr",
     )
     _kill(host)
-    resume_scripts.REQUESTS.clear()
-    async with booted(script) as components:
-        await reconcile(components.store)
-        result = await components.service.run(cid, message="carry on, carefully")
-    assert result.termination_reason is TerminationReason.COMPLETED, result.error
-    first = resume_scripts.REQUESTS[0]
-    assert_valid_chat(first)
-    assert "effect is unknown" in answer_to_last_call(first)
+    first = await _resume(booted, script, cid, message="carry on, carefully")
     users = [text_of(m) for m in first if m.role == "user"]
-    assert sum(TASK in text for text in users) == 1
     assert sum("carry on, carefully" in text for text in users) == 1
     assert "carry on, carefully" in text_of(first[-1])  # after the answered call, not before
