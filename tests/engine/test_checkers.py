@@ -109,3 +109,12 @@ def test_only_control_tools_do_not_count_as_work() -> None:
     assert work_tool_calls(ledger.turns) == 0
     ledger.record(TokenUsage(tokens_in=3), ["terminal", "finish"])
     assert work_tool_calls(ledger.turns) == 1
+
+
+def test_tool_and_audit_errors_are_under_the_root() -> None:
+    from synthorg.engine.native.tools.base import ToolArgumentError
+    from synthorg.errors import SynthOrgError
+    from synthorg.mcp.audit import AuditWriteError
+
+    assert issubclass(ToolArgumentError, SynthOrgError)
+    assert issubclass(AuditWriteError, SynthOrgError)

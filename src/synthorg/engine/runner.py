@@ -179,6 +179,8 @@ class LoopRunner:
             task.uncancel()
             return result
         except Exception as exc:  # the loop failed; the conversation must not stay running
+            while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+                exc = exc.exceptions[0]  # a loop's task group failed: name the actual error
             message = f"{type(exc).__name__}: {exc}"
             await self._store.append(
                 context.conversation_id, ErrorEvent(message=message, code="loop_crashed")

@@ -7,6 +7,7 @@ from typing import Any, Literal, Protocol
 import structlog
 
 from synthorg.domain import ToolAuditEvent
+from synthorg.errors import BoundaryError
 
 Outcome = Literal["ok", "refused", "error"]
 
@@ -21,7 +22,7 @@ class AuditSink(Protocol):
         ...
 
 
-class AuditWriteError(Exception):
+class AuditWriteError(BoundaryError):
     """The audit event could not be written (the call's effect may still have happened)."""
 
 
