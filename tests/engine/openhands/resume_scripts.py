@@ -37,8 +37,12 @@ def stall_at_three(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTur
 
 
 def risky_once(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
-    """A HIGH-risk command that waits for a decision (kill the host there), then finish."""
+    """A HIGH-risk command that waits for a decision (kill the host there); then a low-risk
+    one (the work, so the run is not NO_OP), then finish."""
     REQUESTS.append(list(messages))
-    if steps_of(messages):
-        return call("finish", message="done after the restart")
-    return call("terminal", "This deletes files.", risk="HIGH", command="echo gone > removed.txt")
+    steps = steps_of(messages)
+    if not steps:
+        return call("terminal", "This deletes files.", risk="HIGH", command="echo gone > x.txt")
+    if len(steps) == 1:
+        return call("terminal", "Checking first.", command="echo checked > checked.txt")
+    return call("finish", message="done after the restart")
