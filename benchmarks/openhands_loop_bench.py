@@ -26,6 +26,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -39,6 +40,9 @@ from synthorg.service.boot import Components, boot
 from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.options import RunOptions
 from synthorg.settings import Settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: `tests` imports
+from tests.support import scripted_settings
 
 TARGET = 1.25
 MODEL = "scripted-oh-bench"
@@ -76,23 +80,8 @@ def _runtime(home: Path | None) -> OpenHandsRuntime:
 
 
 def _settings(home: Path) -> Settings:
-    return Settings(
-        home=home,
-        sections={
-            "gateway": {
-                "providers": [
-                    {
-                        "name": "scripted",
-                        "kind": "scripted",
-                        "models": [MODEL],
-                        "script": f"{__name__}:bench_script",
-                    }
-                ],
-                "prices": {MODEL: {"input_per_mtok_usd": 3, "output_per_mtok_usd": 15}},
-            },
-            "run": {"model": MODEL},
-        },
-    )
+    # The same settings the service tests boot with (one test-support module, no copy).
+    return scripted_settings(home, f"{__name__}:bench_script", model=MODEL)
 
 
 TURNS = 10

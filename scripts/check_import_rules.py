@@ -2,7 +2,8 @@
 
 ``domain`` imports nothing of ours; ``engine`` depends on protocols, never on the server, the
 CLI or concrete sandbox/store backends; infrastructure components import only the shared
-basics and the protocols they implement. Exit 1 listing every violation.
+basics and the protocols they implement; ``service`` wires them and is used only by the
+composition roots (``server``, ``cli``). Exit 1 listing every violation.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "synthorg.store.protocol",
         "synthorg.sandbox.protocol",
         "synthorg.sandbox.toolbox_client",
-        "synthorg.gateway.signer",
         "synthorg.gateway.scripted",  # scripted models (pure functions) for tests and the demo
         "synthorg.gateway.wire",  # the chat wire types those scripts read
         "synthorg.mcp.client",
@@ -51,9 +51,21 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "synthorg.settings",
     ),
     "settings": (*BASICS, "synthorg.engine.config"),
+    # The run service wires the components; only the composition roots (server, cli) use it.
+    "service": (
+        *BASICS,
+        "synthorg.settings",
+        "synthorg.engine",
+        "synthorg.store",
+        "synthorg.gateway",
+        "synthorg.mcp",
+        "synthorg.sandbox",
+        "synthorg.workspace",
+        "synthorg.runtime",
+    ),
 }
 # Composition roots may import anything.
-UNRESTRICTED = {"cli", "server", "service", "distributed", "eval", "web", "__init__"}
+UNRESTRICTED = {"cli", "server", "distributed", "eval", "web", "__init__"}
 
 
 def component_of(path: Path) -> str:

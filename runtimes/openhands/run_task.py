@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # The event-stream module ships beside this file; explicit so -P / -I runs still find it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from synthorg_oh_events import EventWriter, Translator, claim_stdout
+from synthorg_oh_events import EventWriter, Translator, claim_stdout, gateway_code
 
 # Stable uuid5 namespace so a non-UUID conversation id always maps to the same SDK id.
 _ID_NAMESPACE = uuid.UUID("5b1d6c4e-8f3a-4c2e-9a57-0e6f3b9d2a11")
@@ -61,7 +61,11 @@ class RunSpec(BaseModel):
     input_cost_per_token: float | None = Field(None, description="Price for cost metering.")
     output_cost_per_token: float | None = Field(None, description="Price for cost metering.")
     resume_messages: list[str] = Field(
-        default_factory=list, description="On resume: user messages sent since the last run."
+        default_factory=list, description="On resume: user messages no run has seen yet."
+    )
+    resume_answers: dict[str, str] = Field(
+        default_factory=dict,
+        description="On resume: action id -> the host's observation of an action left open.",
     )
 
 
@@ -158,19 +162,67 @@ class Driver:
         self.running = False
         self.stdin_open = True
         self.resume_requested = False  # "resume" arrived before a requested pause took hold
-        # Actions left without an observation by a previous process: the SDK's cold-load
-        # view drops them (tool-call matching), so once all are answered the view is
-        # rebuilt, or the model would see tool results without the calls that made them.
-        self.stale_view_actions: set[str] = set()
+        self.silent: set[str] = set()  # events the host logged itself: not streamed back
 
     def on_event(self, event: Any) -> None:
-        """The SDK callback: stream the event, then repair the view after a resume."""
+        """The SDK callback: stream the event (unless the host wrote it)."""
+        if event.id in self.silent:
+            self.silent.discard(event.id)
+            return
         self.writer.emit(self.translator.translate(event))
-        action_id = getattr(event, "action_id", None)
-        if action_id in self.stale_view_actions:
-            self.stale_view_actions.discard(action_id)
-            if not self.stale_view_actions:
-                self.conversation.state.rebuild_view()
+
+    def recover_head(self) -> None:
+        """Move the branch head to the newest event when a killed process left it behind.
+
+        The SDK writes each event at once but the head (``leaf_event_id``) with the base
+        state, later: after a SIGKILL the action in flight is on disk but off the active
+        branch, so the model would never hear of it. Only a linear descendant of the head
+        is taken (a deliberate navigation elsewhere is left alone).
+        """
+        from openhands.sdk.event.base import LLMConvertibleEvent
+
+        state = self.conversation.state
+        nodes = [e for e in state.events if isinstance(e, LLMConvertibleEvent)]
+        leaf = state._resolve_active_leaf()
+        if not nodes or leaf is None or nodes[-1].id == leaf:
+            return
+        lineage = {e.id for e in state._events.path_to_root(nodes[-1].id)}
+        if leaf in lineage:
+            with state:
+                state.leaf_event_id = nodes[-1].id
+
+    def answer_open_actions(self, answers: dict[str, str]) -> int:
+        """Answer every action a previous process left open, before anything else is sent.
+
+        The host's own observation (what its log says: effect unknown, not executed) goes
+        into the model's history paired with its call, so the model hears what happened and
+        no user message can land between a tool call and its result. A wait for a decision
+        from before the restart ends with it. Returns how many actions were answered.
+        """
+        from openhands.sdk.conversation.state import ConversationExecutionStatus as S
+        from openhands.sdk.event import AgentErrorEvent
+
+        state = self.conversation.state
+        self.recover_head()
+        open_actions = self.pending_actions()
+        with state:
+            for action in open_actions:
+                answer = answers.get(action.id) or (
+                    "the run was stopped while this tool was in progress (or waiting for a "
+                    "decision); its effect is unknown - check before repeating it"
+                )
+                event = AgentErrorEvent(
+                    error=answer, tool_name=action.tool_name, tool_call_id=action.tool_call_id
+                )
+                self.silent.add(event.id)
+                self.conversation._on_event(event)
+            if state.execution_status == S.WAITING_FOR_CONFIRMATION:
+                state.execution_status = S.IDLE
+        if open_actions:
+            # The cold-load view dropped the unmatched calls; now that each is answered the
+            # view is rebuilt with them, or the model would miss what it asked for.
+            state.rebuild_view()
+        return len(open_actions)
 
     def status(self, summary: str, **extra: Any) -> None:
         cost = self.translator.totals()[0]
@@ -232,8 +284,9 @@ class Driver:
             self.status("paused")
             return None
         detail = str(error) if error is not None else f"run ended in status {status.value}"
+        code = gateway_code(error) or status.value
         self.writer.emit(
-            {"kind": "error", "code": status.value, "content": detail, "accumulated_cost": cost}
+            {"kind": "error", "code": code, "content": detail, "accumulated_cost": cost}
         )
         return 1
 
@@ -345,12 +398,12 @@ def main() -> int:
     driver = Driver(conversation, writer, translator)
     drivers.append(driver)
     resumed = len(conversation.state.events) > 0
-    if resumed:
-        driver.stale_view_actions = {a.id for a in driver.pending_actions()}
+    answered = driver.answer_open_actions(spec.resume_answers) if resumed else 0
     driver.status(
         "resumed" if resumed else "started",
         conversation_id=str(conversation.id),
         persisted_events=len(conversation.state.events),
+        answered_open_actions=answered,
     )
     threading.Thread(target=read_controls, args=(driver.inbox, writer), daemon=True).start()
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 from typing import Any
@@ -34,6 +35,31 @@ def claim_stdout() -> EventWriter:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     return EventWriter(event_fd)
+
+
+_GATEWAY_CODE = re.compile(r'"code"\s*:\s*"([a-z][a-z0-9_]{0,63})"')
+
+
+def gateway_code(error: BaseException | str | None) -> str | None:
+    """The gateway's error code behind an LLM failure (its JSON error body), if there is one.
+
+    The host classifies by this code (``cost_ceiling_reached`` is the gateway's budget kill),
+    never by the wording of a message. The SDK and litellm wrap the HTTP error: look at each
+    exception of the chain (``code``, a ``body`` dict), then at the body embedded in the text.
+    """
+    current: BaseException | str | None = error
+    for _ in range(8):
+        if not isinstance(current, BaseException):
+            break
+        body = getattr(current, "body", None)
+        if isinstance(body, dict):
+            inner = body.get("error", body)
+            code = inner.get("code") if isinstance(inner, dict) else None
+            if isinstance(code, str) and code:
+                return code
+        current = current.__cause__ or current.__context__
+    match = _GATEWAY_CODE.search(str(error)) if error is not None else None
+    return match.group(1) if match else None
 
 
 def clip(text: str) -> str:
@@ -146,7 +172,8 @@ class Translator:
                 is_error=True,
             )
         elif isinstance(event, ConversationErrorEvent):
-            record.update(kind="error", code=event.code, content=clip(event.detail))
+            code = gateway_code(event.detail) or event.code
+            record.update(kind="error", code=code, content=clip(event.detail))
         elif isinstance(event, SystemPromptEvent):
             record.update(kind="system", content=event.system_prompt.text)
         elif isinstance(event, PauseEvent):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 from decimal import Decimal
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synthorg.domain import Task, TerminationReason, TokenUsage
+from synthorg.domain import Task, TerminationReason, TokenUsage, TurnRecord
 from synthorg.engine import RunCheckers, TurnLedger, budget_checker, flag_checker, is_no_op
+from synthorg.engine.no_op import work_tool_calls
 
 
 def _task(artifacts: bool) -> Task:
@@ -37,11 +39,40 @@ async def test_checkers_order_and_reasons() -> None:
     assert await RunCheckers(budget=budget_checker(usage, Decimal(1))).stop_reason() is None
 
 
-def test_no_op_predicate() -> None:
-    assert is_no_op(_task(True), tool_calls=0, resumed=False)
-    assert not is_no_op(_task(True), tool_calls=1, resumed=False)
-    assert not is_no_op(_task(True), tool_calls=0, resumed=True)
-    assert not is_no_op(_task(False), tool_calls=0, resumed=False)
+_WORK = (TurnRecord(turn_index=0, tool_names=("terminal",)),)
+_THINK = (TurnRecord(turn_index=0, tool_names=("think", "finish")),)
+
+
+@pytest.mark.parametrize(
+    ("artifacts", "reason", "changed", "turns", "resumed", "no_op"),
+    [
+        # By content, whenever the worktree can be compared with its base: resumed or not,
+        # whatever tools ran.
+        (True, TerminationReason.COMPLETED, False, _WORK, False, True),
+        (True, TerminationReason.COMPLETED, False, _WORK, True, True),
+        (True, TerminationReason.COMPLETED, True, (), False, False),
+        (True, TerminationReason.COMPLETED, True, _THINK, True, False),
+        # Without a view of the content: work tool calls of a fresh run.
+        (True, TerminationReason.COMPLETED, None, (), False, True),
+        (True, TerminationReason.COMPLETED, None, _THINK, False, True),
+        (True, TerminationReason.COMPLETED, None, _WORK, False, False),
+        (True, TerminationReason.COMPLETED, None, (), True, False),
+        # Only a completed run of a task that expected artifacts can be NO_OP.
+        (False, TerminationReason.COMPLETED, False, (), False, False),
+        (True, TerminationReason.CANCELLED, False, (), False, False),
+    ],
+)
+def test_no_op_predicate(
+    artifacts: bool,
+    reason: TerminationReason,
+    changed: bool | None,
+    turns: tuple[TurnRecord, ...],
+    resumed: bool,
+    no_op: bool,
+) -> None:
+    assert (
+        is_no_op(_task(artifacts), reason, changed=changed, turns=turns, resumed=resumed) is no_op
+    )
 
 
 @given(
@@ -68,14 +99,22 @@ def test_turn_deltas_sum_to_run_total(
     assert sum((t.cost_usd for t in ledger.turns), Decimal(0)) == total.cost_usd
     assert sum(t.tokens_in for t in ledger.turns) == total.tokens_in
     assert sum(t.tokens_out for t in ledger.turns) == total.tokens_out
-    assert ledger.tool_calls == len(steps)
+    assert sum(len(t.tool_names) for t in ledger.turns) == len(steps)
 
 
 def test_only_control_tools_do_not_count_as_work() -> None:
     ledger = TurnLedger(TokenUsage())
     ledger.record(TokenUsage(tokens_in=1), ["think"])
     ledger.record(TokenUsage(tokens_in=2), ["finish"])
-    assert ledger.tool_calls == 2
-    assert ledger.work_tool_calls == 0
+    assert work_tool_calls(ledger.turns) == 0
     ledger.record(TokenUsage(tokens_in=3), ["terminal", "finish"])
-    assert ledger.work_tool_calls == 1
+    assert work_tool_calls(ledger.turns) == 1
+
+
+def test_tool_and_audit_errors_are_under_the_root() -> None:
+    from synthorg.engine.native.tools.base import ToolArgumentError
+    from synthorg.errors import SynthOrgError
+    from synthorg.mcp.audit import AuditWriteError
+
+    assert issubclass(ToolArgumentError, SynthOrgError)
+    assert issubclass(AuditWriteError, SynthOrgError)

@@ -11,14 +11,14 @@ from synthorg.engine.registry import (
     MissingLoopDepsError,
     UnknownLoopError,
 )
-from synthorg.engine.runner import LoopRunner, RunSink
+from synthorg.engine.runner import Lander, LandingRefused, LoopRunner, RunSink
 from synthorg.engine.selection import (
     DEFAULT_COMPLEXITY_RULES,
     AutoLoopConfig,
     build_auto_loop_config,
     select_loop_type,
 )
-from synthorg.engine.termination import EXECUTION_LOOP_TERMINATED, TurnLedger, finish_run
+from synthorg.engine.termination import EXECUTION_LOOP_TERMINATED, Terminated, TurnLedger
 
 __all__ = [
     "DEFAULT_COMPLEXITY_RULES",
@@ -30,6 +30,8 @@ __all__ = [
     "EventSink",
     "ExecutionLoop",
     "GatewayAccess",
+    "Lander",
+    "LandingRefused",
     "LoopContext",
     "LoopDependencies",
     "LoopRegistry",
@@ -38,11 +40,11 @@ __all__ = [
     "RunCheckers",
     "RunControl",
     "RunSink",
+    "Terminated",
     "TurnLedger",
     "UnknownLoopError",
     "budget_checker",
     "build_auto_loop_config",
-    "finish_run",
     "flag_checker",
     "is_no_op",
     "select_loop_type",

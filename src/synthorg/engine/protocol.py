@@ -14,7 +14,6 @@ from synthorg.domain import (
     ExecutionResult,
     StoredEvent,
     Task,
-    TerminationReason,
     TokenUsage,
     WorkspaceInfo,
 )
@@ -22,13 +21,13 @@ from synthorg.engine.control import RunControl
 
 
 class EventSink(Protocol):
-    """Where a loop reports each event. Returns a reason to stop, or None to go on.
+    """Where a loop reports each event; raises ``Terminated`` when the run must stop.
 
     The runner's sink makes the event durable, fans it out, then consults the budget,
     shutdown and cancellation checkers: this is the event boundary of seed 000.
     """
 
-    async def __call__(self, event: ConversationEvent) -> TerminationReason | None: ...
+    async def __call__(self, event: ConversationEvent) -> None: ...
 
 
 UsageProbe = Callable[[], Awaitable[TokenUsage]]

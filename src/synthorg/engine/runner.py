@@ -1,35 +1,59 @@
-"""The runner: wires a loop to the durable event log, the checkers and status transitions."""
+"""The runner: wires a loop to the durable event log and the checkers, and closes every run.
+
+``LoopRunner.finish_run`` is the one place a run ends: the NO_OP rule, the closing event,
+EXECUTION_LOOP_TERMINATED, landing and the final status transition.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from synthorg.domain import (
+    ActionEvent,
     ConversationEvent,
+    ConversationRecord,
     ConversationStatus,
     ErrorEvent,
     ExecutionResult,
+    FinishedEvent,
     ObservationEvent,
-    StatusChangeEvent,
     TerminationReason,
     TokenUsage,
+    TurnRecord,
 )
 from synthorg.engine.checkers import RunCheckers
 from synthorg.engine.control import RunControl
+from synthorg.engine.lifecycle import events_after, transition
+from synthorg.engine.no_op import NO_OP_MESSAGE, WorkspaceChanged, is_no_op
 from synthorg.engine.protocol import ExecutionLoop, LoopContext
-from synthorg.engine.termination import log_termination
+from synthorg.engine.termination import Terminated, build_result, log_termination
+from synthorg.errors import SynthOrgError
 from synthorg.store.protocol import ConversationStore
 
 _TURN_KINDS = frozenset({"action", "message"})
 
 
+class LandingRefused(SynthOrgError):
+    """The commit gate refused to land a completed run; the message says why and what to do."""
+
+    def __init__(self, message: str, code: str = "commit_gate_refused") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+Lander = Callable[[ExecutionResult], Awaitable[ExecutionResult]]
+"""Lands a completed run (the commit gate); raises LandingRefused to fail it."""
+
+
 class RunSink:
     """The EventSink of one run: durable append first, then the checkers.
 
+    The first stop reason found is raised as ``Terminated``; events after it (the run
+    winding down: observations of abandoned actions, the closing error) are only recorded.
     Fan-out happens through the store's live tail, so nobody sees an event that is not
-    durable yet.
+    durable yet. The sink also keeps the turns it saw, so a run cut short still reports them.
     """
 
     def __init__(
@@ -46,39 +70,57 @@ class RunSink:
         self._control = control
         self._clock = clock
         self.stop_reason: TerminationReason | None = None
+        self.turns: list[TurnRecord] = []
+        self.finished_logged = False
 
-    async def __call__(self, event: ConversationEvent) -> TerminationReason | None:
+    async def __call__(self, event: ConversationEvent) -> None:
         await self._store.append(self._conversation_id, event)
+        self._observe(event)
         if event.kind == "confirmation_request":
             await self._transition(
                 ConversationStatus.WAITING_CONFIRMATION, "waiting for a decision"
             )
         elif event.kind == "confirmation_decision":
             await self._transition(ConversationStatus.RUNNING, f"decided by {event.approver}")
+        if self.stop_reason is not None:
+            return
         reason = await self._checkers.stop_reason()
         if reason is None and self._control.pause_requested and event.kind in _TURN_KINDS:
             reason = TerminationReason.PAUSED
-        if reason is not None and self.stop_reason is None:
+        if reason is not None:
             self.stop_reason = reason
-        return reason
+            raise Terminated(reason)
+
+    def _observe(self, event: ConversationEvent) -> None:
+        # A turn is an event with figures (one model call); its other actions join it.
+        tool = event.tool_name if isinstance(event, ActionEvent) else None
+        if event.usage is not None:
+            self.turns.append(
+                TurnRecord(
+                    turn_index=len(self.turns),
+                    tool_names=(tool,) if tool else (),
+                    tokens_in=event.usage.tokens_in,
+                    tokens_out=event.usage.tokens_out,
+                    cost_usd=event.usage.cost_usd,
+                )
+            )
+        elif tool and self.turns:
+            last = self.turns[-1]
+            self.turns[-1] = last.model_copy(update={"tool_names": (*last.tool_names, tool)})
+        elif event.kind == "finished":
+            self.finished_logged = True
 
     async def _transition(self, status: ConversationStatus, why: str) -> None:
-        record = await self._store.get_conversation(self._conversation_id)
-        if record.status is status:
-            return
-        await self._store.append(
-            self._conversation_id, StatusChangeEvent(old=record.status, new=status, reason=why)
-        )
-        await self._store.save_conversation(
-            record.model_copy(update={"status": status, "updated_at": self._clock()})
+        await transition(
+            self._store, self._conversation_id, status, why, clock=self._clock, only_if_changed=True
         )
 
 
 class LoopRunner:
     """Runs a loop for one conversation and persists how it ended.
 
-    Whatever happens inside the loop (a normal end, an exception, cancellation of the
-    awaiting task) the conversation leaves RUNNING with an explicit, evented status.
+    Whatever happens inside the loop (a normal end, a stop, an exception, cancellation of
+    the awaiting task) the conversation leaves RUNNING with an explicit, evented status.
     """
 
     def __init__(
@@ -97,38 +139,144 @@ class LoopRunner:
         context: LoopContext,
         *,
         requested_stop: Callable[[], TerminationReason | None] = lambda: None,
+        changed: WorkspaceChanged | None = None,
+        land: Lander | None = None,
     ) -> ExecutionResult:
-        """Execute ``loop`` and record the terminal transition.
+        """``execute`` then ``finish_run``: the whole run of ``loop``."""
+        result = await self.execute(loop, context, requested_stop=requested_stop)
+        return await asyncio.shield(self.finish_run(context, result, changed=changed, land=land))
+
+    async def execute(
+        self,
+        loop: ExecutionLoop,
+        context: LoopContext,
+        *,
+        requested_stop: Callable[[], TerminationReason | None] = lambda: None,
+    ) -> ExecutionResult:
+        """Mark the run RUNNING and execute ``loop``; the caller then calls ``finish_run``.
 
         When the awaiting task is cancelled, ``requested_stop`` says whether the caller asked
         for it and why (an interrupt leaves the conversation PAUSED, a shutdown SHUTDOWN, a
         cancel CANCELLED): then the result is returned. A cancellation nobody requested is
-        recorded as CANCELLED and propagated.
+        finished here as CANCELLED and propagated.
         """
-        await self._set_status(context, ConversationStatus.RUNNING, "run started")
+        await transition(
+            self._store,
+            context.conversation_id,
+            ConversationStatus.RUNNING,
+            "run started",
+            clock=self._clock,
+            update=lambda record: {"execution_id": context.execution_id, "runs": record.runs + 1},
+        )
         try:
-            result = await loop.execute(context)
+            return await loop.execute(context)
+        except Terminated as stop:  # a loop that let the sink's stop through
+            return await self._cut_short(loop, context, stop.reason, stop.message)
         except asyncio.CancelledError:
             requested = requested_stop()
             reason = requested or TerminationReason.CANCELLED
-            result = await asyncio.shield(self._crashed(loop, context, reason, None))
-            await asyncio.shield(self._close_dangling_actions(context, reason))
-            await asyncio.shield(self._finish(context, result))
+            result = await asyncio.shield(self._cut_short(loop, context, reason, None))
             task = asyncio.current_task()
             if requested is None or task is None:
+                await asyncio.shield(self.finish_run(context, result))
                 raise
             task.uncancel()
             return result
         except Exception as exc:  # the loop failed; the conversation must not stay running
+            while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+                exc = exc.exceptions[0]  # a loop's task group failed: name the actual error
             message = f"{type(exc).__name__}: {exc}"
-            result = await self._crashed(loop, context, TerminationReason.ERROR, message)
             await self._store.append(
                 context.conversation_id, ErrorEvent(message=message, code="loop_crashed")
             )
-            await self._finish(context, result)
-            return result
-        await self._finish(context, result)
+            return await self._cut_short(loop, context, TerminationReason.ERROR, message)
+
+    async def finish_run(
+        self,
+        context: LoopContext,
+        result: ExecutionResult,
+        *,
+        changed: WorkspaceChanged | None = None,
+        land: Lander | None = None,
+    ) -> ExecutionResult:
+        """Close the run: NO_OP, the closing event, EXECUTION_LOOP_TERMINATED, landing, status.
+
+        ``changed`` tells whether the worktree differs from the conversation's base (NO_OP
+        by content; None falls back to counting work tool calls). ``land`` commits a
+        completed run; its refusal fails the run in the same final transition.
+        """
+        cid = context.conversation_id
+        reason = result.termination_reason
+        needs_view = reason is TerminationReason.COMPLETED and context.task.artifacts_expected
+        was_changed = await changed() if changed is not None and needs_view else None
+        # Without a view of the content, the log's own record of the turns is the evidence.
+        logged = context.emit.turns if isinstance(context.emit, RunSink) else result.turns
+        if is_no_op(
+            context.task, reason, changed=was_changed, turns=logged, resumed=context.resumed
+        ):
+            result = result.model_copy(
+                update={"termination_reason": TerminationReason.NO_OP, "error": NO_OP_MESSAGE}
+            )
+            await self._store.append(cid, ErrorEvent(message=NO_OP_MESSAGE, code="no_op"))
+        elif reason is TerminationReason.COMPLETED and not _finished_logged(context):
+            await self._store.append(cid, FinishedEvent(message=result.final_message))
+        log_termination(result)
+        status = result.termination_reason.conversation_status()
+        if result.termination_reason is TerminationReason.COMPLETED and land is not None:
+            try:
+                result = await land(result)
+            except LandingRefused as refused:
+                await self._store.append(
+                    cid,
+                    ErrorEvent(message=str(refused), code=refused.code, non_retryable=True),
+                )
+                result = result.model_copy(update={"error": str(refused)})
+                status = ConversationStatus.FAILED
+        final = result
+
+        def totals(record: ConversationRecord) -> dict[str, object]:
+            return {
+                "usage": record.usage + final.usage,
+                "turns": record.turns + len(final.turns),
+                "error": final.error,
+                "commit_sha": final.commit_sha or record.commit_sha,
+            }
+
+        await transition(
+            self._store,
+            cid,
+            status,
+            result.error or result.final_message or result.termination_reason.value,
+            clock=self._clock,
+            termination_reason=result.termination_reason,
+            update=totals,
+        )
         return result
+
+    async def _cut_short(
+        self,
+        loop: ExecutionLoop,
+        context: LoopContext,
+        reason: TerminationReason,
+        error: str | None,
+    ) -> ExecutionResult:
+        """The result of a run the loop could not close itself; open actions are answered."""
+        await self._close_dangling_actions(context, reason)
+        # What the run spent is in the gateway's ledger (one execution per run), so the
+        # conversation's totals stay true; the turns are those the sink saw.
+        try:
+            usage = await context.gateway.usage()
+        except Exception:  # the ledger may be the thing that failed
+            usage = TokenUsage()
+        turns = context.emit.turns if isinstance(context.emit, RunSink) else []
+        return build_result(
+            context,
+            loop_type=loop.get_loop_type(),
+            reason=reason,
+            turns=turns,
+            usage=usage,
+            error=error,
+        )
 
     async def _close_dangling_actions(
         self, context: LoopContext, reason: TerminationReason
@@ -141,17 +289,12 @@ class LoopRunner:
         # Events before this run were answered when that run ended (or by reconciliation).
         after = context.prior_events[-1].seq if context.prior_events else 0
         open_actions: dict[str, None] = {}
-        while True:
-            page = await self._store.history(context.conversation_id, after=after, limit=500)
-            for stored in page:
-                event = stored.event
-                if event.kind == "action":
-                    open_actions[event.action_id] = None
-                elif event.kind == "observation":
-                    open_actions.pop(event.action_id, None)
-            if len(page) < 500:
-                break
-            after = page[-1].seq
+        for stored in await events_after(self._store, context.conversation_id, after):
+            event = stored.event
+            if event.kind == "action":
+                open_actions[event.action_id] = None
+            elif event.kind == "observation":
+                open_actions.pop(event.action_id, None)
         for action_id in open_actions:
             await self._store.append(
                 context.conversation_id,
@@ -164,69 +307,6 @@ class LoopRunner:
                 ),
             )
 
-    async def _crashed(
-        self,
-        loop: ExecutionLoop,
-        context: LoopContext,
-        reason: TerminationReason,
-        error: str | None,
-    ) -> ExecutionResult:
-        # The loop could not report its turns; what the run spent is still in the gateway's
-        # ledger (one execution per run), so the conversation's totals stay true.
-        try:
-            usage = await context.gateway.usage()
-        except Exception:  # the ledger may be the thing that failed
-            usage = TokenUsage()
-        result = ExecutionResult(
-            usage=usage,
-            execution_id=context.execution_id,
-            conversation_id=context.conversation_id,
-            loop_type=loop.get_loop_type(),
-            termination_reason=reason,
-            error=error,
-            resumed=context.resumed,
-            branch=context.workspace.branch,
-        )
-        log_termination(result)
-        return result
 
-    async def _finish(self, context: LoopContext, result: ExecutionResult) -> None:
-        status = result.termination_reason.conversation_status()
-        record = await self._store.get_conversation(context.conversation_id)
-        await self._store.append(
-            context.conversation_id,
-            StatusChangeEvent(
-                old=record.status,
-                new=status,
-                reason=result.error or result.final_message or result.termination_reason.value,
-                termination_reason=result.termination_reason.value,
-            ),
-        )
-        await self._store.save_conversation(
-            record.model_copy(
-                update={
-                    "status": status,
-                    "termination_reason": result.termination_reason,
-                    "usage": record.usage + result.usage,
-                    "turns": record.turns + len(result.turns),
-                    "error": result.error,
-                    "updated_at": self._clock(),
-                }
-            )
-        )
-
-    async def _set_status(self, context: LoopContext, status: ConversationStatus, why: str) -> None:
-        record = await self._store.get_conversation(context.conversation_id)
-        await self._store.append(
-            context.conversation_id, StatusChangeEvent(old=record.status, new=status, reason=why)
-        )
-        await self._store.save_conversation(
-            record.model_copy(
-                update={
-                    "status": status,
-                    "execution_id": context.execution_id,
-                    "runs": record.runs + 1,
-                    "updated_at": self._clock(),
-                }
-            )
-        )
+def _finished_logged(context: LoopContext) -> bool:
+    return isinstance(context.emit, RunSink) and context.emit.finished_logged

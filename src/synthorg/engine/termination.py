@@ -1,17 +1,32 @@
-"""Building a run's result: per-turn cost deltas, the NO_OP rule, the termination log line."""
+"""How runs end: the typed stop (Terminated), per-turn cost deltas, the result and its log line."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from synthorg.domain import ExecutionResult, TerminationReason, TokenUsage, TurnRecord
-from synthorg.engine.no_op import CONTROL_TOOLS, is_no_op
 from synthorg.engine.protocol import LoopContext
 from synthorg.logging import get_logger
 
 _log = get_logger("synthorg.engine")
 
 EXECUTION_LOOP_TERMINATED = "EXECUTION_LOOP_TERMINATED"
+
+
+# Not under SynthOrgError: a stop is control flow, not a failure, and must never be caught by
+# a handler meant for errors.
+class Terminated(Exception):
+    """The run must end now, for ``reason``; raised by the run's sink or by a loop.
+
+    The runner's sink raises it at the event boundary where a checker (cancellation,
+    shutdown, budget) or a pause request names a reason; loops raise it for their own ends
+    (turn cap, stuck, model failure). Whoever catches it closes the run with that reason.
+    """
+
+    def __init__(self, reason: TerminationReason, message: str | None = None) -> None:
+        super().__init__(message or f"the run stopped: {reason.value}")
+        self.reason = reason
+        self.message = message
 
 
 class TurnLedger:
@@ -45,58 +60,61 @@ class TurnLedger:
         """The turns so far."""
         return tuple(self._turns)
 
-    @property
-    def tool_calls(self) -> int:
-        """Tool calls over all turns."""
-        return sum(len(turn.tool_names) for turn in self._turns)
-
-    @property
-    def work_tool_calls(self) -> int:
-        """Tool calls that act on the world (not finish/think/plan bookkeeping)."""
-        return sum(
-            1 for turn in self._turns for name in turn.tool_names if name not in CONTROL_TOOLS
-        )
-
     def total(self, accumulated: TokenUsage) -> TokenUsage:
         """Run total at ``accumulated``: the sum of turn deltas plus calls after the last turn."""
         return accumulated.minus(self._baseline)
 
 
-def finish_run(
+def build_result(
     context: LoopContext,
     *,
     loop_type: str,
     reason: TerminationReason,
-    ledger: TurnLedger,
-    accumulated: TokenUsage,
+    turns: Sequence[TurnRecord],
+    usage: TokenUsage,
     final_message: str = "",
     error: str | None = None,
 ) -> ExecutionResult:
-    """The ExecutionResult of a run, NO_OP applied, with EXECUTION_LOOP_TERMINATED logged."""
-    if reason is TerminationReason.COMPLETED and is_no_op(
-        context.task, tool_calls=ledger.work_tool_calls, resumed=context.resumed
-    ):
-        reason = TerminationReason.NO_OP
-        error = error or "the task expected changes but the agent made no tool call"
-    result = ExecutionResult(
+    """The ExecutionResult of a run as its loop saw it (the runner's ``finish_run`` closes it)."""
+    return ExecutionResult(
         execution_id=context.execution_id,
         conversation_id=context.conversation_id,
         loop_type=loop_type,
         termination_reason=reason,
+        turns=tuple(turns),
+        usage=usage,
+        final_message=final_message,
+        error=error,
+        resumed=context.resumed,
+        tool_calls=sum(len(turn.tool_names) for turn in turns),
+        branch=context.workspace.branch,
+    )
+
+
+def ledger_result(
+    context: LoopContext,
+    ledger: TurnLedger,
+    accumulated: TokenUsage,
+    *,
+    loop_type: str,
+    reason: TerminationReason,
+    final_message: str = "",
+    error: str | None = None,
+) -> ExecutionResult:
+    """``build_result`` from a loop's ledger at the accumulated usage."""
+    return build_result(
+        context,
+        loop_type=loop_type,
+        reason=reason,
         turns=ledger.turns,
         usage=ledger.total(accumulated),
         final_message=final_message,
         error=error,
-        resumed=context.resumed,
-        tool_calls=ledger.tool_calls,
-        branch=context.workspace.branch,
     )
-    log_termination(result)
-    return result
 
 
 def log_termination(result: ExecutionResult) -> None:
-    """The one log line every terminal transition writes."""
+    """The one log line every terminal transition writes (from the runner's ``finish_run``)."""
     _log.info(
         EXECUTION_LOOP_TERMINATED,
         execution_id=result.execution_id,

@@ -178,7 +178,11 @@ class Gateway:
     async def finish_execution(self, execution_id: str, reason: str = "") -> ExecutionUsage:
         """Mark the run finished (its ledger complete): its bearer is refused from now on."""
         await self.flush(execution_id)
-        return await self._set_status(execution_id, ExecutionStatus.FINISHED, reason or "finished")
+        row = await self._set_status(execution_id, ExecutionStatus.FINISHED, reason or "finished")
+        # The ledger answers for it from now on (and refuses its bearer): a long-lived
+        # process does not keep every run it ever served in memory.
+        self._executions.pop(execution_id, None)
+        return row
 
     async def kill_execution(self, execution_id: str, reason: str) -> ExecutionUsage:
         """Kill the run (operator or ceiling): its bearer is refused from now on."""

@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol
 import structlog
 
 from synthorg.domain import ConversationRecord, ToolAuditEvent
-from synthorg.errors import SynthOrgError
+from synthorg.errors import BoundaryError
 from synthorg.store.protocol import ExecutionUsage
 
 Outcome = Literal["started", "ok", "refused", "error"]
@@ -43,8 +43,8 @@ class McpStore(AuditSink, Protocol):
         ...
 
 
-class AuditWriteError(SynthOrgError):
-    """The audit event could not be written."""
+class AuditWriteError(BoundaryError):
+    """The audit event could not be written (the call's effect may still have happened)."""
 
 
 async def record_call(

@@ -21,9 +21,10 @@ from synthorg.mcp.server import create_mcp_app
 from synthorg.mcp.vault import CredentialVault
 from synthorg.sandbox import SandboxStreamer, make_sandbox
 from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
+from synthorg.service.provisioning import LoopProvisioner
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.service.rundirs import sweep_dead_run_dirs
-from synthorg.service.runs import LocalRunService, LoopProvisioner
+from synthorg.service.runs import LocalRunService
 from synthorg.service.store import store_config
 from synthorg.settings import Settings, section
 from synthorg.store import Store, open_store

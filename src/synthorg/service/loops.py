@@ -1,31 +1,33 @@
-"""The default loop registry and the per-run provisioning of each loop's dependencies."""
+"""Every loop type, registered once as a plugin: its factory, per-run provisioning, host check.
+
+Adding a loop adds one ``LoopPlugin`` to ``PLUGINS``; the registry and the provisioner are
+derived from them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 
 from synthorg.domain import CheckpointEvent
-from synthorg.engine import LoopDependencies, LoopRegistry
+from synthorg.engine import KNOWN_LOOP_TYPES, LoopDependencies, LoopRegistry
 from synthorg.engine.native import NATIVE_FACTORIES, NativeLoopDeps, http_model_client
 from synthorg.engine.native.turn import CheckpointHook
 from synthorg.engine.openhands import OPENHANDS_FACTORIES
+from synthorg.engine.registry import LoopFactory
+from synthorg.errors import ConfigError
 from synthorg.mcp.client import McpToolClient
 from synthorg.sandbox import SandboxRequest, ToolboxClient
 from synthorg.service.boot import ProvisionContext
 from synthorg.service.openhands import provision_openhands, require_runtime
-from synthorg.service.runs import LoopEndpoints, LoopProvisioner, RunSetup
+from synthorg.service.provisioning import LoopEndpoints, LoopProvisioner, RunSetup
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.models import Workspace
 
 _SOCKET_ORIGIN = "http://localhost"
 """Base of URLs sent over a unix socket: only the path and the Host header matter."""
-
-
-def default_registry() -> LoopRegistry:
-    """Every loop this build can construct."""
-    return LoopRegistry({**NATIVE_FACTORIES, **OPENHANDS_FACTORIES})
 
 
 def _checkpoint_hook(checkpoints: CheckpointStore, workspace: Workspace) -> CheckpointHook | None:
@@ -37,31 +39,6 @@ def _checkpoint_hook(checkpoints: CheckpointStore, workspace: Workspace) -> Chec
         return CheckpointEvent(index=checkpoint.index, ref=checkpoint.ref, action_id=action_id)
 
     return snapshot
-
-
-class DefaultProvisioner:
-    """Native loops get a sandbox toolbox on the worktree, checkpoints and MCP tools;
-    openhands gets its sandboxed SDK runtime (synthorg.service.openhands)."""
-
-    def __init__(self, ctx: ProvisionContext) -> None:
-        self._ctx = ctx
-
-    def check(self, loop_type: str) -> None:
-        """Refuse at creation a loop this host cannot run (openhands without its runtime)."""
-        if loop_type == "openhands":
-            require_runtime(self._ctx.settings.home)
-
-    def __call__(
-        self, setup: RunSetup
-    ) -> AbstractAsyncContextManager[tuple[LoopDependencies, LoopEndpoints]]:
-        if setup.record.loop_type == "openhands":
-            return provision_openhands(self._ctx, setup)
-        return _native(self._ctx, setup)
-
-
-def default_provisioner(ctx: ProvisionContext) -> LoopProvisioner:
-    """The provisioner ``synthorg run``, ``serve`` and ``demo`` use."""
-    return DefaultProvisioner(ctx)
 
 
 @asynccontextmanager
@@ -90,3 +67,71 @@ async def _native(
         has_tools = ctx.mcp_config.project(setup.record.task.project_id) is not None
         mcp_url = f"{_SOCKET_ORIGIN}{ctx.mcp_endpoints.path}" if has_tools else None
         yield LoopDependencies(deps), LoopEndpoints(f"{_SOCKET_ORIGIN}/v1", mcp_url)
+
+
+Provision = Callable[
+    [ProvisionContext, RunSetup],
+    AbstractAsyncContextManager[tuple[LoopDependencies, LoopEndpoints]],
+]
+"""Builds a run's loop dependencies for its lifetime."""
+
+
+def _no_check(ctx: ProvisionContext) -> None:
+    """Nothing to check: the loop runs wherever the sandbox does."""
+
+
+def _openhands_check(ctx: ProvisionContext) -> None:
+    require_runtime(ctx.settings.home)
+
+
+@dataclass(frozen=True)
+class LoopPlugin:
+    """One loop type: how to build it, what each run of it needs, whether this host can."""
+
+    loop_type: str
+    factory: LoopFactory
+    provision: Provision
+    check: Callable[[ProvisionContext], None] = _no_check
+
+
+PLUGINS: tuple[LoopPlugin, ...] = (
+    *(LoopPlugin(name, factory, _native) for name, factory in NATIVE_FACTORIES.items()),
+    *(
+        LoopPlugin(name, factory, provision_openhands, _openhands_check)
+        for name, factory in OPENHANDS_FACTORIES.items()
+    ),
+)
+"""Every loop this build can construct, registered once."""
+
+_BY_TYPE = {plugin.loop_type: plugin for plugin in PLUGINS}
+if set(_BY_TYPE) != KNOWN_LOOP_TYPES:  # a loop added in one place but not the other
+    raise ConfigError(
+        f"loop plugins {sorted(_BY_TYPE)} do not match the known loop types "
+        f"{sorted(KNOWN_LOOP_TYPES)}: register the loop in both"
+    )
+
+
+def default_registry() -> LoopRegistry:
+    """Every loop this build can construct."""
+    return LoopRegistry({plugin.loop_type: plugin.factory for plugin in PLUGINS})
+
+
+class DefaultProvisioner:
+    """Provisions each run with its loop plugin (sandbox toolbox, or the OpenHands runtime)."""
+
+    def __init__(self, ctx: ProvisionContext) -> None:
+        self._ctx = ctx
+
+    def check(self, loop_type: str) -> None:
+        """Refuse at creation a loop this host cannot run (openhands without its runtime)."""
+        _BY_TYPE[loop_type].check(self._ctx)
+
+    def __call__(
+        self, setup: RunSetup
+    ) -> AbstractAsyncContextManager[tuple[LoopDependencies, LoopEndpoints]]:
+        return _BY_TYPE[setup.record.loop_type].provision(self._ctx, setup)
+
+
+def default_provisioner(ctx: ProvisionContext) -> LoopProvisioner:
+    """The provisioner ``synthorg run``, ``serve`` and ``demo`` use."""
+    return DefaultProvisioner(ctx)

@@ -25,7 +25,7 @@ from synthorg.gateway.config import GatewayConfig
 from synthorg.runtime import OpenHandsRuntime, find_runtime
 from synthorg.sandbox import ForwardedEndpoint, SandboxRequest
 from synthorg.service.boot import ProvisionContext
-from synthorg.service.runs import LoopEndpoints, RunSetup
+from synthorg.service.provisioning import LoopEndpoints, RunSetup
 from synthorg.settings import section
 
 GATEWAY_PORT = 18080
@@ -110,7 +110,6 @@ def openhands_deps(ctx: ProvisionContext, setup: RunSetup) -> OpenHandsLoopDeps:
         conversation_factory=ContainerRuntime(
             ctx.sandbox, launch, idle_timeout_s=config.idle_timeout_s
         ),
-        signer=ctx.signer,
         gateway_base_url=f"http://127.0.0.1:{GATEWAY_PORT}/v1",
         mcp_base_url=mcp_url,
         workspace_path=ctx.sandbox.workspace_path_inside(probe),

@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import Protocol
 
 from synthorg.domain import (
     AgentIdentity,
@@ -21,8 +19,6 @@ from synthorg.domain import (
     InterruptEvent,
     MessageEvent,
     PauseEvent,
-    StatusChangeEvent,
-    StoredEvent,
     Task,
     TerminationReason,
     TokenUsage,
@@ -33,71 +29,32 @@ from synthorg.engine import (
     EngineConfig,
     GatewayAccess,
     LoopContext,
-    LoopDependencies,
     LoopRegistry,
     LoopRunner,
     RunCheckers,
-    RunControl,
     budget_checker,
     flag_checker,
     select_loop_type,
 )
+from synthorg.engine.bearers import BearerMinter, RunGrant
+from synthorg.engine.lifecycle import events_after, transition
 from synthorg.errors import ConflictError, UsageError
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import RunBinding
 from synthorg.logging import get_logger
+from synthorg.service.active import ActiveRun, ActiveRuns
+from synthorg.service.bearers import GatewayMinter
 from synthorg.service.config import RunDefaults
+from synthorg.service.landing import land, workspace_changed
 from synthorg.service.options import RunOptions
 from synthorg.service.ownership import claim_run
+from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.store.protocol import Store
 from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
-from synthorg.workspace.models import GateSummary, Workspace
 from synthorg.workspace.worktrees import WorktreeManager
 
 _log = get_logger("synthorg.service")
-_HISTORY_PAGE = 1000
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    """What provisioning a run's loop needs to know."""
-
-    record: ConversationRecord
-    workspace: Workspace
-    execution_id: str
-    bearer: str
-
-
-@dataclass(frozen=True)
-class LoopEndpoints:
-    """Where the loop's own code reaches the gateway and the MCP server."""
-
-    gateway_base_url: str
-    mcp_base_url: str | None = None
-
-
-class LoopProvisioner(Protocol):
-    """Builds a run's loop dependencies (sandbox, tool executor, endpoints) for its lifetime."""
-
-    def check(self, loop_type: str) -> None:
-        """Raise (saying how to fix it) when this host cannot run ``loop_type``."""
-        ...
-
-    def __call__(
-        self, setup: RunSetup
-    ) -> AbstractAsyncContextManager[tuple[LoopDependencies, LoopEndpoints]]: ...
-
-
-@dataclass
-class _ActiveRun:
-    control: RunControl
-    cancelled: asyncio.Event
-    stop_requested: TerminationReason | None = None
-    runner_started: bool = False
-    task: asyncio.Task[ExecutionResult] | None = None
-    done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class LocalRunService:
@@ -134,7 +91,8 @@ class LocalRunService:
         self._clock = clock
         self.repositories = repositories or RepositoryPolicy(home=worktrees.home)
         self._runner = LoopRunner(store, clock=clock)
-        self._active: dict[str, _ActiveRun] = {}
+        self._minter: BearerMinter = GatewayMinter(gateway)
+        self._runs = ActiveRuns()
         self._shutdown = asyncio.Event()
 
     # -- creation -------------------------------------------------------------------------
@@ -206,18 +164,14 @@ class LocalRunService:
     # -- runs -------------------------------------------------------------------------------
     def is_active(self, conversation_id: str) -> bool:
         """Whether a run of this conversation is in progress in this process."""
-        active = self._active.get(conversation_id)
-        return active is not None and not active.done.is_set()
+        return self._runs.is_active(conversation_id)
 
     async def start(self, conversation_id: str, *, message: str | None = None) -> None:
         """Start (or continue) a run in the background; ConflictError if one is active."""
         if self._shutdown.is_set():
             raise ConflictError("the service is shutting down; no new runs")
-        if self.is_active(conversation_id):
-            raise ConflictError(f"conversation {conversation_id} already has an active run")
         # Claim the conversation before the first await: concurrent starts must not both pass.
-        active = _ActiveRun(control=RunControl(), cancelled=asyncio.Event())
-        self._active[conversation_id] = active
+        active = self._runs.claim(conversation_id)
         ownership = None
         try:
             # Across processes: one live owner (refused naming it; a dead one is reconciled).
@@ -227,7 +181,7 @@ class LocalRunService:
             if message:
                 await self.store.append(conversation_id, MessageEvent(role="user", text=message))
         except BaseException:
-            active.done.set()
+            self._runs.end(conversation_id, active)
             if ownership is not None:
                 await asyncio.shield(ownership.release())
             raise
@@ -243,13 +197,13 @@ class LocalRunService:
         return result
 
     async def wait(self, conversation_id: str) -> ExecutionResult | None:
-        """Wait for the active run to end; None when none was started here."""
-        active = self._active.get(conversation_id)
-        if active is None or active.task is None:
+        """Wait for the active (or just ended) run; None when none was started here."""
+        task = self._runs.task_of(conversation_id)
+        if task is None:
             return None
-        return await asyncio.shield(active.task)
+        return await asyncio.shield(task)
 
-    async def _run(self, record: ConversationRecord, active: _ActiveRun) -> ExecutionResult:
+    async def _run(self, record: ConversationRecord, active: ActiveRun) -> ExecutionResult:
         try:
             return await self._run_inner(record, active)
         except asyncio.CancelledError:
@@ -260,26 +214,18 @@ class LocalRunService:
             task.uncancel()
             return await asyncio.shield(self._stopped_before_start(record, active.stop_requested))
         finally:
-            active.done.set()
+            self._runs.end(record.id, active)
 
     async def _stopped_before_start(
         self, record: ConversationRecord, reason: TerminationReason
     ) -> ExecutionResult:
-        current = await self.store.get_conversation(record.id)
-        status = reason.conversation_status()
-        await self.store.append(
+        current = await transition(
+            self.store,
             record.id,
-            StatusChangeEvent(
-                old=current.status,
-                new=status,
-                reason="stopped before the run started",
-                termination_reason=reason.value,
-            ),
-        )
-        await self.store.save_conversation(
-            current.model_copy(
-                update={"status": status, "termination_reason": reason, "updated_at": self._clock()}
-            )
+            reason.conversation_status(),
+            "stopped before the run started",
+            clock=self._clock,
+            termination_reason=reason,
         )
         return ExecutionResult(
             execution_id=current.execution_id or "none",
@@ -289,26 +235,15 @@ class LocalRunService:
             resumed=record.runs > 0,
         )
 
-    async def _run_inner(self, record: ConversationRecord, active: _ActiveRun) -> ExecutionResult:
+    async def _run_inner(self, record: ConversationRecord, active: ActiveRun) -> ExecutionResult:
         try:
             workspace = await self.worktrees.resume(
                 Path(record.task.repository), record.id, record.workspace
             )
         except GateRefusedError as exc:  # a worktree that is not the recorded one: run nothing
-            return await self._refuse(record, exc, None)
+            return await self._refused_before_start(record, exc)
         execution_id = new_id("exec")
-        binding = RunBinding(
-            execution_id=execution_id,
-            agent_id=record.agent.id,
-            task_id=record.task.id,
-            project_id=record.task.project_id,
-            conversation_id=record.id,
-            provider=record.provider,
-            model_id=record.model,
-            cost_ceiling=record.budget_usd,
-        )
-        await self.gateway.open_execution(binding)
-        bearer = self.gateway.mint(binding)
+        bearer = await self._minter.open(RunGrant.of(record, execution_id))
         if self._isolation_warnings:
             # Said in the run's own log, not only in the server's: whoever watches sees it.
             await self.store.append(
@@ -322,7 +257,7 @@ class LocalRunService:
         if not workspace.is_worktree:
             # Asked for explicitly; said loudly in the run's own log (no checkpoints, no commit).
             await self.store.append(record.id, MessageEvent(role="system", text=workspace.note))
-        prior = await self._all_events(record.id)
+        prior = await events_after(self.store, record.id)
         resumed = record.runs > 0
         setup = RunSetup(
             record=record, workspace=workspace, execution_id=execution_id, bearer=bearer
@@ -365,98 +300,48 @@ class LocalRunService:
                     prior_events=prior,
                 )
                 active.runner_started = True
-                result = await self._runner.run(
+                result = await self._runner.execute(
                     loop, context, requested_stop=lambda: active.stop_requested
                 )
         finally:
-            await asyncio.shield(self.gateway.finish_execution(execution_id, "run ended"))
-        if result.termination_reason is TerminationReason.COMPLETED:
-            result = await self._land(record, workspace, result)
-        return result
-
-    async def _land(
-        self, record: ConversationRecord, workspace: Workspace, result: ExecutionResult
-    ) -> ExecutionResult:
-        summary = GateSummary(
-            task_id=record.task.id,
-            title=record.task.title,
-            conversation_id=record.id,
-            loop_type=result.loop_type,
-            turns=len(result.turns),
-            cost_usd=result.usage.cost_usd,
-        )
-        try:
-            gate = await self.gate.land(workspace, summary)
-        except GateRefusedError as exc:
-            return await self._refuse(record, exc, result)
-        current = await self.store.get_conversation(record.id)
-        _log.info(
-            "COMMIT_GATE",
-            conversation_id=record.id,
-            committed=gate.committed,
-            sha=gate.sha,
-            reason=gate.reason,
-        )
-        if gate.committed:
-            await self.store.save_conversation(
-                current.model_copy(update={"commit_sha": gate.sha, "updated_at": self._clock()})
+            await asyncio.shield(self._minter.close(execution_id, "run ended"))
+        # After the sandbox is gone: nothing in it can change the worktree under the gate.
+        return await asyncio.shield(
+            self._runner.finish_run(
+                context,
+                result,
+                changed=partial(workspace_changed, workspace),
+                land=partial(land, self.gate, record, workspace),
             )
-        return result.model_copy(
-            update={"commit_sha": gate.sha, "branch": gate.branch or result.branch}
         )
 
-    async def _refuse(
-        self, record: ConversationRecord, exc: GateRefusedError, result: ExecutionResult | None
+    async def _refused_before_start(
+        self, record: ConversationRecord, exc: GateRefusedError
     ) -> ExecutionResult:
-        """Record a refusal to land (or to touch the worktree): error event, then FAILED."""
-        current = await self.store.get_conversation(record.id)
+        """The host refuses to touch the worktree (it is not the recorded one): FAILED, said."""
         await self.store.append(
             record.id, ErrorEvent(message=str(exc), code=exc.code, non_retryable=True)
         )
-        await self.store.append(
+        current = await transition(
+            self.store,
             record.id,
-            StatusChangeEvent(
-                old=current.status,
-                new=ConversationStatus.FAILED,
-                reason=f"refused: {exc}",
-                termination_reason=result.termination_reason.value if result else None,
-            ),
+            ConversationStatus.FAILED,
+            f"refused: {exc}",
+            clock=self._clock,
+            update=lambda _record: {"error": str(exc)},
         )
-        await self.store.save_conversation(
-            current.model_copy(
-                update={
-                    "status": ConversationStatus.FAILED,
-                    "error": str(exc),
-                    "updated_at": self._clock(),
-                }
-            )
+        return ExecutionResult(
+            execution_id=current.execution_id or "none",
+            conversation_id=record.id,
+            loop_type=record.loop_type,
+            termination_reason=TerminationReason.ERROR,
+            resumed=record.runs > 0,
+            error=str(exc),
         )
-        if result is None:
-            result = ExecutionResult(
-                execution_id=current.execution_id or "none",
-                conversation_id=record.id,
-                loop_type=record.loop_type,
-                termination_reason=TerminationReason.ERROR,
-                resumed=record.runs > 0,
-            )
-        return result.model_copy(update={"error": str(exc), "commit_sha": None})
-
-    async def _all_events(self, conversation_id: str) -> tuple[StoredEvent, ...]:
-        events: list[StoredEvent] = []
-        after = 0
-        while True:
-            page = await self.store.history(conversation_id, after=after, limit=_HISTORY_PAGE)
-            events.extend(page)
-            if len(page) < _HISTORY_PAGE:
-                return tuple(events)
-            after = page[-1].seq
 
     # -- control ------------------------------------------------------------------------------
-    def _require_active(self, conversation_id: str) -> _ActiveRun:
-        active = self._active.get(conversation_id)
-        if active is None or active.done.is_set():
-            raise ConflictError(f"conversation {conversation_id} has no active run")
-        return active
+    def _require_active(self, conversation_id: str) -> ActiveRun:
+        return self._runs.require(conversation_id)
 
     async def steer(self, conversation_id: str, text: str) -> None:
         """A message for the next turn of the active run."""
@@ -484,7 +369,7 @@ class LocalRunService:
         active.cancelled.set()
         await self._cancel(active, TerminationReason.CANCELLED)
 
-    async def _cancel(self, active: _ActiveRun, reason: TerminationReason) -> None:
+    async def _cancel(self, active: ActiveRun, reason: TerminationReason) -> None:
         active.stop_requested = reason
         if active.task is not None and not active.task.done():
             active.task.cancel()
@@ -510,7 +395,7 @@ class LocalRunService:
     async def shutdown(self) -> None:
         """Stop every active run with SHUTDOWN (resumable)."""
         self._shutdown.set()
-        running = [a for a in self._active.values() if a.task is not None and not a.done.is_set()]
+        running = self._runs.running()
         if not running:
             return
         tasks = {a.task for a in running if a.task is not None}

@@ -97,7 +97,7 @@ class SqliteStore(SqliteEvalItems, LiveTail):
         busy_timeout_s: float = BUSY_TIMEOUT_S,
     ) -> SqliteStore:
         """Open (creating the file and applying migrations as needed)."""
-        file = Path(path).expanduser()
+        file = Path(path).expanduser()  # noqa: ASYNC240 - once, at open (may read passwd)
         file.parent.mkdir(parents=True, exist_ok=True)
         store = cls(file, cipher=cipher, poll_interval=poll_interval, busy_timeout_s=busy_timeout_s)
         await store._writer.start()

@@ -208,7 +208,8 @@ class WorktreeManager:
         """
         base = await stored_base(probe.toplevel, conversation_id)
         admin_root = probe.common_dir / "worktrees"
-        if base is None or not (target.is_dir() and admin_root.is_dir()):
+        # Two stats of local dirs on an adoption path: not worth a thread hop.
+        if base is None or not (target.is_dir() and admin_root.is_dir()):  # noqa: ASYNC240
             return None
         expected = os.fsencode(target / ".git")
         for admin in sorted(admin_root.iterdir()):
@@ -267,7 +268,8 @@ class WorktreeManager:
         again on the kept branch. In place, the directory must be the task's repository.
         """
         if recorded is not None and not recorded.is_worktree:
-            if Path(recorded.path).resolve() != _existing_dir(repo).resolve():
+            # Resolving two local paths, once per resume: not worth a thread hop.
+            if Path(recorded.path).resolve() != _existing_dir(repo).resolve():  # noqa: ASYNC240
                 raise WorkspaceTamperedError(
                     f"conversation {conversation_id} edits {recorded.path} in place, but its "
                     f"task names {repo}; refusing to mount either"

@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from synthorg.domain import (
     ActionEvent,
@@ -208,3 +210,52 @@ def test_factories_fail_loud_without_deps(loop_type: str) -> None:
     registry = LoopRegistry(NATIVE_FACTORIES)
     with pytest.raises(MissingLoopDepsError, match=f"loop '{loop_type}' needs NativeLoopDeps"):
         registry.build(loop_type, LoopDependencies())
+
+
+def test_rebuild_keeps_a_steer_after_the_results_of_the_running_calls() -> None:
+    """A message steered while a tool ran used to cut the turn: its real result was lost."""
+    events = _stored(
+        MessageEvent(role="user", text="task"),
+        ActionEvent(kind="action", action_id="a1", tool_name="terminal", arguments={"c": 1}),
+        MessageEvent(role="user", text="also update the docs"),
+        ObservationEvent(action_id="a1", content="real output"),
+    )
+    messages = rebuild_messages(events)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user"]
+    assert messages[2] == {"role": "tool", "tool_call_id": "a1", "content": "real output"}
+    assert messages[3]["content"] == "also update the docs"
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["action", "observation", "user", "system"]), st.integers(0, 5)),
+        max_size=40,
+    )
+)
+def test_rebuilt_history_is_always_a_valid_chat(script: list[tuple[str, int]]) -> None:
+    """Whatever order the log has (steers, kills, host answers), tool calls and results pair."""
+    events: list[object] = []
+    for kind, n in script:
+        if kind == "action":
+            events.append(
+                ActionEvent(
+                    kind="action", action_id=f"a{len(events)}", tool_name="terminal", arguments={}
+                )
+            )
+        elif kind == "observation":
+            actions = [e.action_id for e in events if isinstance(e, ActionEvent)]
+            if actions:
+                events.append(ObservationEvent(action_id=actions[n % len(actions)], content="o"))
+        else:
+            events.append(MessageEvent(role=kind, text=f"{kind} {n}"))  # type: ignore[arg-type]
+    messages = rebuild_messages(_stored(*events))
+    tool_of = {}
+    for i, m in enumerate(messages):
+        if m["role"] == "tool":
+            tool_of.setdefault(m["tool_call_id"], []).append(i)
+    for i, m in enumerate(messages):
+        ids = [c["id"] for c in m.get("tool_calls") or []]
+        following = messages[i + 1 : i + 1 + len(ids)]
+        assert [f["role"] for f in following] == ["tool"] * len(ids)
+        assert sorted(f["tool_call_id"] for f in following) == sorted(ids)
+    assert all(len(at) == 1 for at in tool_of.values())

@@ -16,34 +16,33 @@ from synthorg.domain import (
     TokenUsage,
     WorkspaceInfo,
 )
-from synthorg.engine import RunControl
+from synthorg.engine import RunControl, Terminated
 from synthorg.engine.openhands import OpenHandsLoopDeps
 from synthorg.engine.openhands.fake import FakeConversationFactory, ScriptItem
 from synthorg.engine.protocol import GatewayAccess, LoopContext
-from synthorg.gateway.signer import GatewaySigner
 
 MODEL = "scripted-oh"
 PROVIDER = "scripted"
-KEY = b"k" * 48
-
-
-def signer() -> GatewaySigner:
-    """A real signer that serves exactly (scripted, scripted-oh)."""
-    return GatewaySigner(KEY, served=lambda p, m: (p, m) == (PROVIDER, MODEL))
 
 
 @dataclass
 class Recorder:
-    """The runner's sink stand-in: records events, answers a stop reason when told to."""
+    """The runner's sink stand-in: records events, raises a stop (once) when told to."""
 
     events: list[ConversationEvent] = field(default_factory=list)
     stop_when: Callable[[ConversationEvent, list[ConversationEvent]], TerminationReason | None] = (
         lambda event, seen: None
     )
 
-    async def __call__(self, event: ConversationEvent) -> TerminationReason | None:
+    stopped: TerminationReason | None = None
+
+    async def __call__(self, event: ConversationEvent) -> None:
         self.events.append(event)
-        return self.stop_when(event, self.events)
+        if self.stopped is not None:
+            return
+        self.stopped = self.stop_when(event, self.events)
+        if self.stopped is not None:
+            raise Terminated(self.stopped)
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]
@@ -98,7 +97,6 @@ def make_deps(
     factory = FakeConversationFactory(*scripts)
     deps = OpenHandsLoopDeps(
         conversation_factory=factory,
-        signer=signer(),
         gateway_base_url="http://127.0.0.1:18080/v1",
         mcp_base_url="http://127.0.0.1:18081/mcp",
         input_cost_per_token=2e-6,

@@ -29,7 +29,8 @@ from tests.sandbox.helpers import sandboxes_in
 from .conftest import Booter
 from .e2e_support import make_task
 
-pytestmark = [pytest.mark.openhands, pytest.mark.bwrap, pytest.mark.slow]
+# Each run starts the SDK in a sandbox: minutes on a loaded host, so waits are generous.
+pytestmark = [pytest.mark.openhands, pytest.mark.bwrap, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def _leftovers(home: Path) -> list[psutil.Process]:
@@ -54,7 +55,7 @@ async def _no_leftovers(home: Path, timeout: float = 5.0) -> None:
     assert not alive, [p.info for p in alive]
 
 
-async def _wait_for(components, conversation_id: str, kind: str, timeout: float = 60.0):  # type: ignore[no-untyped-def]
+async def _wait_for(components, conversation_id: str, kind: str, timeout: float = 240.0):  # type: ignore[no-untyped-def]
     async def find():  # type: ignore[no-untyped-def]
         async for stored in components.store.tail(conversation_id):
             if stored.event.kind == kind:
@@ -124,7 +125,15 @@ async def test_cancelling_the_awaiting_coroutine_leaves_no_process(
         record = await service.create(make_task(demo_repo), RunOptions(loop="openhands"))
         await service.start(record.id)
         await _wait_for(components, record.id, "action")
-        await asyncio.sleep(0.5)  # the command is running inside the sandbox
+
+        async def sleeping() -> None:  # the scripted command runs inside the sandbox
+            while not any(
+                (p.info["cmdline"] or [])[:2] == ["sleep", "67.25"]
+                for p in psutil.process_iter(["cmdline"])
+            ):
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(sleeping(), 120)
         assert _leftovers(home)
         await service.cancel(record.id, by="tester")
         result = await service.wait(record.id)
@@ -199,7 +208,7 @@ async def test_resume_after_the_host_was_killed(
         assert host.stdout is not None
         conversation_id = json.loads(host.stdout.readline())["conversation_id"]
         worktree = home / "worktrees"
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 240  # an SDK start-up takes minutes on a loaded host
         while time.monotonic() < deadline:
             done = [p.read_text().split() for p in worktree.rglob("progress.txt")]
             if done and len(done[0]) >= 2:

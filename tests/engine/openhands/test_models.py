@@ -111,7 +111,7 @@ def test_config_is_frozen() -> None:
     with pytest.raises(ValidationError):
         config.max_turns = 6  # type: ignore[misc]
     with pytest.raises(ValidationError):
-        OpenHandsLoopConfig(token_ttl_s=0)
+        OpenHandsLoopConfig(max_turns=0)
 
 
 @pytest.mark.parametrize(
@@ -126,12 +126,9 @@ def test_blank_urls_are_rejected_at_construction(urls: dict[str, str]) -> None:
     from synthorg.engine.openhands import OpenHandsLoopDeps
     from synthorg.engine.openhands.fake import FakeConversationFactory
 
-    from .helpers import signer
-
     with pytest.raises(OpenHandsLoopError, match="blank"):
         OpenHandsLoopDeps(
             conversation_factory=FakeConversationFactory(),
-            signer=signer(),
             **urls,  # type: ignore[arg-type]
         )
     deps, _ = make_deps([])

@@ -42,12 +42,17 @@ def rebuild_messages(events: Sequence[StoredEvent]) -> list[Message]:
     """The conversation as the model saw it, from the event log of earlier runs.
 
     Consecutive actions form one assistant turn; every action gets exactly one tool message
-    (an action the log has no observation for, e.g. after a SIGKILL, gets NOT_EXECUTED), placed
-    right after its turn as the chat format requires.
+    (the observation the log has; NOT_EXECUTED when it has none), placed right after its turn
+    as the chat format requires. A message logged while a turn's calls were still running
+    (a steer) follows their results: nothing comes between a tool call and its result.
     """
     out: list[Message] = []
-    open_turn: list[str] = []  # action ids of the current assistant turn without a result yet
+    open_turn: list[str] = []  # action ids of the current assistant turn
     answered: set[str] = set()
+    held: list[Message] = []  # messages logged while the turn's calls were unanswered
+
+    def waiting() -> bool:
+        return any(action_id not in answered for action_id in open_turn)
 
     def close_turn() -> None:
         for action_id in open_turn:
@@ -55,6 +60,8 @@ def rebuild_messages(events: Sequence[StoredEvent]) -> list[Message]:
                 out.append({"role": "tool", "tool_call_id": action_id, "content": NOT_EXECUTED})
                 answered.add(action_id)
         open_turn.clear()
+        out.extend(held)
+        held.clear()
 
     last_was_action = False
     for stored in events:
@@ -68,18 +75,25 @@ def rebuild_messages(events: Sequence[StoredEvent]) -> list[Message]:
             out[-1]["tool_calls"].append(_tool_call(event))
             open_turn.append(event.action_id)
             last_was_action = True
-        elif isinstance(event, ObservationEvent):
+            continue
+        last_was_action = False
+        if isinstance(event, ObservationEvent):
             if event.action_id in open_turn and event.action_id not in answered:
                 out.append(
                     {"role": "tool", "tool_call_id": event.action_id, "content": event.content}
                 )
                 answered.add(event.action_id)
-            last_was_action = False
+            if not waiting():
+                out.extend(held)
+                held.clear()
         elif isinstance(event, MessageEvent):
-            close_turn()
             role = "assistant" if event.role == "assistant" else "user"
-            out.append({"role": role, "content": event.text})
-            last_was_action = False
+            message: Message = {"role": role, "content": event.text}
+            if waiting():
+                held.append(message)
+            else:
+                close_turn()
+                out.append(message)
     close_turn()
     return out
 

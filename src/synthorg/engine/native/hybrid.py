@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 from synthorg.domain import ExecutionResult, TerminationReason
-from synthorg.engine.native.phases import (
-    Ending,
-    ending_of,
-    plan_phase,
-    restore_plan,
-    written_plan,
-)
+from synthorg.engine.native.phases import plan_phase, restore_plan, written_plan
 from synthorg.engine.native.prompts import ASK_PLAN, HYBRID, review_prompt, stuck_prompt
-from synthorg.engine.native.runtime import NativeLoopDeps, control_tools, native_run
+from synthorg.engine.native.runtime import NativeLoopDeps, control_tools, run_native
 from synthorg.engine.native.tools import ToolSet
-from synthorg.engine.native.turn import TurnEngine
+from synthorg.engine.native.turn import Replied, TurnEngine
 from synthorg.engine.protocol import LoopContext
+from synthorg.engine.termination import Terminated
 
 
 class HybridLoop:
@@ -32,44 +27,32 @@ class HybridLoop:
         return "hybrid"
 
     async def execute(self, context: LoopContext) -> ExecutionResult:
-        async with native_run(self._deps, context, "hybrid", HYBRID) as (engine, work, stop):
-            end = await self._run(engine, work, context) if stop is None else Ending(stop)
-            return await engine.result(end.reason, final_message=end.message, error=end.error)
+        return await run_native(self._deps, context, "hybrid", HYBRID, self._run)
 
-    async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> Ending:
+    async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> str:
         s = self._deps.settings
         restored = restore_plan(context.prior_events)
         if restored is not None:
             steps = restored[0]
         else:
-            if (stop := await engine.say(ASK_PLAN)) is not None:
-                return Ending(stop)
-            planned = await plan_phase(
+            await engine.say(ASK_PLAN)
+            steps = await plan_phase(
                 engine, work.with_tools(*control_tools("write_plan")), s.planning_attempts
             )
-            if isinstance(planned, Ending):
-                return planned
-            steps = planned
         tools = work.with_tools(*control_tools("write_plan", "finish"))
         revisions, since_review = 0, 0
         while True:
             outcome = await engine.turn(tools)
-            if (end := ending_of(outcome)) is not None:
-                return end
-            if outcome.reply_text is not None:
-                return Ending(TerminationReason.COMPLETED, message=outcome.reply_text)
+            if isinstance(outcome, Replied):
+                return outcome.text
             revised = written_plan(outcome)
             steps, since_review = (revised, 0) if revised else (steps, since_review + 1)
-            prompt = None
             if outcome.repeated is not None:
                 revisions += 1
                 if revisions > s.max_revisions_when_stuck:
-                    return Ending(
-                        TerminationReason.ERROR, error=f"stuck: repeated {outcome.repeated}"
-                    )
+                    raise Terminated(TerminationReason.ERROR, f"stuck: repeated {outcome.repeated}")
                 engine.forget_repetition()
-                prompt = stuck_prompt(outcome.repeated)
+                await engine.say(stuck_prompt(outcome.repeated))
             elif since_review >= s.review_every:
-                since_review, prompt = 0, review_prompt(steps, engine.turns)
-            if prompt is not None and (stop := await engine.say(prompt)) is not None:
-                return Ending(stop)
+                since_review = 0
+                await engine.say(review_prompt(steps, engine.turns))

@@ -8,16 +8,8 @@ from dataclasses import dataclass
 from synthorg.domain import ActionEvent, ObservationEvent, StoredEvent, TerminationReason
 from synthorg.engine.native.prompts import NUDGE_TOOL
 from synthorg.engine.native.tools import PlanWritten, StepCompleted, ToolSet
-from synthorg.engine.native.turn import TurnEngine, TurnOutcome
-
-
-@dataclass(frozen=True)
-class Ending:
-    """The run must end this way."""
-
-    reason: TerminationReason
-    message: str = ""
-    error: str | None = None
+from synthorg.engine.native.turn import Acted, Replied, TurnEngine, TurnOutcome
+from synthorg.engine.termination import Terminated
 
 
 @dataclass(frozen=True)
@@ -28,57 +20,43 @@ class StepEnd:
     summary: str
 
 
-def ending_of(outcome: TurnOutcome) -> Ending | None:
-    """A stop requested during the turn, or a finish; None when the run goes on."""
-    if outcome.stop is not None:
-        return Ending(outcome.stop, error=outcome.error)
-    if outcome.finished is not None:
-        return Ending(TerminationReason.COMPLETED, message=outcome.finished)
-    return None
-
-
 def written_plan(outcome: TurnOutcome) -> tuple[str, ...] | None:
     """The last plan written in this turn, if any."""
+    if not isinstance(outcome, Acted):
+        return None
     plans = [s.steps for s in outcome.signals if isinstance(s, PlanWritten)]
     return plans[-1] if plans else None
 
 
-async def nudge(engine: TurnEngine, tool: str) -> Ending | None:
+async def nudge(engine: TurnEngine, outcome: TurnOutcome, tool: str) -> None:
     """The model answered in prose where a tool call was due: ask for one."""
-    stop = await engine.say(NUDGE_TOOL.format(tool=tool))
-    return Ending(stop) if stop is not None else None
+    if isinstance(outcome, Replied):
+        await engine.say(NUDGE_TOOL.format(tool=tool))
 
 
-async def plan_phase(engine: TurnEngine, tools: ToolSet, turns: int) -> tuple[str, ...] | Ending:
+async def plan_phase(engine: TurnEngine, tools: ToolSet, turns: int) -> tuple[str, ...]:
     """Turns until the model writes a plan (it may look around first), at most ``turns``."""
     for _ in range(turns):
         outcome = await engine.turn(tools)
-        end = ending_of(outcome)
-        if end is not None:
-            return end
         plan = written_plan(outcome)
         if plan is not None:
             return plan
-        if outcome.reply_text is not None and (end := await nudge(engine, "write_plan")):
-            return end
-    return Ending(TerminationReason.ERROR, error=f"no plan was written within {turns} turns")
+        await nudge(engine, outcome, "write_plan")
+    raise Terminated(TerminationReason.ERROR, f"no plan was written within {turns} turns")
 
 
-async def step_phase(engine: TurnEngine, tools: ToolSet, turns: int) -> StepEnd | Ending:
+async def step_phase(engine: TurnEngine, tools: ToolSet, turns: int) -> StepEnd:
     """A bounded react sub-loop on the current step, until complete_step."""
     for _ in range(turns):
         outcome = await engine.turn(tools)
-        end = ending_of(outcome)
-        if end is not None:
-            return end
-        closed = [s for s in outcome.signals if isinstance(s, StepCompleted)]
-        if closed:
-            return StepEnd(closed[-1].done, closed[-1].summary)
-        if outcome.repeated is not None:
-            engine.forget_repetition()
-            return StepEnd(False, f"stuck: repeated {outcome.repeated}")
-        if outcome.reply_text is not None and (end := await nudge(engine, "complete_step")):
-            return end
+        if isinstance(outcome, Acted):
+            closed = [s for s in outcome.signals if isinstance(s, StepCompleted)]
+            if closed:
+                return StepEnd(closed[-1].done, closed[-1].summary)
+            if outcome.repeated is not None:
+                engine.forget_repetition()
+                return StepEnd(False, f"stuck: repeated {outcome.repeated}")
+        await nudge(engine, outcome, "complete_step")
     return StepEnd(False, f"the step was not completed within {turns} turns")
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from synthorg.domain import ExecutionResult, TerminationReason
-from synthorg.engine.native.phases import Ending, plan_phase, restore_plan, step_phase
+from synthorg.engine.native.phases import plan_phase, restore_plan, step_phase
 from synthorg.engine.native.prompts import ASK_PLAN, PLAN_EXECUTE, replan_prompt, step_prompt
-from synthorg.engine.native.runtime import NativeLoopDeps, control_tools, native_run
+from synthorg.engine.native.runtime import NativeLoopDeps, control_tools, run_native
 from synthorg.engine.native.tools import ToolSet
 from synthorg.engine.native.turn import TurnEngine
 from synthorg.engine.protocol import LoopContext
+from synthorg.engine.termination import Terminated
 
 
 class PlanExecuteLoop:
@@ -26,15 +27,9 @@ class PlanExecuteLoop:
         return "plan_execute"
 
     async def execute(self, context: LoopContext) -> ExecutionResult:
-        async with native_run(self._deps, context, "plan_execute", PLAN_EXECUTE) as (
-            engine,
-            work,
-            stop,
-        ):
-            end = await self._run(engine, work, context) if stop is None else Ending(stop)
-            return await engine.result(end.reason, final_message=end.message, error=end.error)
+        return await run_native(self._deps, context, "plan_execute", PLAN_EXECUTE, self._run)
 
-    async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> Ending:
+    async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> str:
         s = self._deps.settings
         plan_tools = work.with_tools(*control_tools("write_plan"))
         step_tools = work.with_tools(*control_tools("complete_step", "finish"))
@@ -47,27 +42,19 @@ class PlanExecuteLoop:
                 if failure is not None:
                     replans += 1
                     if replans > s.max_replans:
-                        return Ending(
+                        raise Terminated(
                             TerminationReason.ERROR,
-                            error=f"gave up after {s.max_replans} re-plans: {failure}",
+                            f"gave up after {s.max_replans} re-plans: {failure}",
                         )
-                prompt = ASK_PLAN if failure is None else replan_prompt(steps, done, failure)
-                if (stop := await engine.say(prompt)) is not None:
-                    return Ending(stop)
-                planned = await plan_phase(engine, plan_tools, s.planning_attempts)
-                if isinstance(planned, Ending):
-                    return planned
-                steps, done, failure = planned, 0, None
-            if done >= len(steps):
-                return Ending(
-                    TerminationReason.COMPLETED,
-                    message="\n".join(summaries) or f"completed all {len(steps)} plan steps",
+                await engine.say(
+                    ASK_PLAN if failure is None else replan_prompt(steps, done, failure)
                 )
-            if (stop := await engine.say(step_prompt(steps, done))) is not None:
-                return Ending(stop)
+                steps = await plan_phase(engine, plan_tools, s.planning_attempts)
+                done, failure = 0, None
+            if done >= len(steps):
+                return "\n".join(summaries) or f"completed all {len(steps)} plan steps"
+            await engine.say(step_prompt(steps, done))
             step = await step_phase(engine, step_tools, s.step_max_turns)
-            if isinstance(step, Ending):
-                return step
             if step.done:
                 done += 1
                 summaries.append(f"{done}. {step.summary}")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from synthorg.domain import ExecutionResult, TerminationReason
-from synthorg.engine.native.phases import Ending, ending_of
 from synthorg.engine.native.prompts import REACT
-from synthorg.engine.native.runtime import NativeLoopDeps, control_tools, native_run
+from synthorg.engine.native.runtime import NativeLoopDeps, control_tools, run_native
 from synthorg.engine.native.tools import ToolSet
-from synthorg.engine.native.turn import TurnEngine
+from synthorg.engine.native.turn import Replied, TurnEngine
 from synthorg.engine.protocol import LoopContext
+from synthorg.engine.termination import Terminated
 
 
 class ReactLoop:
@@ -26,17 +26,13 @@ class ReactLoop:
         return "react"
 
     async def execute(self, context: LoopContext) -> ExecutionResult:
-        async with native_run(self._deps, context, "react", REACT) as (engine, work, stop):
-            end = await self._run(engine, work) if stop is None else Ending(stop)
-            return await engine.result(end.reason, final_message=end.message, error=end.error)
+        return await run_native(self._deps, context, "react", REACT, self._run)
 
-    async def _run(self, engine: TurnEngine, work: ToolSet) -> Ending:
+    async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> str:
         tools = work.with_tools(*control_tools("finish"))
         while True:
             outcome = await engine.turn(tools)
-            if (end := ending_of(outcome)) is not None:
-                return end
-            if outcome.reply_text is not None:
-                return Ending(TerminationReason.COMPLETED, message=outcome.reply_text)
+            if isinstance(outcome, Replied):
+                return outcome.text
             if outcome.repeated is not None:
-                return Ending(TerminationReason.ERROR, error=f"stuck: repeated {outcome.repeated}")
+                raise Terminated(TerminationReason.ERROR, f"stuck: repeated {outcome.repeated}")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from synthorg.domain import TerminationReason
+from synthorg.domain import ExecutionResult
 from synthorg.engine.native.model import ModelClient, OpenAICompatClient
 from synthorg.engine.native.settings import NativeLoopSettings
 from synthorg.engine.native.tools import (
@@ -94,11 +93,14 @@ def control_tools(*names: str) -> list[Tool]:
     return [CONTROL_TOOLS[name]() for name in names]
 
 
-@asynccontextmanager
-async def native_run(
-    deps: NativeLoopDeps, context: LoopContext, loop_type: str, prompt: str
-) -> AsyncIterator[tuple[TurnEngine, ToolSet, TerminationReason | None]]:
-    """A started engine, the work tools (native + MCP) and the start-up stop reason, if any."""
+LoopBody = Callable[[TurnEngine, ToolSet, LoopContext], Awaitable[str]]
+"""A native loop's own logic: turns until done; returns the final message (COMPLETED)."""
+
+
+async def run_native(
+    deps: NativeLoopDeps, context: LoopContext, loop_type: str, prompt: str, body: LoopBody
+) -> ExecutionResult:
+    """Run ``body`` on a started engine with the work tools (native + MCP)."""
     model = deps.model_client_factory(context.gateway, context.model, deps.settings)
     try:
         tools = deps.work_tools()
@@ -113,7 +115,9 @@ async def native_run(
             checkpoint=deps.checkpoint,
             stuck_after=deps.settings.stuck_after,
         )
-        stop = await engine.start(prompt.format(workspace=deps.executor.workspace))
-        yield engine, ToolSet(tools), stop
+        work = ToolSet(tools)
+        return await engine.run(
+            prompt.format(workspace=deps.executor.workspace), lambda: body(engine, work, context)
+        )
     finally:
         await model.aclose()

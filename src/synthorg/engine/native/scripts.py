@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,11 +240,14 @@ def _summary(work: list[Step]) -> str:
 # -- scripts for tests and benchmarks -------------------------------------------------------
 
 
-def progress_script(total: int, *, pause_s: float = 0.0) -> ScriptedModel:
+def progress_script(
+    total: int, *, pause_s: float = 0.0, call: Callable[..., ScriptedTurn] = ScriptedTurn.call
+) -> ScriptedModel:
     """Appends 1..total to progress.txt, one command per turn, then finishes.
 
     The next number is one more than the results confirming a number, so a resumed
-    conversation continues where the log says it stopped.
+    conversation continues where the log says it stopped. ``call`` makes a tool call (the
+    OpenHands scripts add a declared risk).
     """
     sleep = f" && sleep {pause_s:g}" if pause_s else ""
 
@@ -256,8 +259,8 @@ def progress_script(total: int, *, pause_s: float = 0.0) -> ScriptedModel:
         ]
         n = len(confirmed) + 1
         if n > total:
-            return ScriptedTurn.call("finish", message=f"wrote {total} lines")
-        return ScriptedTurn.call(
+            return call("finish", message=f"wrote {total} lines")
+        return call(
             "terminal",
             f"Writing line {n}.",
             command=f"echo {n} >> progress.txt && echo confirmed-{n}{sleep}",

@@ -8,9 +8,10 @@ consistent for resume.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from synthorg.domain import (
     ActionEvent,
@@ -20,7 +21,6 @@ from synthorg.domain import (
     ConversationEvent,
     ErrorEvent,
     ExecutionResult,
-    FinishedEvent,
     MessageEvent,
     ObservationEvent,
     PendingAction,
@@ -34,36 +34,44 @@ from synthorg.engine.native.history import NOT_EXECUTED, History, rebuild_messag
 from synthorg.engine.native.model import ModelClient, ModelReply
 from synthorg.engine.native.prompts import RESUMED
 from synthorg.engine.native.tools.base import (
-    CONTROL_TOOL_NAMES,
     Finish,
     ParsedCall,
     Signal,
     ToolResult,
     ToolSet,
 )
-from synthorg.engine.no_op import is_no_op
 from synthorg.engine.protocol import LoopContext
-from synthorg.engine.termination import TurnLedger, finish_run
+from synthorg.engine.termination import Terminated, TurnLedger, ledger_result
 
 CheckpointHook = Callable[[str], Awaitable[CheckpointEvent | None]]
 """Snapshot the workspace before the action with this id; the event to log, if one was made."""
 
 
-@dataclass
-class TurnOutcome:
-    """How one turn ended; at most one of stop / finished / reply_text is set."""
+@dataclass(frozen=True)
+class Replied:
+    """The model answered in prose, without tool calls."""
 
-    stop: TerminationReason | None = None
-    error: str | None = None
-    finished: str | None = None
-    reply_text: str | None = None
-    signals: list[Signal] = field(default_factory=list)
+    text: str
+
+
+@dataclass(frozen=True)
+class Acted:
+    """The model's tool calls ran (none of them was finish)."""
+
+    signals: tuple[Signal, ...] = ()
     repeated: str | None = None
 
 
-class _Stop(Exception):  # internal control flow, never escapes the engine
-    def __init__(self, reason: TerminationReason, error: str | None = None) -> None:
-        self.reason, self.error = reason, error
+TurnOutcome = Replied | Acted
+"""How a turn ended when the run goes on; a stop raises ``Terminated``, finish ``Finished``."""
+
+
+class Finished(Exception):  # control flow: the agent called finish
+    """The agent called ``finish``; the run completes with its message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class TurnEngine:
@@ -88,10 +96,9 @@ class TurnEngine:
         self._seen_ids: set[str] = set()
         self._last_signature: str | None = None
         self._repeats = 0
-        self.work_calls = 0
 
     # -- lifecycle ------------------------------------------------------------------------
-    async def start(self, system_prompt: str) -> TerminationReason | None:
+    async def start(self, system_prompt: str) -> None:
         """Baseline the cost ledger and seed the history (fresh, or rebuilt when resumed)."""
         self.ledger = TurnLedger(await self.context.gateway.usage())
         self.history = History(system_prompt)
@@ -102,43 +109,43 @@ class TurnEngine:
         if not any(m["role"] == "user" for m in prior):
             prior.insert(0, {"role": "user", "content": self.context.task.prompt})
             self.history.extend(prior)
-            return await self.emit(MessageEvent(role="user", text=self.context.task.prompt))
+            await self.emit(MessageEvent(role="user", text=self.context.task.prompt))
+            return
         self.history.extend(prior)
-        return await self.say(RESUMED)
+        await self.say(RESUMED)
 
-    async def emit(self, event: ConversationEvent) -> TerminationReason | None:
-        """Report one event; the sink's answer is the stop reason, if any."""
-        return await self.context.emit(event)
+    async def emit(self, event: ConversationEvent) -> None:
+        """Report one event; the sink raises ``Terminated`` when the run must stop."""
+        await self.context.emit(event)
 
-    async def say(self, text: str) -> TerminationReason | None:
+    async def say(self, text: str) -> None:
         """A loop instruction: a user turn for the model, a system message in the log."""
         self.history.add_user(text)
-        return await self.emit(MessageEvent(role="system", text=text))
+        await self.emit(MessageEvent(role="system", text=text))
+
+    async def run(self, system_prompt: str, body: Callable[[], Awaitable[str]]) -> ExecutionResult:
+        """Start, run ``body`` to its final message (COMPLETED), or to the stop it raised."""
+        try:
+            await self.start(system_prompt)
+            message = await body()
+        except Finished as finish:
+            message = finish.message
+        except Terminated as stop:
+            return await self.result(stop.reason, error=stop.message)
+        return await self.result(TerminationReason.COMPLETED, final_message=message)
 
     async def result(
         self, reason: TerminationReason, *, final_message: str = "", error: str | None = None
     ) -> ExecutionResult:
-        """Close the run: FinishedEvent on completion, ErrorEvent otherwise when there is one.
-
-        NO_OP counts only work tools (terminal, file editor, MCP): a run that just planned,
-        thought and finished did nothing.
-        """
-        if reason is TerminationReason.COMPLETED and is_no_op(
-            self.context.task, tool_calls=self.work_calls, resumed=self.context.resumed
-        ):
-            reason = TerminationReason.NO_OP
-            error = "the task expected changes but the agent ran no work tool (terminal, edit)"
-        if reason is TerminationReason.COMPLETED:
-            await self.emit(FinishedEvent(message=final_message))
-        elif error is not None:
-            await self.emit(ErrorEvent(message=error, code=reason.value))
-        accumulated = await self.context.gateway.usage()
-        return finish_run(
+        """The run's result from the ledger; its error logged (the runner closes the run)."""
+        if error is not None:
+            await self._record(ErrorEvent(message=error, code=reason.value))
+        return ledger_result(
             self.context,
+            self.ledger,
+            await self.context.gateway.usage(),
             loop_type=self.loop_type,
             reason=reason,
-            ledger=self.ledger,
-            accumulated=accumulated,
             final_message=final_message,
             error=error,
         )
@@ -154,39 +161,38 @@ class TurnEngine:
 
     # -- one turn -------------------------------------------------------------------------
     async def turn(self, tools: ToolSet) -> TurnOutcome:
-        """Steering, one model call, its actions run (after confirmation), observations logged."""
-        try:
-            return await self._turn(tools)
-        except _Stop as stop:
-            return TurnOutcome(stop=stop.reason, error=stop.error)
+        """Steering, one model call, its actions run (after confirmation), observations logged.
 
-    async def _turn(self, tools: ToolSet) -> TurnOutcome:
+        A stop (the sink's, the turn cap, a failed model call) is raised as ``Terminated``.
+        """
         for text in self.context.control.drain_steering():
             # Logged by whoever steered (durable before it was acknowledged): read, not re-logged.
             self.history.add_user(text)
         if self.turns >= self.context.max_turns:
-            raise _Stop(TerminationReason.MAX_TURNS, f"reached the turn cap of {self.turns}")
+            raise Terminated(TerminationReason.MAX_TURNS, f"reached the turn cap of {self.turns}")
         try:
             reply = await self._model.complete(self.history.messages, tools.specs)
         except ModelBudgetExhausted as exc:
-            raise _Stop(TerminationReason.BUDGET_EXHAUSTED, exc.message) from exc
+            raise Terminated(TerminationReason.BUDGET_EXHAUSTED, exc.message) from exc
         except ModelCallError as exc:
-            raise _Stop(TerminationReason.ERROR, f"model call failed: {exc.message}") from exc
+            raise Terminated(TerminationReason.ERROR, f"model call failed: {exc.message}") from exc
         calls = [tools.parse(self._action_id(c.id), c.name, c.arguments) for c in reply.calls]
         accumulated = await self.context.gateway.usage()
         usage = self.ledger.record(accumulated, [c.name for c in calls]).usage
         # The history uses our action ids as call ids, exactly as a rebuilt history will.
         self.history.add_assistant(_with_ids(reply, calls))
         if not calls:
-            await self._checked(
+            await self.emit(
                 MessageEvent(kind="message", role="assistant", text=reply.text, usage=usage)
             )
-            return TurnOutcome(reply_text=reply.text)
-        outcome = TurnOutcome(repeated=self._repetition(calls))
+            return Replied(reply.text)
+        repeated = self._repetition(calls)
+        signals: list[Signal] = []
+        finished: str | None = None
         pending = list(calls)
         try:
             for i, call in enumerate(calls):
-                await self._checked(
+                await self.emit(
                     ActionEvent(
                         kind="action",
                         action_id=call.call_id,
@@ -204,10 +210,10 @@ class TurnEngine:
                 call = pending.pop(0)
                 self.history.add_tool_result(call.call_id, result.content)
                 if result.signal is not None:
-                    outcome.signals.append(result.signal)
+                    signals.append(result.signal)
                     if isinstance(result.signal, Finish):
-                        outcome.finished = result.signal.message
-                await self._checked(
+                        finished = result.signal.message
+                await self.emit(
                     ObservationEvent(
                         action_id=call.call_id,
                         content=result.content,
@@ -215,16 +221,18 @@ class TurnEngine:
                         exit_code=result.exit_code,
                     )
                 )
-        except _Stop as stop:
+        except Terminated as stop:
             await self._abandon(pending, stop.reason)
             raise
-        return outcome
+        if finished is not None:
+            raise Finished(finished)
+        return Acted(signals=tuple(signals), repeated=repeated)
 
     # -- helpers --------------------------------------------------------------------------
-    async def _checked(self, event: ConversationEvent) -> None:
-        reason = await self.emit(event)
-        if reason is not None:
-            raise _Stop(reason)
+    async def _record(self, event: ConversationEvent) -> None:
+        """Log an event of a run that is already ending: a late stop changes nothing."""
+        with contextlib.suppress(Terminated):
+            await self.emit(event)
 
     async def _confirm(self, calls: list[ParsedCall]) -> dict[str, str]:
         """Wait for a decision on the calls the policy holds back; rejected id -> message."""
@@ -234,7 +242,7 @@ class TurnEngine:
             return {}
         pending = self.context.control.expect_decision(frozenset(c.call_id for c in held))
         try:
-            await self._checked(
+            await self.emit(
                 ConfirmationRequestEvent(
                     pending=tuple(
                         PendingAction(
@@ -250,7 +258,7 @@ class TurnEngine:
             decision = await pending
         finally:
             pending.cancel()  # no-op once decided; withdraws the request when the run stops
-        await self._checked(
+        await self.emit(
             ConfirmationDecisionEvent(
                 accepted=tuple(sorted(decision.accepted)),
                 rejected=tuple(sorted(decision.rejected)),
@@ -270,26 +278,24 @@ class TurnEngine:
         if self._checkpoint is not None and call.tool.mutates(call.args):
             event = await self._checkpoint(call.call_id)
             if event is not None:
-                await self._checked(event)
+                await self.emit(event)
         try:
             result = await call.tool.run(call.args)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the executor itself failed: the run cannot go on safely
             message = f"tool {call.name} failed to run: {type(exc).__name__}: {exc}"
-            await self.emit(
+            await self._record(
                 ObservationEvent(
                     action_id=call.call_id, content=message, is_error=True, non_retryable=True
                 )
             )
-            raise _Stop(TerminationReason.ERROR, message) from exc
-        if call.name not in CONTROL_TOOL_NAMES:
-            self.work_calls += 1
+            raise Terminated(TerminationReason.ERROR, message) from exc
         return result
 
     async def _abandon(self, pending: list[ParsedCall], reason: TerminationReason) -> None:
         for call in pending:
-            await self.emit(
+            await self._record(
                 ObservationEvent(
                     action_id=call.call_id,
                     content=f"{NOT_EXECUTED} (run {reason.value})",

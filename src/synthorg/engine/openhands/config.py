@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from synthorg.engine.openhands.conversation import ConversationFactory
 from synthorg.engine.openhands.errors import OpenHandsLoopError
-from synthorg.gateway.signer import GatewaySigner
 
 
 class OpenHandsLoopConfig(BaseModel):
@@ -20,9 +19,6 @@ class OpenHandsLoopConfig(BaseModel):
 
     max_turns: int | None = Field(
         default=None, ge=1, description="Turn cap; None uses the run's own max_turns."
-    )
-    token_ttl_s: int = Field(
-        default=6 * 3600, gt=0, description="Lifetime of the bearer minted for the run."
     )
     idle_timeout_s: float | None = Field(
         default=900.0,
@@ -51,8 +47,6 @@ class OpenHandsLoopDeps:
 
     conversation_factory: ConversationFactory
     """Builds the conversation (the sandboxed runtime) for a run spec."""
-    signer: GatewaySigner
-    """The shared gateway signer: mints the run's bearer (explicit provider binding)."""
     gateway_base_url: str
     """OpenAI-compatible gateway base URL inside the sandbox."""
     mcp_base_url: str | None = None

@@ -60,7 +60,12 @@ class OpenHandsRunSpec(BaseModel):
 
     resume_messages: tuple[str, ...] = Field(
         default=(),
-        description="User messages sent since the last run ended; given to a resumed agent.",
+        description="User messages no run has seen yet; given to a resumed agent.",
+    )
+    resume_answers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Action id -> the host's own observation of it (e.g. effect unknown): a "
+        "resumed runtime answers its open calls with these before anything else.",
     )
 
     def wire_line(self) -> str:

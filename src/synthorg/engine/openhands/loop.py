@@ -1,6 +1,7 @@
 """OpenHandsLoop: the real OpenHands SDK as a SynthOrg execution loop (seed 000's execute flow).
 
-1. mint the run's bearer with the shared signer (explicit provider binding);
+1. take the run's one bearer from the context (the service minted it, explicit provider
+   binding checked there);
 2. build the run spec with the stable per-task conversation id (the SynthOrg conversation id,
    so a resumed run re-attaches to the persisted SDK conversation);
 3. build the conversation with the factory (the sandboxed runtime);
@@ -8,7 +9,8 @@
    (budget / shutdown / cancellation / pause) ends the run and tears the sandbox down;
 5. each action (and each agent message) is one TurnRecord with its cost delta taken from the
    runtime's running cost, so the deltas sum to the run total;
-6. completion goes through ``finish_run``: the NO_OP predicate and EXECUTION_LOOP_TERMINATED.
+6. the result goes back to the runner, whose ``finish_run`` applies NO_OP, logs
+   EXECUTION_LOOP_TERMINATED and records the final status.
 
 tool_invoker, provider clients, completion config and streaming are unused by design: OpenHands
 runs its own tools and reaches models only through the gateway.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from typing import Any
 
 from synthorg.domain import (
@@ -28,13 +30,10 @@ from synthorg.domain import (
     ConversationEvent,
     ErrorEvent,
     ExecutionResult,
-    FinishedEvent,
-    StoredEvent,
     TerminationReason,
     TokenUsage,
 )
 from synthorg.engine.control import Decision
-from synthorg.engine.no_op import is_no_op
 from synthorg.engine.openhands.config import OpenHandsLoopDeps
 from synthorg.engine.openhands.conversation import (
     OpenHandsConversation,
@@ -50,12 +49,14 @@ from synthorg.engine.openhands.events import (
 from synthorg.engine.openhands.mapping import EventMapper, RunCosts, notice_error, pending_actions
 from synthorg.engine.protocol import ExecutionLoop, LoopContext
 from synthorg.engine.registry import LoopDependencies
-from synthorg.engine.termination import TurnLedger, finish_run
+from synthorg.engine.resume import host_answers, undelivered_messages
+from synthorg.engine.termination import Terminated, TurnLedger, ledger_result
 from synthorg.errors import SynthOrgError
-from synthorg.gateway.signer import RunBinding
 from synthorg.logging import get_logger
 
 LOOP_TYPE = "openhands"
+COST_CEILING_CODE = "cost_ceiling_reached"
+"""The gateway's error code when it kills a run at its cost ceiling."""
 _log = get_logger("synthorg.engine.openhands")
 _POLICIES = {
     ConfirmationPolicy.NEVER: "never",
@@ -74,15 +75,13 @@ class OpenHandsLoop:
         return LOOP_TYPE
 
     async def execute(self, context: LoopContext) -> ExecutionResult:
+        spec = self.run_spec(context)
         run = _Run(self._deps, context)
-        try:
-            bearer = self._deps.signer.mint(_binding(context), ttl_s=self._deps.config.token_ttl_s)
-        except SynthOrgError as exc:  # an unbound model fails loud; nothing is picked for it
-            return await run.end(TerminationReason.ERROR, error=str(exc), code="unbound_model")
-        conversation = self._deps.conversation_factory(self.run_spec(context, bearer))
-        return await run.drive(conversation)
+        for text in spec.resume_messages:  # logged already; the runtime's echo is not news
+            run.expect_echo(text)
+        return await run.drive(self._deps.conversation_factory(spec))
 
-    def run_spec(self, context: LoopContext, bearer: str) -> OpenHandsRunSpec:
+    def run_spec(self, context: LoopContext) -> OpenHandsRunSpec:
         """Step 2: the spec for this run; the conversation id is the stable SynthOrg one."""
         deps = self._deps
         policy = context.confirmation_policy
@@ -90,7 +89,7 @@ class OpenHandsLoop:
             task_prompt=context.task.prompt,
             model=context.model,
             gateway_base_url=deps.gateway_base_url,
-            gateway_token=bearer,
+            gateway_token=context.gateway.bearer,
             mcp_base_url=deps.mcp_base_url,
             workspace_path=deps.workspace_path,
             persistence_dir=deps.persistence_dir,
@@ -103,33 +102,9 @@ class OpenHandsLoop:
             security_analyzer=policy is ConfirmationPolicy.RISKY,
             input_cost_per_token=deps.input_cost_per_token,
             output_cost_per_token=deps.output_cost_per_token,
-            resume_messages=_messages_since_last_run(context) if context.resumed else (),
+            resume_messages=undelivered_messages(context.prior_events) if context.resumed else (),
+            resume_answers=dict(host_answers(context.prior_events)) if context.resumed else {},
         )
-
-
-def _messages_since_last_run(context: LoopContext) -> tuple[str, ...]:
-    """User messages logged after the previous run ended (e.g. ``run --resume --message``)."""
-    messages: list[str] = []
-    for stored in context.prior_events:
-        event = stored.event
-        if event.kind == "status_change" and not event.new.is_active:
-            messages.clear()  # a run ended here (or was reconciled after a crash)
-        elif event.kind == "message" and event.role == "user":
-            messages.append(event.text)
-    return tuple(messages)
-
-
-def _binding(context: LoopContext) -> RunBinding:
-    return RunBinding(
-        execution_id=context.execution_id,
-        agent_id=context.agent.id,
-        task_id=context.task.id,
-        project_id=context.task.project_id,
-        conversation_id=context.conversation_id,
-        provider=context.provider,
-        model_id=context.model,
-        cost_ceiling=context.budget_usd,
-    )
 
 
 class _Run:
@@ -144,28 +119,40 @@ class _Run:
         self._lock = asyncio.Lock()
         self._stop: TerminationReason | None = None
         self._conversation: OpenHandsConversation | None = None
+        self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._decision: asyncio.Future[Decision] | None = None
         self._errors_logged: set[str] = set()
         self._last_reply = ""
 
     # -- the run ---------------------------------------------------------------------------
+    def expect_echo(self, text: str) -> None:
+        """A user message already in the log that the runtime will echo."""
+        self._mapper.expect_echo(text)
+
     async def drive(self, conversation: OpenHandsConversation) -> ExecutionResult:
         self._conversation = conversation
         forwarded: asyncio.Queue[dict[str, object]] = asyncio.Queue()
         control = self._context.control
         control.forwarders.append(forwarded)
-        for text in [*_resume_messages(self._context.prior_events), *control.drain_steering()]:
+        for text in control.drain_steering():  # steered before the runtime was up
             forwarded.put_nowait({"type": "message", "text": text})
-        self._spawn(self._forward(forwarded))
         started = self._deps.clock()
+        # Side tasks (control forwarding, awaiting a decision) live in a task group: one that
+        # fails ends the run at once with its error instead of hiding it until the end.
         try:
-            outcome = await conversation.run(self._sink)
-        except SynthOrgError as exc:  # the sandbox or runtime failed at the boundary
-            outcome = OpenHandsOutcome(error=str(exc), error_code="runtime_failed")
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                self._spawn(self._forward(forwarded))
+                try:
+                    outcome = await conversation.run(self._sink)
+                except SynthOrgError as exc:  # the sandbox or runtime failed at the boundary
+                    outcome = OpenHandsOutcome(error=str(exc), error_code="runtime_failed")
+                finally:
+                    self._cancel_side_tasks()
         finally:
+            self._group = None
             control.forwarders.remove(forwarded)
-            await self._cancel_side_tasks()
         _log.info(
             "OPENHANDS_RUN_ENDED",
             conversation_id=self._context.conversation_id,
@@ -187,7 +174,7 @@ class _Run:
         reason = TerminationReason.ERROR
         if outcome.error_code == MAX_ITERATIONS_CODE:
             reason = TerminationReason.MAX_TURNS
-        elif "cost ceiling" in error or "cost_ceiling" in error:
+        elif outcome.error_code == COST_CEILING_CODE:
             reason = TerminationReason.BUDGET_EXHAUSTED  # the gateway's authoritative kill
         return await self.end(reason, error=error, code=outcome.error_code or reason.value)
 
@@ -200,23 +187,16 @@ class _Run:
         code: str | None = None,
         emit: bool = True,
     ) -> ExecutionResult:
-        """The result through finish_run; FinishedEvent on completion, else the error once."""
-        context = self._context
-        if reason is TerminationReason.COMPLETED and is_no_op(
-            context.task, tool_calls=self._ledger.work_tool_calls, resumed=context.resumed
-        ):
-            reason = TerminationReason.NO_OP
-            error = "the task expected changes but the agent made no work tool call"
-        if emit and reason is TerminationReason.COMPLETED:
-            await context.emit(FinishedEvent(message=message))
-        elif emit and error is not None and error not in self._errors_logged:
-            await context.emit(ErrorEvent(message=error, code=code or reason.value))
-        return finish_run(
-            context,
+        """The loop's result from its ledger; the error logged once (the runner closes the run)."""
+        if emit and error is not None and error not in self._errors_logged:
+            with contextlib.suppress(Terminated):  # the run is ending either way
+                await self._context.emit(ErrorEvent(message=error, code=code or reason.value))
+        return ledger_result(
+            self._context,
+            self._ledger,
+            self._costs.accumulated(),
             loop_type=LOOP_TYPE,
             reason=reason,
-            ledger=self._ledger,
-            accumulated=self._costs.accumulated(),
             final_message=message,
             error=error,
         )
@@ -292,10 +272,12 @@ class _Run:
         async with self._lock:
             if self._stop is not None:
                 return False
-            reason = await self._context.emit(event)
-            if reason is not None:
-                self._stop = reason
-        return reason is None
+            try:
+                await self._context.emit(event)
+            except Terminated as stop:
+                self._stop = stop.reason
+                return False
+        return True
 
     # -- control forwarding ----------------------------------------------------------------
     async def _forward(self, commands: asyncio.Queue[dict[str, object]]) -> None:
@@ -312,34 +294,16 @@ class _Run:
             # "confirm" is sent by _await_decision after the decision event is logged.
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
+        assert self._group is not None, "side tasks run only while the conversation runs"
+        self._tasks.add(self._group.create_task(coro))
 
-    async def _cancel_side_tasks(self) -> None:
+    def _cancel_side_tasks(self) -> None:
+        """End the side tasks; the task group waits for them."""
         if self._decision is not None:
             self._decision.cancel()  # withdraws a pending request; no-op once decided
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
         self._tasks.clear()
-
-
-def _resume_messages(prior: Sequence[StoredEvent]) -> list[str]:
-    """User messages logged since the previous run ended (e.g. ``--resume --message``).
-
-    The runtime re-attaches to its own persisted conversation, which has not seen them.
-    """
-    messages: list[str] = []
-    ended = False
-    for stored in prior:
-        event = stored.event
-        if event.kind == "status_change" and event.termination_reason is not None:
-            messages, ended = [], True
-        elif event.kind == "message" and event.role == "user":
-            messages.append(event.text)
-    return messages if ended else []
 
 
 def make_loop_with_callback(loop: OpenHandsLoop, callback: object = None) -> OpenHandsLoop:

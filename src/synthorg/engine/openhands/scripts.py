@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from synthorg.engine.native.scripts import TEST_COMMAND, Step, find_fix, steps_of
+from synthorg.engine.native.scripts import TEST_COMMAND, Step, find_fix, progress_script, steps_of
 from synthorg.gateway.scripted import ScriptedModel, ScriptedToolCall, ScriptedTurn
 from synthorg.gateway.wire import ChatMessage
 
@@ -89,20 +89,7 @@ def openhands_progress_script(total: int, *, pause_s: float = 0.0) -> ScriptedMo
     The next number follows the results confirming earlier ones, so a resumed conversation
     continues where its persisted history stopped.
     """
-    sleep = f" && sleep {pause_s:g}" if pause_s else ""
-
-    def script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
-        done = [s for s in steps_of(messages) if "confirmed-" in (s.result or "")]
-        n = len(done) + 1
-        if n > total:
-            return call("finish", message=f"wrote {total} lines")
-        return call(
-            "terminal",
-            f"Writing line {n}.",
-            command=f"echo {n} >> progress.txt && echo confirmed-{n}{sleep}",
-        )
-
-    return script
+    return progress_script(total, pause_s=pause_s, call=call)
 
 
 def openhands_endless_script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:

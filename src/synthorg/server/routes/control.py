@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from synthorg.domain import MessageEvent
 from synthorg.domain.ids import Identifier
 from synthorg.engine.control import Decision
 from synthorg.errors import ConflictError, UsageError
@@ -30,6 +29,7 @@ from synthorg.server.wire import (
     PendingView,
     SendMessage,
 )
+from synthorg.service import control as service_control
 
 router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["runs"])
 
@@ -37,46 +37,28 @@ router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["runs"])
 async def deliver_message(
     state: ServerState, conversation_id: str, text: str, principal: Principal, *, run: bool
 ) -> Delivery:
-    """Steer the active run, or start a run with the message, or just record it."""
-    await state.conversation(conversation_id, principal)  # 404 before anything else
-    service = state.service
-    if service.is_active(conversation_id):
-        await service.steer(conversation_id, text)
-        state.metrics.commands.labels("steer").inc()
-        return "steered"
-    if run:
-        # The service refuses (409) a run that raced us to the start line.
-        await state.start_run(conversation_id, text)
-        return "started"
-    await state.store.append(conversation_id, MessageEvent(role="user", text=text))
-    return "recorded"
+    """The service decides steer / start / record; the route counts it."""
+    await state.conversation(conversation_id, principal)  # a scoped key's 404 comes first
+    delivery = await service_control.deliver_message(
+        state.service, state.store, conversation_id, text, run=run
+    )
+    if delivery != "recorded":
+        state.metrics.commands.labels("steer" if delivery == "steered" else "start").inc()
+    return delivery
 
 
 async def control(
     state: ServerState, conversation_id: str, action: ControlAction, principal: Principal
 ) -> ControlResult:
     """Apply a control command through the run service."""
-    record = await state.conversation(conversation_id, principal)
-    service = state.service
-    active = service.is_active(conversation_id)
-    if action == "resume":
-        if active:
-            raise ConflictError(f"conversation {conversation_id} is already running")
-        await state.start_run(conversation_id)
-    elif not active:
-        raise ConflictError(
-            f"conversation {conversation_id} has no active run to {action} "
-            f"(it is {record.status.value})"
-        )
-    elif action == "pause":
-        await service.pause(conversation_id, by=principal.name)
-    elif action == "interrupt":
-        await service.interrupt(conversation_id, by=principal.name)
-    else:
-        await service.cancel(conversation_id, by=principal.name)
+    await state.conversation(conversation_id, principal)  # a scoped key's 404 comes first
+    status = await service_control.control_run(
+        state.service, state.store, conversation_id, action, by=principal.name
+    )
     state.metrics.commands.labels(action).inc()
-    record = await state.store.get_conversation(conversation_id)
-    return ControlResult(conversation_id=conversation_id, action=action, status=record.status)
+    if action == "resume":
+        state.metrics.commands.labels("start").inc()
+    return ControlResult(conversation_id=conversation_id, action=action, status=status)
 
 
 @router.post(

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from synthorg.domain import RiskLevel
+from synthorg.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class ToolResult:
     signal: Signal | None = None
 
 
-class ToolArgumentError(ValueError):
+class ToolArgumentError(UsageError):
     """The model's arguments do not fit the tool's schema; the message is for the model."""
 
 
