@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
+from rich.text import Text
 
 from synthorg.cli.common import ConfigOption, console, run_async, settings_from
-from synthorg.cli.run import execute_run
-from synthorg.domain import Complexity, Task, TerminationReason, new_id
-from synthorg.service.demo import DEMO_TASK, create_demo_repo
-from synthorg.service.options import RunOptions
-from synthorg.settings import Settings
+from synthorg.cli.signals import terminate_like_interrupt
+from synthorg.cli.untrusted import visible
+
+if TYPE_CHECKING:
+    from synthorg.settings import Settings
 
 DEMO_SCRIPTS = {
     "openhands": "synthorg.engine.openhands.scripts:openhands_fix_script",
@@ -57,12 +60,17 @@ def demo(
     config: Path | None = ConfigOption,
 ) -> None:
     """Fix a failing test in a sample repo, end to end, with a SCRIPTED model (no key needed)."""
+    from synthorg.cli.run import execute_run
+    from synthorg.domain import Complexity, Task, TerminationReason, new_id
+    from synthorg.service.demo import DEMO_TASK, create_demo_repo
+    from synthorg.service.options import RunOptions
+
     settings = demo_settings(settings_from(config), loop)
     repo = directory or settings.home / "demo" / new_id("repo")
     create_demo_repo(repo)
     console.print(
         Panel.fit(
-            f"sample repository: {repo}\n"
+            f"sample repository: {escape(visible(str(repo)))}\n"
             "model: [bold magenta]SCRIPTED[/] (a deterministic demo model served by the gateway's "
             "scripted provider; no model key is used)\n"
             "pipeline: worktree → gateway (bearer, metering) → bwrap sandbox → tools → commit gate",
@@ -79,29 +87,40 @@ def demo(
         repository=str(repo),
     )
     options = RunOptions(loop=loop, model=DEMO_MODEL, provider=DEMO_PROVIDER)
-    result, record = run_async(execute_run(settings, task, options, None, None))
+    with terminate_like_interrupt():
+        result, record = run_async(execute_run(settings, task, options, None, None))
     if record.workspace is None or result.commit_sha is None:
         console.print("[bold red]the demo did not land a commit[/]")
         raise typer.Exit(1)
     after = _tests(Path(record.workspace.path))
-    console.print(Panel(after.stdout + after.stderr, title=f"tests on {result.branch}"))
+    # The tests, the diff and the commit message are the agent's work: untrusted text.
+    tests_output = visible(after.stdout + after.stderr)
+    console.print(Panel(Text(tests_output), title=Text(f"tests on {visible(result.branch or '')}")))
     diff = subprocess.run(
         ["git", "-C", record.workspace.path, "show", "--format=%H%n%s%n%n%b", result.commit_sha],
         capture_output=True,
         text=True,
+        errors="replace",
         check=True,
     ).stdout
-    console.print(Syntax(diff, "diff", theme="ansi_dark"))
+    console.print(Syntax(visible(diff), "diff", theme="ansi_dark"))
     passed = after.returncode == 0 and result.termination_reason is TerminationReason.COMPLETED
     console.print(
-        f"[bold {'green' if passed else 'red'}]"
-        f"tests {'PASS' if passed else 'FAIL'} on branch {result.branch}, "
-        f"commit {result.commit_sha[:12]}[/]"
+        Text(
+            f"tests {'PASS' if passed else 'FAIL'} on branch {visible(result.branch or '')}, "
+            f"commit {result.commit_sha[:12]}",
+            style=f"bold {'green' if passed else 'red'}",
+        )
     )
     raise typer.Exit(0 if passed else 1)
 
 
 def _tests(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["python3", "-m", "unittest", "-v"], cwd=path, capture_output=True, text=True, check=False
+        ["python3", "-m", "unittest", "-v"],
+        cwd=path,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        check=False,
     )
