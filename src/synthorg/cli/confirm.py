@@ -56,11 +56,8 @@ async def ask(
     from synthorg.engine import Decision
 
     prompt = Text("approve ", style="bold magenta")
-    prompt.append(
-        ", ".join(
-            visible(f"{p.action_id} ({p.summary or p.tool_name})", newlines=False) for p in pending
-        )
-    )
+    what = (f"{p.action_id} ({p.summary or p.tool_name}, {p.risk} risk)" for p in pending)
+    prompt.append(visible(", ".join(what), newlines=False))
     prompt.append("? [y/N] ")
     console.print(prompt, end="")
     answer = await read_line()
