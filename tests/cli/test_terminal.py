@@ -122,6 +122,7 @@ def test_confirm_risky_asks_for_a_write_hidden_behind_find(
         if run.poll() is None:
             run.kill()
         os.close(primary)
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out)  # a terminal gets our colours
     assert re.search(rf"termination\s+\S\s*{ends}", out), out
     worktree = next((home / "worktrees").glob("*/*"))
     assert not (worktree / "found.txt").exists(), "a refused action ran"
