@@ -8,7 +8,7 @@ import pytest
 
 from synthorg.errors import ConfigError
 from synthorg.service.config import RunDefaults, SandboxSettings
-from synthorg.settings import load_settings, section
+from synthorg.settings import SECTIONS, load_settings, section
 
 
 def test_defaults_without_a_file(tmp_path: Path) -> None:
@@ -64,3 +64,40 @@ def test_bad_sections_and_files(tmp_path: Path) -> None:
         section(settings, "sandbox", SandboxSettings)
     with pytest.raises(ConfigError, match="must be a table"):
         load_settings(env={"SYNTHORG__RUN": "5"})
+
+
+def test_an_unknown_section_is_an_error_naming_it_and_the_known_ones(tmp_path: Path) -> None:
+    config = tmp_path / "typo.toml"
+    config.write_text('[sandbx]\nbackend = "local"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config, env={})
+    assert "unknown config section [sandbx]" in str(caught.value)
+    assert str(config) in str(caught.value) and "sandbox" in str(caught.value)
+    with pytest.raises(ConfigError, match=r"unknown config section \[sandbx\]"):
+        load_settings(env={"SYNTHORG__SANDBX__BACKEND": "local"})
+
+
+def test_every_section_a_component_reads_is_known() -> None:
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "src" / "synthorg"
+    read = {
+        match.group(1)
+        for source in root.rglob("*.py")
+        for match in re.finditer(r"section\(\s*\w+(?:\.\w+)?,\s*\"(\w+)\"", source.read_text())
+    }
+    assert read and read <= SECTIONS, read - SECTIONS
+
+
+def test_loading_settings_does_not_import_the_engine(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from synthorg.settings import load_settings; "
+        "s = load_settings(env={}); assert 'synthorg.engine.runner' not in sys.modules, 'early'; "
+        "print(s.engine.default_loop_type)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "react"

@@ -1,4 +1,9 @@
-"""Configuration: a TOML file plus ``SYNTHORG__SECTION__KEY`` environment overrides, validated."""
+"""Configuration: a TOML file plus ``SYNTHORG__SECTION__KEY`` environment overrides, validated.
+
+The engine's config model is imported when settings are loaded, not when this module is:
+the engine package costs a CLI command that only reads the store a large share of its
+start-up (issue 16).
+"""
 
 from __future__ import annotations
 
@@ -6,32 +11,76 @@ import json
 import os
 import tomllib
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
-from synthorg.engine.config import EngineConfig
 from synthorg.errors import ConfigError
 from synthorg.paths import synthorg_home
 
+if TYPE_CHECKING:
+    from synthorg.engine.config import EngineConfig
+else:
+    EngineConfig = Any  # validated by _engine_config, imported on use
+
 ENV_PREFIX = "SYNTHORG__"
 CONFIG_ENV = "SYNTHORG_CONFIG"
+_TOP_LEVEL = frozenset({"home", "engine"})
+SECTIONS = frozenset({"gateway", "mcp", "sandbox", "gate", "run", "server", "store", "openhands"})
+"""Component sections a config may have; anything else is a typo or a stale key (an error)."""
+
+
+def _engine_config(value: Any) -> Any:
+    """An ``EngineConfig`` from a table (None stays None: the default is made on use)."""
+    if value is None:
+        return None
+    from synthorg.engine.config import EngineConfig
+
+    return value if isinstance(value, EngineConfig) else EngineConfig.model_validate(value)
 
 
 class Settings(BaseModel):
     """The whole configuration. Every section has working defaults."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     home: Path = Field(default_factory=synthorg_home, description="The data dir.")
-    engine: EngineConfig = Field(default_factory=EngineConfig, description="Loop selection.")
+    engine_table: Annotated[EngineConfig | None, BeforeValidator(_engine_config)] = Field(
+        default=None, alias="engine", description="Loop selection as configured (None: defaults)."
+    )
     sections: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Component sections, validated by their owners."
     )
 
+    @field_validator("sections")
+    @classmethod
+    def _known_sections(cls, sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        unknown = sorted(set(sections) - SECTIONS)
+        if unknown:
+            raise ValueError(_unknown_sections(unknown, None))
+        return sections
 
-_TOP_LEVEL = {"home", "engine"}
+    @cached_property
+    def engine(self) -> EngineConfig:
+        """The ``[engine]`` section (its defaults when not configured)."""
+        return self.engine_table if self.engine_table is not None else _engine_config({})
+
+
+def _unknown_sections(names: list[str], path: Path | None) -> str:
+    where = f" in {path}" if path else ""
+    return (
+        f"unknown config section {', '.join(f'[{n}]' for n in names)}{where} (from the file or "
+        f"a SYNTHORG__ variable); known: {', '.join(sorted(_TOP_LEVEL | SECTIONS))}"
+    )
 
 
 def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
@@ -51,9 +100,17 @@ def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None
         data["home"] = env["SYNTHORG_HOME"]
     top = {key: value for key, value in data.items() if key in _TOP_LEVEL}
     sections = {key: value for key, value in data.items() if key not in _TOP_LEVEL}
+    unknown = sorted(set(sections) - SECTIONS)
+    if unknown:
+        raise ConfigError(_unknown_sections(unknown, path))
     for name, value in sections.items():
         if not isinstance(value, dict):
             raise ConfigError(f"config: [{name}] must be a table, got {type(value).__name__}")
+    try:
+        if "engine" in top:
+            top["engine"] = _engine_config(top["engine"])
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, path, prefix="engine")) from exc
     try:
         return Settings(**top, sections=sections)
     except ValidationError as exc:

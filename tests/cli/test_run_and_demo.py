@@ -2,37 +2,25 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from synthorg.service.demo import create_demo_repo
-from tests.sandbox.helpers import sandboxes_in
+from tests.cli.cli_support import SYNTHORG, cli_env, sandboxes_of
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
-
-SYNTHORG = [sys.executable, "-m", "synthorg.cli.app"]
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
-    env.update(SYNTHORG_HOME=str(home), PYTHONPATH=str(ROOT), COLUMNS="200")
-    return env
 
 
 def test_demo_fixes_the_sample_repo_on_a_branch(tmp_path: Path) -> None:
     done = subprocess.run(
         # Outside the data dir, where a repository may be (service/repositories.py).
         [*SYNTHORG, "demo", "--directory", str(tmp_path / "calc")],
-        env=_env(tmp_path / "home"),
+        env=cli_env(tmp_path / "home"),
         capture_output=True,
         text=True,
         timeout=180,
@@ -55,11 +43,13 @@ def test_demo_fixes_the_sample_repo_on_a_branch(tmp_path: Path) -> None:
     assert shown.stdout.startswith(match.group(2))
 
 
-def _sandboxes_of(home: Path) -> list[psutil.Process]:
-    return sandboxes_in(home)  # by host-side cwd: bwrap's command line names no host path
-
-
-def test_ctrl_c_cancels_cleanly_and_resume_continues(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["ctrl-c", "sigterm", "sighup"]
+)
+def test_ctrl_c_sigterm_or_sighup_cancels_cleanly_and_resume_continues(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """`kill`, systemd and `docker stop` send SIGTERM, a closed terminal SIGHUP: like Ctrl-C."""
     home = tmp_path / "home"
     repo = create_demo_repo(tmp_path / "calc")
     config = tmp_path / "synthorg.toml"
@@ -69,7 +59,7 @@ def test_ctrl_c_cancels_cleanly_and_resume_continues(tmp_path: Path) -> None:
     )
     run = subprocess.Popen(
         [*SYNTHORG, "run", "write five lines", "--repo", str(repo), "-c", str(config)],
-        env=_env(home),
+        env=cli_env(home),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -80,15 +70,15 @@ def test_ctrl_c_cancels_cleanly_and_resume_continues(tmp_path: Path) -> None:
     while time.monotonic() < deadline:
         line = run.stdout.readline()
         lines.append(line)
-        if line.strip() == "confirmed-1":  # the observation, not the command echoing it
+        if line.strip() == "│ confirmed-1":  # the observation, not the command echoing it
             break
-    assert _sandboxes_of(home), "the run should be working inside a sandbox"
-    run.send_signal(signal.SIGINT)
+    assert sandboxes_of(home), "the run should be working inside a sandbox"
+    run.send_signal(sig)
     rest, _ = run.communicate(timeout=60)
     output = "".join(lines) + rest
     assert run.returncode == 1, output
     assert "cancelling" in output and re.search(r"termination\s+.\s*cancelled", output), output
-    assert not _sandboxes_of(home)
+    assert not sandboxes_of(home)
     conversation = re.search(r"conversation (conv-[0-9a-f]+)", output)
     assert conversation, output
 
@@ -103,7 +93,7 @@ def test_ctrl_c_cancels_cleanly_and_resume_continues(tmp_path: Path) -> None:
             "--message",
             "carry on",
         ],
-        env=_env(home),
+        env=cli_env(home),
         capture_output=True,
         text=True,
         timeout=180,

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from synthorg.cli.common import ConfigOption, console, run_async, settings_from
-from synthorg.cli.render import conversation_summary, event_line
+from synthorg.cli.render import cells, conversation_summary, event_line
 from synthorg.domain import ConversationStatus
-from synthorg.service.ownership import reconciled, reconciled_page
-from synthorg.service.store import opened_store
 
 app = typer.Typer(help="Inspect conversations and their event logs.", no_args_is_help=True)
 
@@ -24,7 +23,10 @@ def list_(
     cursor: str | None = typer.Option(None, help="Cursor from the previous page."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Conversations, newest first."""
+    """Conversations, newest first (a dead owner's run shown as interrupted, reconciled)."""
+    from synthorg.service.ownership import reconciled_page
+    from synthorg.service.store import opened_store
+
     settings = settings_from(config)
 
     async def go() -> None:
@@ -33,24 +35,23 @@ def list_(
                 status=status, project_id=project, limit=limit, cursor=cursor
             )
             page = await reconciled_page(store, page)
-        table = Table()
-        for column in ("id", "status", "loop", "task", "turns", "cost", "created"):
-            table.add_column(column)
+        columns = ("id", "status", "loop", "task", "turns", "cost", "created")
+        table = Table(*columns)
         for record in page.items:
-            row = conversation_summary(record)
-            table.add_row(
-                *(row[c] for c in ("id", "status", "loop", "task", "turns", "cost", "created"))
-            )
+            table.add_row(*cells(conversation_summary(record), columns))
         console.print(table)
         if page.next_cursor:
-            console.print(f"next page: --cursor {page.next_cursor}", style="dim")
+            console.print(Text(f"next page: --cursor {page.next_cursor}", style="dim"))
 
     run_async(go())
 
 
 @app.command()
 def show(conversation_id: str, config: Path | None = ConfigOption) -> None:
-    """One conversation's base state."""
+    """One conversation's base state (a dead owner's run reconciled first)."""
+    from synthorg.service.ownership import reconciled
+    from synthorg.service.store import opened_store
+
     settings = settings_from(config)
 
     async def go() -> None:
@@ -58,7 +59,7 @@ def show(conversation_id: str, config: Path | None = ConfigOption) -> None:
             record = await reconciled(store, await store.get_conversation(conversation_id))
         table = Table(show_header=False)
         for key, value in conversation_summary(record).items():
-            table.add_row(key, value)
+            table.add_row(key, Text(value))
         console.print(table)
 
     run_async(go())
@@ -72,6 +73,8 @@ def events(
     config: Path | None = ConfigOption,
 ) -> None:
     """A conversation's events; with --follow, the live tail until Ctrl-C."""
+    from synthorg.service.store import opened_store
+
     settings = settings_from(config)
 
     async def go() -> None:

@@ -4,35 +4,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from pydantic import ValidationError
-from rich.panel import Panel
-from rich.table import Table
+from rich.text import Text
 
 from synthorg.cli.common import ConfigOption, console, fail, run_async, settings_from
-from synthorg.cli.render import event_line
-from synthorg.cli.signals import treat_termination_as_interrupt
-from synthorg.domain import (
-    Complexity,
-    ConfirmationPolicy,
-    ConversationRecord,
-    ExecutionResult,
-    Task,
-    TerminationReason,
-    new_id,
-)
-from synthorg.engine import Decision
-from synthorg.service.boot import Components, boot
-from synthorg.service.loops import default_provisioner, default_registry
-from synthorg.service.options import RunOptions
-from synthorg.settings import Settings
+from synthorg.cli.signals import terminate_like_interrupt
+from synthorg.cli.untrusted import visible
+from synthorg.domain import Complexity, ConfirmationPolicy
+from synthorg.errors import SynthOrgError
+
+if TYPE_CHECKING:
+    from synthorg.domain import ConversationRecord, ExecutionResult, Task
+    from synthorg.service.boot import Components
+    from synthorg.service.options import RunOptions
+    from synthorg.settings import Settings
 
 
 def run(
     task: str = typer.Argument("", help="What the agent should do (omit with --resume)."),
+    task_file: Path | None = typer.Option(
+        None,
+        "--task-file",
+        "-f",
+        help="Read the task from this file ('-': stdin), for tasks too long for an argument.",
+        allow_dash=True,
+    ),
     repo: Path = typer.Option(Path("."), "--repo", "-r", help="The git repository to work on."),
     loop: str | None = typer.Option(
         None, help="Force a loop: react, plan_execute, hybrid, openhands."
@@ -44,7 +45,7 @@ def run(
     complexity: Complexity = typer.Option(Complexity.MODERATE, help="Task complexity (selection)."),
     project: str = typer.Option("default", help="Project id (scopes credentialed tools)."),
     confirm: ConfirmationPolicy = typer.Option(
-        ConfirmationPolicy.NEVER, help="When risky actions wait for your approval."
+        ConfirmationPolicy.NEVER, help="When risky actions wait for your approval (needs a TTY)."
     ),
     no_worktree: bool = typer.Option(False, "--no-worktree", help="Work in the repo directly."),
     resume: str | None = typer.Option(None, help="Continue this conversation id."),
@@ -52,9 +53,20 @@ def run(
     config: Path | None = ConfigOption,
 ) -> None:
     """Run a task on a repository: worktree, gateway, sandbox, loop, commit gate."""
+    from pydantic import ValidationError
+
+    from synthorg.domain import Task, TerminationReason, new_id
+    from synthorg.service.options import RunOptions
+
     settings = settings_from(config)
+    from_stdin = task_file is not None and str(task_file) == "-"
+    if task_file is not None:
+        if task.strip():
+            fail("give the task either as an argument or with --task-file, not both")
+        task = _read_task(task_file)
     if resume is None and not task.strip():
         fail('give a task: synthorg run "fix the failing test" --repo PATH (or --resume ID)')
+    require_answers(confirm, from_stdin)
     try:
         options = RunOptions(
             loop=loop,
@@ -76,8 +88,25 @@ def run(
             complexity=complexity,
             repository=str(repo.expanduser().resolve()),
         )
-    result, _ = run_async(execute_run(settings, task_model, options, resume, message))
+    with terminate_like_interrupt():
+        result, _ = run_async(execute_run(settings, task_model, options, resume, message))
     raise typer.Exit(0 if result.termination_reason is TerminationReason.COMPLETED else 1)
+
+
+def require_answers(confirm: ConfirmationPolicy, task_from_stdin: bool) -> None:
+    """Fail fast when ``--confirm`` could never be answered from this terminal."""
+    from synthorg.cli.confirm import require_terminal
+
+    require_terminal(confirm.value, task_from_stdin=task_from_stdin)
+
+
+def _read_task(path: Path) -> str:
+    try:
+        if str(path) == "-":
+            return sys.stdin.read()
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read the task from {path}: {exc}")
 
 
 async def execute_run(
@@ -88,7 +117,9 @@ async def execute_run(
     message: str | None,
 ) -> tuple[ExecutionResult, ConversationRecord]:
     """Create (or resume) a conversation, run it with live output, print the summary."""
-    treat_termination_as_interrupt()
+    from synthorg.service.boot import boot
+    from synthorg.service.loops import default_provisioner, default_registry
+
     async with boot(
         settings, registry=default_registry(), provisioner=default_provisioner
     ) as components:
@@ -101,69 +132,82 @@ async def execute_run(
         _print_header(record, components)
         after = await components.store.last_seq(record.id)
         await service.start(record.id, message=message)
-        printer = asyncio.create_task(_print_events(components, record.id, after))
+        printer = _Printer(components, record.id)
+        printing = asyncio.create_task(printer.follow(after))
         try:
             result = await service.wait(record.id)
         except asyncio.CancelledError:
-            console.print("\n[bold yellow]cancelling...[/]")
+            console.print("\ncancelling...", style="bold yellow")
             await service.cancel(record.id, by="cli")
             result = await service.wait(record.id)
         finally:
-            await asyncio.sleep(0.3)  # let the tail print the last events
-            printer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await printer
+            await printer.catch_up(printing)
         assert result is not None
         final = await components.store.get_conversation(record.id)
         _print_summary(final, result)
         return result, final
 
 
+class _Printer:
+    """Prints the live tail and answers confirmation requests until the run's last event."""
+
+    def __init__(self, components: Components, conversation_id: str) -> None:
+        self._components = components
+        self._id = conversation_id
+        self._printed = 0
+        self._last: int | None = None
+        self._caught_up = asyncio.Event()
+
+    async def follow(self, after: int) -> None:
+        from synthorg.cli.confirm import ask
+        from synthorg.cli.render import event_line
+
+        service = self._components.service
+        async for stored in self._components.store.tail(self._id, after=after):
+            console.print(event_line(stored))
+            self._printed = stored.seq
+            if self._last is not None and self._printed >= self._last:
+                break
+            event = stored.event
+            if event.kind == "confirmation_request" and not await ask(
+                service, self._id, event.pending
+            ):
+                # Nobody can answer: end the run (resumable) rather than wait forever.
+                with contextlib.suppress(SynthOrgError):
+                    await service.cancel(self._id, by="cli (stdin closed at a confirmation)")
+        self._caught_up.set()
+
+    async def catch_up(self, printing: asyncio.Task[None]) -> None:
+        """Let the tail print up to the last stored event, then stop it."""
+        self._last = await self._components.store.last_seq(self._id)
+        if self._printed < self._last and not printing.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._caught_up.wait(), timeout=10)
+        printing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await printing
+
+
 def _print_header(record: ConversationRecord, components: Components) -> None:
+    from rich.panel import Panel
+
     scripted = record.provider == "scripted" or record.model.startswith("scripted")
-    model = f"{record.provider}/{record.model}" + (
-        " [bold magenta](SCRIPTED demo model)[/]" if scripted else ""
-    )
     workspace = record.workspace
-    console.print(
-        Panel.fit(
-            f"conversation [bold]{record.id}[/]\n"
-            f"task: {record.task.title}\n"
-            f"loop: [bold]{record.loop_type}[/]   model: {model}\n"
-            f"workspace: {workspace.path if workspace else '?'}"
-            f"   branch: {(workspace.branch if workspace else None) or '(none)'}\n"
-            f"sandbox: {components.sandbox.name}   budget: "
-            f"{'$' + str(record.budget_usd) if record.budget_usd is not None else 'none'}",
-            title="synthorg run",
-        )
-    )
-
-
-async def _print_events(components: Components, conversation_id: str, after: int) -> None:
-    service = components.service
-    async for stored in components.store.tail(conversation_id, after=after):
-        console.print(event_line(stored))
-        event = stored.event
-        if event.kind == "confirmation_request":
-            await _ask(service, conversation_id, [p.action_id for p in event.pending])
-
-
-async def _ask(service: object, conversation_id: str, action_ids: list[str]) -> None:
-    from synthorg.service.runs import LocalRunService
-
-    assert isinstance(service, LocalRunService)
-    answer = await asyncio.to_thread(console.input, f"approve {', '.join(action_ids)}? [y/N] ")
-    approved = answer.strip().lower() in {"y", "yes"}
-    ids = frozenset(action_ids)
-    await service.decide(
-        conversation_id,
-        Decision(
-            accepted=ids if approved else frozenset(),
-            rejected=frozenset() if approved else ids,
-            approver="cli-user",
-            reason="" if approved else "rejected at the terminal",
-        ),
-    )
+    budget = f"${record.budget_usd}" if record.budget_usd is not None else "none"
+    body = Text()
+    body.append("conversation ")
+    body.append(record.id, style="bold")
+    body.append(f"\ntask: {visible(record.task.title, newlines=False)}")
+    body.append("\nloop: ")
+    body.append(visible(record.loop_type), style="bold")
+    body.append(f"   model: {visible(f'{record.provider}/{record.model}', newlines=False)}")
+    if scripted:
+        body.append(" (SCRIPTED demo model)", style="bold magenta")
+    path = visible(workspace.path if workspace else "?", newlines=False)
+    branch = visible((workspace.branch if workspace else None) or "(none)", newlines=False)
+    body.append(f"\nworkspace: {path}   branch: {branch}")
+    body.append(f"\nsandbox: {components.sandbox.name}   budget: {budget}")
+    console.print(Panel.fit(body, title="synthorg run"))
 
 
 def _diffstat(repo: str, sha: str) -> str:
@@ -172,23 +216,32 @@ def _diffstat(repo: str, sha: str) -> str:
     from synthorg.workspace.git import run_git_sync
 
     args = ["show", "--stat", "--no-textconv", "--no-ext-diff", "--format=", sha]
-    return run_git_sync(args, Path(repo).expanduser(), check=False).text.rstrip()
+    return visible(run_git_sync(args, Path(repo).expanduser(), check=False).text.rstrip())
 
 
 def _print_summary(record: ConversationRecord, result: ExecutionResult) -> None:
+    from rich.table import Table
+
+    from synthorg.domain import TerminationReason
+
     table = Table(show_header=False, title="result")
     reason = result.termination_reason.value
     color = "green" if result.termination_reason is TerminationReason.COMPLETED else "red"
-    table.add_row("termination", f"[bold {color}]{reason}[/]")
-    table.add_row("status", record.status.value)
-    table.add_row("branch", result.branch or "(none)")
-    table.add_row("commit", result.commit_sha or "(no commit)")
-    table.add_row("turns", str(len(result.turns)))
-    table.add_row("tokens", f"{result.usage.tokens_in} in / {result.usage.tokens_out} out")
-    table.add_row("cost", f"${result.usage.cost_usd:.4f}")
+    rows = {
+        "status": record.status.value,
+        "branch": result.branch or "(none)",
+        "commit": result.commit_sha or "(no commit)",
+        # The record counts every turn of the conversation, including a cancelled run's.
+        "turns": str(max(record.turns, len(result.turns))),
+        "tokens": f"{result.usage.tokens_in} in / {result.usage.tokens_out} out",
+        "cost": f"${result.usage.cost_usd:.4f}",
+    }
+    table.add_row("termination", Text(reason, style=f"bold {color}"))
+    for key, value in rows.items():
+        table.add_row(key, Text(visible(value, newlines=False)))
     if result.error or record.error:
-        table.add_row("error", result.error or record.error or "")
+        table.add_row("error", Text(visible(result.error or record.error or "")))
     console.print(table)
     if result.commit_sha and record.workspace is not None:
-        console.print(_diffstat(record.task.repository, result.commit_sha))
-    console.print(f"conversation: {record.id}  (synthorg conversations events {record.id})")
+        console.print(Text(_diffstat(record.task.repository, result.commit_sha)))
+    console.print(Text(f"conversation: {record.id}  (synthorg conversations events {record.id})"))

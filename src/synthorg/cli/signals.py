@@ -1,24 +1,35 @@
-"""SIGTERM and SIGHUP end a command exactly as Ctrl-C does (cancel, tear down, resumable).
+"""SIGTERM and SIGHUP treated exactly like Ctrl-C while a run is in the foreground.
 
-``kill``, systemd and ``docker stop`` send SIGTERM; a closed terminal sends SIGHUP. Both are
-forwarded as SIGINT, so asyncio's own Ctrl-C path (cancel the main task, then exit) is the
-one path for all three, including its "a second signal stops at once" behaviour.
+``kill``, systemd and ``docker stop`` send SIGTERM; closing the terminal sends SIGHUP. Both
+are re-raised as SIGINT, so they take the one cancellation path Ctrl-C takes (asyncio's
+runner cancels the main task; ``synthorg run`` cancels the run, tears the sandbox down and
+leaves the conversation resumable).
 """
 
 from __future__ import annotations
 
-import asyncio
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 
-FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 
 
-def _interrupt() -> None:
+def _as_interrupt(_signum: int, _frame: FrameType | None) -> None:
     signal.raise_signal(signal.SIGINT)
 
 
-def treat_termination_as_interrupt() -> None:
-    """For the running event loop's lifetime (its close removes the handlers)."""
-    loop = asyncio.get_running_loop()
-    for signum in FORWARDED:
-        loop.add_signal_handler(signum, _interrupt)
+@contextmanager
+def terminate_like_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP do what Ctrl-C does; the old handlers after."""
+    previous = {sig: signal.signal(sig, _as_interrupt) for sig in TERMINATING}
+    if not callable(signal.getsignal(signal.SIGINT)):
+        # Started with SIGINT ignored (a background job): without a handler, SIGTERM would be
+        # ignored too. asyncio's runner builds its cancellation on this default handler.
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

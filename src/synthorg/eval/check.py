@@ -159,6 +159,45 @@ def _fresh_dir(path: Path) -> Path:
     return path
 
 
+async def run_commit_in_sandbox(
+    sandbox: SandboxStreamer,
+    *,
+    git_dir: Path,
+    commit: str,
+    argv: list[str],
+    scratch: Path,
+    base: str | None = None,
+    test_patch: str = "",
+    timeout_s: float = 300.0,
+) -> CheckOutcome:
+    """Run ``argv`` on ``commit``'s files (plus ``test_patch`` over ``base``) in a new sandbox.
+
+    Code an agent wrote never runs on the host: this is how the demo and the hidden check
+    execute it.
+    """
+    workdir = await asyncio.to_thread(_fresh_dir, scratch / "tree")
+    try:
+        await asyncio.to_thread(export_tree, git_dir, commit, workdir)
+        if test_patch:
+            await asyncio.to_thread(apply_test_patch, git_dir, base or commit, workdir, test_patch)
+    except BoundaryError as exc:
+        return CheckOutcome(False, str(exc))
+    request = SandboxRequest(
+        argv=argv,
+        workspace=workdir,
+        conversation_id="hidden-check",
+        limits=SandboxLimits(wall_timeout_s=timeout_s),
+    )
+    lines: list[str] = []
+    async with sandbox.stream(request, "") as proc:
+        async for line in proc:
+            lines.append(line)
+    ended = proc.exit
+    await asyncio.to_thread(shutil.rmtree, workdir, ignore_errors=True)
+    passed = ended is not None and ended.returncode == 0
+    return CheckOutcome(passed, "\n".join(lines)[-_OUTPUT_TAIL:])
+
+
 async def run_hidden_check(
     sandbox: SandboxStreamer,
     *,
@@ -170,24 +209,13 @@ async def run_hidden_check(
     timeout_s: float = 300.0,
 ) -> CheckOutcome:
     """Judge ``commit`` (None: the run landed nothing, judged on ``base``)."""
-    workdir = await asyncio.to_thread(_fresh_dir, scratch / "tree")
-    try:
-        await asyncio.to_thread(export_tree, git_dir, commit or base, workdir)
-        await asyncio.to_thread(apply_test_patch, git_dir, base, workdir, check.test_patch)
-    except BoundaryError as exc:
-        return CheckOutcome(False, str(exc))
-    request = SandboxRequest(
+    return await run_commit_in_sandbox(
+        sandbox,
+        git_dir=git_dir,
+        commit=commit or base,
         argv=check_argv(check),
-        workspace=workdir,
-        conversation_id="hidden-check",
-        limits=SandboxLimits(wall_timeout_s=timeout_s),
+        scratch=scratch,
+        base=base,
+        test_patch=check.test_patch,
+        timeout_s=timeout_s,
     )
-    lines: list[str] = []
-    async with sandbox.stream(request, "") as proc:
-        async for line in proc:
-            lines.append(line)
-    ended = proc.exit
-    output = "\n".join(lines)[-_OUTPUT_TAIL:]
-    await asyncio.to_thread(shutil.rmtree, workdir, ignore_errors=True)
-    passed = ended is not None and ended.returncode == 0
-    return CheckOutcome(passed, output)

@@ -141,9 +141,14 @@ class SqliteWriter:
         try:
             conn = connect(self._path, self._busy_s)
         except BaseException as exc:
-            self._ready.set_exception(exc)
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                self._ready.set_exception(exc)
             return
-        self._ready.set_result(None)
+        try:
+            self._ready.set_result(None)
+        except concurrent.futures.InvalidStateError:  # the opener was cancelled (Ctrl-C)
+            conn.close()
+            return
         try:
             stop = False
             while not stop:

@@ -257,9 +257,15 @@ async def run_git(
         out, err = await proc.communicate(stdin)
     except BaseException:
         # Cancellation must not leave a git child running behind us (it may hold a lock).
+        # SIGTERM first: git removes its lock files on SIGTERM, while a SIGKILLed `git add`
+        # leaves index.lock behind and the resumed run's next checkpoint fails on it.
         if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=5)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
         raise
     result = GitOutput(out, err.decode("utf-8", "replace"), proc.returncode or 0)
     if check and result.returncode != 0:

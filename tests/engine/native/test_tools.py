@@ -114,7 +114,7 @@ def test_valid_calls_parse_with_risk_and_summary() -> None:
         ("ls; touch x", RiskLevel.MEDIUM),
         ("python3 -m pytest -q", RiskLevel.MEDIUM),
         ("git commit -m x", RiskLevel.MEDIUM),
-        ("find . -delete", RiskLevel.MEDIUM),
+        ("find . -delete", RiskLevel.HIGH),
         ("rmdir empty", RiskLevel.MEDIUM),
     ],
 )

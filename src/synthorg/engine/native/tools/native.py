@@ -154,7 +154,7 @@ def file_editor_tool(executor: ToolExecutor) -> Tool:
         ),
         args_model=FileEditorArgs,
         execute=run,
-        risk_of=lambda a: edit_risk(a.command),
+        risk_of=lambda a: edit_risk(a.command, a.path),
         mutates_if=lambda a: a.command != "view",
         summarize=lambda a: f"{a.command} {a.path}",
     )

@@ -1,0 +1,143 @@
+"""CLI start-up benchmark: `--help`, `conversations list` and a run's first event, vs baselines.
+
+    uv run python benchmarks/cli_bench.py [--rounds 7] [--run-rounds 3] [--baseline-rev c505cd3]
+
+Every figure is the median wall time of fresh processes, rounds interleaved so machine load
+hits all variants alike. Baselines measured in the same run:
+  - ``python -c pass``: the interpreter's own start-up (the floor);
+  - the pre-change import set: ``import typer, rich, fastapi, mcp, psycopg, uvicorn, httpx``,
+    what every command paid before commands were loaded lazily;
+  - the CLI at ``--baseline-rev`` (extracted with ``git archive``, run from the same venv).
+The run's time to first event is from spawning ``synthorg run`` (the demo task, scripted
+model, bwrap sandbox) to the first event line on its stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from io import BytesIO
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PRE_CHANGE_IMPORTS = "import typer, rich.console, fastapi, mcp, psycopg, uvicorn, httpx"
+
+
+def _env(home: Path, src: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
+    env.update(SYNTHORG_HOME=str(home), PYTHONPATH=f"{src}:{ROOT}", COLUMNS="120")
+    return env
+
+
+def _timed(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{argv} failed: {done.stderr.decode(errors='replace')[-2000:]}")
+    return elapsed
+
+
+def _first_event(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    first = None
+    for raw in proc.stdout:
+        if first is None and raw.lstrip().startswith(b"1 status"):
+            first = time.perf_counter() - started
+    if proc.wait() != 0 or first is None:
+        raise SystemExit(f"{argv} failed or printed no event")
+    return first
+
+
+def _extract(rev: str, into: Path) -> Path:
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--run-rounds", type=int, default=3)
+    parser.add_argument("--baseline-rev", default="c505cd3")
+    args = parser.parse_args()
+
+    from synthorg.service.demo import DEMO_TASK, create_demo_repo
+
+    py = sys.executable
+    with tempfile.TemporaryDirectory(prefix="cli-bench-") as tmp:
+        scratch = Path(tmp)
+        src, old_src = ROOT / "src", _extract(args.baseline_rev, scratch / "old")
+        home = scratch / "home"
+        env, old_env = _env(home, src), _env(home, old_src)
+        cli = [py, "-m", "synthorg.cli.app"]
+        subprocess.run([*cli, "conversations", "list"], env=env, capture_output=True, check=True)
+        repo = create_demo_repo(scratch / "calc")
+        config = scratch / "bench.toml"
+        config.write_text(
+            '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\n'
+            'models = ["m"]\nscript = "synthorg.engine.native.scripts:demo_fix_script"\n'
+            '[run]\nmodel = "m"\n'
+        )
+
+        variants: dict[str, Callable[[], float]] = {
+            "python -c pass": lambda: _timed([py, "-c", "pass"], env),
+            "pre-change import set": lambda: _timed([py, "-c", PRE_CHANGE_IMPORTS], env),
+            "synthorg --help": lambda: _timed([*cli, "--help"], env),
+            f"synthorg --help @{args.baseline_rev}": lambda: _timed([*cli, "--help"], old_env),
+            "conversations list": lambda: _timed([*cli, "conversations", "list"], env),
+            f"conversations list @{args.baseline_rev}": lambda: _timed(
+                [*cli, "conversations", "list"], old_env
+            ),
+        }
+        runs: dict[str, Callable[[], float]] = {
+            "run: first event": lambda: _first_event(
+                [*cli, "run", DEMO_TASK, "--repo", str(repo), "-c", str(config)], env
+            ),
+            f"run: first event @{args.baseline_rev}": lambda: _first_event(
+                [*cli, "run", DEMO_TASK, "--repo", str(repo), "-c", str(config)], old_env
+            ),
+        }
+        times: dict[str, list[float]] = {name: [] for name in [*variants, *runs]}
+        for _ in range(args.rounds):
+            for name, measure in variants.items():
+                times[name].append(measure())
+        for _ in range(args.run_rounds):
+            for name, measure in runs.items():
+                times[name].append(measure())
+        shutil.rmtree(home, ignore_errors=True)
+
+    median = {name: statistics.median(values) for name, values in times.items()}
+    floor = median["python -c pass"]
+    print(f"{'variant':<40} {'median s':>9} {'- floor s':>9}")
+    for name, value in median.items():
+        print(f"{name:<40} {value:>9.3f} {value - floor:>9.3f}")
+    rev = args.baseline_rev
+    print()
+    for what in ("synthorg --help", "conversations list", "run: first event"):
+        old = median[f"{what} @{rev}"]
+        print(f"{what}: {median[what]:.3f} s vs {old:.3f} s at {rev} -> {median[what] / old:.2f}x")
+    print(
+        f"synthorg --help over the interpreter floor: {median['synthorg --help'] - floor:.3f} s; "
+        f"the pre-change import set alone: {median['pre-change import set'] - floor:.3f} s"
+    )
+    print(f"load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""Untrusted text on a terminal: control characters shown as escapes, never interpreted.
+
+Tool output, model output, task text, file and branch names and error messages can carry
+escape sequences (OSC 0 title, OSC 52 clipboard write, erase-line, cursor movement, colours)
+that would let a command draw a fake line or write the clipboard. Every place the CLI prints
+such text goes through :func:`visible` (or :func:`untrusted` for rich output, which also
+keeps the text out of rich's markup parser). SGR colours are not kept: parsing them safely
+buys nothing a reader needs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+# C0 except tab/newline, DEL, C1, bidi overrides/isolates/marks, lone surrogates (these
+# would also make printing fail with UnicodeEncodeError).
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+_CONTROL_OR_NEWLINE = re.compile(_CONTROL.pattern[:-1] + "\n]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def visible(text: str, *, newlines: bool = True) -> str:
+    """``text`` with every control character replaced by its ``\\xNN``/``\\uNNNN`` escape.
+
+    Newlines are kept unless ``newlines`` is False (one-line fields: names, titles).
+    """
+    return (_CONTROL if newlines else _CONTROL_OR_NEWLINE).sub(_escape, text)
+
+
+def untrusted(text: str, style: str = "", *, newlines: bool = True) -> Text:
+    """``text`` as rich Text: escapes made visible, never parsed as markup."""
+    from rich.text import Text
+
+    return Text(visible(text, newlines=newlines), style=style)
