@@ -31,6 +31,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "engine": (
         *BASICS,
         "synthorg.store.protocol",
+        "synthorg.store.reconcile",  # which actions are open / never ran: one rule, the store's
         "synthorg.sandbox.protocol",
         "synthorg.sandbox.toolbox_client",
         "synthorg.gateway.scripted",  # scripted models (pure functions) for tests and the demo

@@ -34,23 +34,20 @@ async def transition(
     update: Callable[[ConversationRecord], Mapping[str, Any]] | None = None,
     only_if_changed: bool = False,
 ) -> ConversationRecord:
-    """Move the conversation to ``new``: the event first, then the record.
+    """Move the conversation to ``new``: its status event and its record in one transaction.
 
-    ``update`` names the other fields to save, computed from the current record.
-
-    The store's single-transaction status method replaces the two writes below.
+    ``update`` names the other fields to save, computed from the current record. This is the
+    only place a run's status changes (the store's ``transition`` makes both writes atomic,
+    so the log and the record never disagree, on either backend).
     """
     record = await store.get_conversation(conversation_id)
     if only_if_changed and record.status is new:
         return record
-    await store.append(
-        conversation_id,
-        StatusChangeEvent(
-            old=record.status,
-            new=new,
-            reason=why,
-            termination_reason=termination_reason.value if termination_reason else None,
-        ),
+    event = StatusChangeEvent(
+        old=record.status,
+        new=new,
+        reason=why,
+        termination_reason=termination_reason.value if termination_reason else None,
     )
     fields: dict[str, Any] = {"status": new, "updated_at": clock()}
     if termination_reason is not None:
@@ -58,7 +55,7 @@ async def transition(
     if update is not None:
         fields.update(update(record))
     saved = record.model_copy(update=fields)
-    await store.save_conversation(saved)
+    await store.transition(saved, event)
     return saved
 
 

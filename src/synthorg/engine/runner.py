@@ -25,12 +25,13 @@ from synthorg.domain import (
 )
 from synthorg.engine.checkers import RunCheckers
 from synthorg.engine.control import RunControl
-from synthorg.engine.lifecycle import events_after, transition
+from synthorg.engine.lifecycle import transition
 from synthorg.engine.no_op import NO_OP_MESSAGE, WorkspaceChanged, is_no_op
 from synthorg.engine.protocol import ExecutionLoop, LoopContext
 from synthorg.engine.termination import Terminated, build_result, log_termination
 from synthorg.errors import SynthOrgError
 from synthorg.store.protocol import ConversationStore
+from synthorg.store.reconcile import open_actions
 
 _TURN_KINDS = frozenset({"action", "message"})
 
@@ -288,20 +289,21 @@ class LoopRunner:
         """
         # Events before this run were answered when that run ended (or by reconciliation).
         after = context.prior_events[-1].seq if context.prior_events else 0
-        open_actions: dict[str, None] = {}
-        for stored in await events_after(self._store, context.conversation_id, after):
-            event = stored.event
-            if event.kind == "action":
-                open_actions[event.action_id] = None
-            elif event.kind == "observation":
-                open_actions.pop(event.action_id, None)
-        for action_id in open_actions:
+        # One rule for "which actions are open, and which never ran" (store.reconcile): an
+        # action still awaiting approval was never executed, so its effect is known: none.
+        for action in await open_actions(self._store, context.conversation_id, after=after):
+            content = (
+                f"the run was stopped ({reason.value}) while this action was awaiting "
+                "approval; it never ran"
+                if action.never_ran
+                else f"the run was stopped ({reason.value}) while this tool was in progress; "
+                "its effect is unknown"
+            )
             await self._store.append(
                 context.conversation_id,
                 ObservationEvent(
-                    action_id=action_id,
-                    content=f"the run was stopped ({reason.value}) while this tool was in "
-                    "progress; its effect is unknown",
+                    action_id=action.action_id,
+                    content=content,
                     is_error=True,
                     non_retryable=True,
                 ),
