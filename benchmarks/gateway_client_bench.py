@@ -1,10 +1,10 @@
-"""Per-request cost of the gateway's upstream HTTP client: hand-written HTTP/1.1 vs aiohttp vs httpx.
+"""Per-request cost of the gateway's upstream client: hand-written HTTP/1.1 vs aiohttp vs httpx.
 
 One fast local upstream (the scripted server, echo script, its own process on uvloop) is called
 sequentially over one keep-alive connection by each client in turn, in interleaved rounds so
 machine drift hits each alike. Reported: p50 / p99 latency per client and the p50 difference vs
-the hand-written client (``synthorg.gateway.http1``) measured in the same run. The gateway's rule:
-a well-kept client replaces the hand-written one unless it costs more than 0.3 ms p50.
+the hand-written client the gateway used before (``gateway_http1_baseline.py``), same run. The
+rule: a well-kept client replaces the hand-written one unless it costs more than 0.3 ms p50.
 
     uv run python benchmarks/gateway_client_bench.py [--requests 400] [--rounds 5]
 """
@@ -12,7 +12,6 @@ a well-kept client replaces the hand-written one unless it costs more than 0.3 m
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import signal
@@ -25,8 +24,7 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 import httpx
-
-from synthorg.gateway.http1 import Http1Pool
+from gateway_http1_baseline import Http1Pool
 
 BODY = json.dumps(
     {"model": "bench-model", "messages": [{"role": "user", "content": "ping " * 20}]}
@@ -92,7 +90,7 @@ async def _measure(requests: int, rounds: int, base: str) -> dict[str, list[floa
     clients, close = await _clients(base)
     samples: dict[str, list[float]] = {name: [] for name in clients}
     try:
-        for name, call in clients.items():  # warm up: connect, JIT-free but caches filled
+        for call in clients.values():  # warm up: connect and fill caches
             for _ in range(50):
                 await call()
         for _ in range(rounds):

@@ -131,7 +131,9 @@ class FakeUpstream:
             }
             if reply.usage:
                 payload["usage"] = self._usage(record, out)
-        await _send(send, 200, json.dumps(payload).encode(), [(b"content-type", b"application/json")])
+        await _send(
+            send, 200, json.dumps(payload).encode(), [(b"content-type", b"application/json")]
+        )
         record.finished = True
 
     async def _stream(

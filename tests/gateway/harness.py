@@ -6,7 +6,6 @@ import secrets
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-
 from typing import Any
 
 import httpx
@@ -165,9 +164,7 @@ class FakeHarness:
 
     def client(self, token: str, **kwargs: Any) -> openai.AsyncOpenAI:
         """The official client pointed at the gateway, no retries."""
-        return openai.AsyncOpenAI(
-            base_url=self.base_url, api_key=token, max_retries=0, **kwargs
-        )
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=token, max_retries=0, **kwargs)
 
     def http(self, token: str) -> httpx.AsyncClient:
         """A raw HTTP client with the bearer set (to send what the official client refuses)."""

@@ -1,20 +1,45 @@
-"""OpenAI-compatible upstream over a keep-alive HTTP/1.1 pool: the gateway's fast path."""
+"""OpenAI-compatible upstream over aiohttp's keep-alive pool: the gateway's fast path.
+
+aiohttp, not the hand-written HTTP/1.1 client this replaced: it costs ~0.1 ms p50 more per
+request (benchmarks/gateway_client_bench.py) and brings proxies, TLS, compression and a
+maintained parser. HTTPS_PROXY / HTTP_PROXY / NO_PROXY are honoured (resolved once, per
+upstream URL). httpx would add HTTP/2 but costs ~1.3 ms p50 more per request here.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+import urllib.request
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
+import aiohttp
 from pydantic import ValidationError
 
 from synthorg.errors import ConfigError
 from synthorg.gateway.config import ProviderConfig
-from synthorg.gateway.http1 import Http1Pool, HttpError
 from synthorg.gateway.providers.base import ProviderError
 from synthorg.gateway.wire import ChatChunk, ChatRequest, ChatResponse
+
+_PASSED_HEADERS = ("retry-after", "retry-after-ms")
+"""Upstream error headers a caller needs to act on; passed through."""
+
+_STALE_RETRIES = 4
+"""Attempts when pooled connections turn out closed by the upstream (then a fresh one)."""
+
+
+async def _mark_reused(
+    session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceConnectionReuseconnParams
+) -> None:
+    context.trace_request_ctx["reused"] = True
+
+
+_REUSE_TRACE = aiohttp.TraceConfig()
+_REUSE_TRACE.on_connection_reuseconn.append(_mark_reused)
+_REUSE_TRACE.freeze()
 
 
 def read_api_key(config: ProviderConfig) -> str | None:
@@ -30,30 +55,74 @@ def read_api_key(config: ProviderConfig) -> str | None:
     return key
 
 
-def upstream_error(response_status: int, body: bytes, provider: str) -> ProviderError:
-    """Map an upstream HTTP error; auth failures are ours (502), not the caller's."""
+def proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
+    """The proxy ``url`` goes through per HTTPS_PROXY / HTTP_PROXY / NO_PROXY (curl's rules)."""
+    proxies: dict[str, str] = {}
+    for key, value in environ.items():  # lower-case names win, as in curl and urllib
+        name = key.lower()
+        if value and name.endswith("_proxy") and (key.islower() or name not in proxies):
+            proxies[name[: -len("_proxy")]] = value
+    parts = urlsplit(url)
+    proxy = proxies.get(parts.scheme)
+    if not proxy or not parts.hostname:
+        return None
+    host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    if proxies.get("no") and bypass(host, proxies):
+        return None
+    return proxy
+
+
+def upstream_error(
+    response_status: int, body: bytes, provider: str, headers: Mapping[str, str] | None = None
+) -> ProviderError:
+    """Map an upstream HTTP error, keeping its type, code and retry-after.
+
+    Auth failures are the gateway's (502), not the caller's; 5xx become 502; 429 and the
+    caller's other mistakes keep their status.
+    """
+    detail: Any = None
+    type_, code = "invalid_request_error", None
     try:
-        detail = json.loads(body)["error"]["message"]
+        error = json.loads(body)["error"]
+        detail = error["message"]
+        type_ = str(error.get("type") or type_)
+        code = str(error["code"]) if error.get("code") is not None else None
     except (ValueError, KeyError, TypeError):
-        detail = body[:500].decode(errors="replace")
+        detail = detail or body[:500].decode(errors="replace")
     message = f"upstream {provider!r} answered {response_status}: {detail}"
+    passed = {k: v for k in _PASSED_HEADERS if (v := (headers or {}).get(k)) is not None}
     if response_status in (401, 403) or response_status >= 500:
-        return ProviderError(message, status=502)
-    return ProviderError(message, status=response_status, type_="invalid_request_error")
+        type_ = "upstream_error" if response_status in (401, 403) else type_
+        status = 502
+    else:
+        status = response_status
+    return ProviderError(
+        message, status=status, type_=type_, code=code, headers=passed, may_have_billed=False
+    )
 
 
 class OpenAICompatProvider:
     """Any OpenAI-compatible chat-completions API (OpenAI, vLLM, Ollama, OpenRouter, ...)."""
 
     def __init__(
-        self, name: str, base_url: str, *, api_key: str | None = None, timeout_s: float = 600.0
+        self,
+        name: str,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         headers = {"content-type": "application/json", "accept": "application/json"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self.name = name
         self.timeout_s = timeout_s
-        self._pool = Http1Pool(base_url, headers=headers, timeout_s=timeout_s)
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._proxy = proxy_for(self._url, os.environ if environ is None else environ)
+        self._headers = headers
+        self._session: aiohttp.ClientSession | None = None
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> OpenAICompatProvider:
@@ -62,8 +131,18 @@ class OpenAICompatProvider:
             config.name, config.base_url, api_key=read_api_key(config), timeout_s=config.timeout_s
         )
 
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30),
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=None, connect=30),
+                trace_configs=[_REUSE_TRACE],
+            )
+        return self._session
+
     def _body(self, request: ChatRequest, *, stream: bool) -> bytes:
-        payload: dict[str, Any] = request.model_dump(exclude_none=True)
+        payload: dict[str, Any] = json.loads(request.to_json())
         payload["stream"] = stream
         if stream:
             # Always ask for usage: metering needs it whether or not the caller did.
@@ -72,18 +151,49 @@ class OpenAICompatProvider:
             payload.pop("stream_options", None)
         return json.dumps(payload).encode()
 
-    async def complete(self, request: ChatRequest) -> ChatResponse:
-        """Forward one completion and parse the answer."""
+    async def _post(self, body: bytes) -> aiohttp.ClientResponse:
+        """POST, retrying only where the upstream cannot have seen the request.
+
+        A pooled connection the upstream closed while idle fails with no response byte; that
+        request was never read, so it is sent again on another connection (as Go's transport
+        does). A fresh connection failing the same way is not retried: the upstream may have
+        been working on it, and a second send would be a second bill.
+        """
         try:
             async with asyncio.timeout(self.timeout_s):
-                response = await self._pool.post(
-                    "/chat/completions", self._body(request, stream=False)
-                )
+                for _ in range(_STALE_RETRIES):
+                    trace: dict[str, bool] = {}
+                    try:
+                        return await self._client().post(
+                            self._url, data=body, proxy=self._proxy, trace_request_ctx=trace
+                        )
+                    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                        if not trace.get("reused"):
+                            raise
+                raise aiohttp.ServerDisconnectedError("every pooled connection was stale")
+        except aiohttp.ClientConnectorError as exc:  # nothing was sent
+            raise ProviderError(
+                f"upstream {self.name!r} unreachable: {exc}", may_have_billed=False
+            ) from exc
+        except TimeoutError as exc:
+            raise ProviderError(
+                f"upstream {self.name!r} gave no answer within {self.timeout_s:g}s"
+            ) from exc
+        except aiohttp.ClientError as exc:
+            raise ProviderError(f"upstream {self.name!r} failed: {exc!r}") from exc
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        """Forward one completion and parse the answer."""
+        response = await self._post(self._body(request, stream=False))
+        try:
+            async with asyncio.timeout(self.timeout_s):
                 body = await response.read()
-        except (HttpError, TimeoutError) as exc:
-            raise ProviderError(f"upstream {self.name!r} unreachable: {exc}") from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ProviderError(f"upstream {self.name!r} failed mid-answer: {exc!r}") from exc
+        finally:
+            response.release()
         if response.status != 200:
-            raise upstream_error(response.status, body, self.name)
+            raise upstream_error(response.status, body, self.name, response.headers)
         try:
             return ChatResponse.model_validate_json(body)
         except ValidationError as exc:
@@ -91,29 +201,39 @@ class OpenAICompatProvider:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Forward a streaming completion, parsing server-sent events as they arrive."""
-        body = self._body(request, stream=True)
-        try:
-            response = await self._pool.post("/chat/completions", body)
-        except HttpError as exc:
-            raise ProviderError(f"upstream {self.name!r} unreachable: {exc}") from exc
+        response = await self._post(self._body(request, stream=True))
         try:
             if response.status != 200:
-                raise upstream_error(response.status, await response.read(), self.name)
-            async for line in response.iter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    continue  # drain to the end so the connection can be reused
-                try:
-                    yield ChatChunk.model_validate_json(data)
-                except ValidationError as exc:
-                    raise ProviderError(f"upstream {self.name!r} sent a malformed chunk") from exc
-        except HttpError as exc:
-            raise ProviderError(f"upstream {self.name!r} failed mid-stream: {exc}") from exc
+                raise upstream_error(
+                    response.status, await response.read(), self.name, response.headers
+                )
+            buffer = b""
+            async for piece in response.content.iter_any():
+                buffer += piece
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    chunk = self._event(line)
+                    if chunk is not None:
+                        yield chunk
+            if (chunk := self._event(buffer)) is not None:
+                yield chunk
+        except aiohttp.ClientError as exc:
+            raise ProviderError(f"upstream {self.name!r} failed mid-stream: {exc!r}") from exc
         finally:
-            response.release()
+            response.release()  # closes the connection unless the body was read to its end
+
+    def _event(self, line: bytes) -> ChatChunk | None:
+        if not line.startswith(b"data:"):
+            return None
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return None
+        try:
+            return ChatChunk.model_validate_json(data)
+        except ValidationError as exc:
+            raise ProviderError(f"upstream {self.name!r} sent a malformed chunk") from exc
 
     async def aclose(self) -> None:
         """Close the keep-alive pool."""
-        await self._pool.aclose()
+        if self._session is not None:
+            await self._session.close()
