@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Literal
 
 from synthorg.errors import NotFoundError, SynthOrgError
 from synthorg.gateway.config import GatewayConfig
@@ -84,6 +85,8 @@ class Ticket:
     reported: Usage | None = None
     """The last usage the upstream reported (a stream may report it before its end)."""
     settled: bool = False
+    billed_as: Ending | Literal["reported"] | None = None
+    """How the bill was made: the upstream's usage, or an estimate for how it ended."""
     cost: Decimal = Decimal(0)
     usage: Usage | None = None
     killed: bool = False
@@ -364,6 +367,7 @@ class Gateway:
             return
         ticket.settled = True
         state = ticket._state
+        ticket.billed_as = "reported" if usage is not None else ending
         if usage is None and ending == "answered":
             usage = ticket.bounds.unreported(ticket.out_bytes)
         elif usage is None and ending == "incomplete":
