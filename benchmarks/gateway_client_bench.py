@@ -86,9 +86,14 @@ async def _clients(base: str) -> tuple[dict[str, Call], Callable[[], Awaitable[N
     return {"http1": hand_written, "aiohttp": with_aiohttp, "httpx": with_httpx}, close
 
 
+CPU: dict[str, float] = {}
+"""Per client: this process's CPU milliseconds per request (independent of machine load)."""
+
+
 async def _measure(requests: int, rounds: int, base: str) -> dict[str, list[float]]:
     clients, close = await _clients(base)
     samples: dict[str, list[float]] = {name: [] for name in clients}
+    cpu = dict.fromkeys(clients, 0.0)
     try:
         for call in clients.values():  # warm up: connect and fill caches
             for _ in range(50):
@@ -96,13 +101,17 @@ async def _measure(requests: int, rounds: int, base: str) -> dict[str, list[floa
         for _ in range(rounds):
             for name, call in clients.items():
                 out = samples[name]
+                cpu_started = time.process_time()
                 for _ in range(requests):
                     started = time.perf_counter()
                     body = await call()
                     out.append((time.perf_counter() - started) * 1000)
                     assert body.startswith(b"{"), body[:80]
+                cpu[name] += time.process_time() - cpu_started
     finally:
         await close()
+    for name, seconds in cpu.items():
+        CPU[name] = seconds * 1000 / (requests * rounds)
     return samples
 
 
@@ -128,13 +137,20 @@ def main() -> None:
         upstream.wait(timeout=15)
     base = statistics.median(samples["http1"])
     print(f"load average {os.getloadavg()[0]:.2f}; {args.rounds} x {args.requests} per client")
-    print("| client | p50 (ms) | p99 (ms) | p50 vs http1 (ms) | ratio (p50) |")
-    print("| --- | --- | --- | --- | --- |")
+    print(
+        "| client | p50 (ms) | p99 (ms) | p50 vs http1 (ms) | ratio (p50) "
+        "| client CPU/request (ms) | CPU vs http1 (ms) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, values in samples.items():
         values.sort()
         p50 = statistics.median(values)
         p99 = values[int(len(values) * 0.99)]
-        print(f"| {name} | {p50:.3f} | {p99:.3f} | {p50 - base:+.3f} | {p50 / base:.2f}x |")
+        cpu, cpu_delta = CPU[name], CPU[name] - CPU["http1"]
+        print(
+            f"| {name} | {p50:.3f} | {p99:.3f} | {p50 - base:+.3f} | {p50 / base:.2f}x "
+            f"| {cpu:.3f} | {cpu_delta:+.3f} |"
+        )
 
 
 if __name__ == "__main__":

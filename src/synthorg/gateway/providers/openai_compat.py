@@ -60,8 +60,11 @@ def proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
     proxies: dict[str, str] = {}
     for key, value in environ.items():  # lower-case names win, as in curl and urllib
         name = key.lower()
-        if value and name.endswith("_proxy") and (key.islower() or name not in proxies):
-            proxies[name[: -len("_proxy")]] = value
+        if not value or not name.endswith("_proxy"):
+            continue
+        scheme = name.removesuffix("_proxy")
+        if key.islower() or scheme not in proxies:
+            proxies[scheme] = value
     parts = urlsplit(url)
     proxy = proxies.get(parts.scheme)
     if not proxy or not parts.hostname:
