@@ -1,9 +1,7 @@
-"""OpenAI-compatible upstream over aiohttp's keep-alive pool: the gateway's fast path.
+"""OpenAI-compatible upstream over the keep-alive HTTP/1.1 pool: the gateway's fast path.
 
-aiohttp, not the hand-written HTTP/1.1 client this replaced: it costs ~0.1 ms p50 more per
-request (benchmarks/gateway_client_bench.py) and brings proxies, TLS, compression and a
-maintained parser. HTTPS_PROXY / HTTP_PROXY / NO_PROXY are honoured (resolved once, per
-upstream URL). httpx would add HTTP/2 but costs ~1.3 ms p50 more per request here.
+HTTPS_PROXY / HTTP_PROXY / NO_PROXY are honoured (resolved once per upstream URL). Why a
+hand-written client and not aiohttp/httpx: see ``synthorg.gateway.http1``.
 """
 
 from __future__ import annotations
@@ -11,35 +9,22 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import ssl
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
 from pydantic import ValidationError
 
 from synthorg.errors import ConfigError
 from synthorg.gateway.config import ProviderConfig
+from synthorg.gateway.http1 import ConnectFailed, Http1Pool, HttpError, Response
 from synthorg.gateway.providers.base import ProviderError
 from synthorg.gateway.wire import ChatChunk, ChatRequest, ChatResponse
 
 _PASSED_HEADERS = ("retry-after", "retry-after-ms")
 """Upstream error headers a caller needs to act on; passed through."""
-
-_STALE_RETRIES = 4
-"""Attempts when pooled connections turn out closed by the upstream (then a fresh one)."""
-
-
-async def _mark_reused(
-    session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceConnectionReuseconnParams
-) -> None:
-    context.trace_request_ctx["reused"] = True
-
-
-_REUSE_TRACE = aiohttp.TraceConfig()
-_REUSE_TRACE.on_connection_reuseconn.append(_mark_reused)
-_REUSE_TRACE.freeze()
 
 
 def read_api_key(config: ProviderConfig) -> str | None:
@@ -116,16 +101,17 @@ class OpenAICompatProvider:
         api_key: str | None = None,
         timeout_s: float = 600.0,
         environ: Mapping[str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         headers = {"content-type": "application/json", "accept": "application/json"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self.name = name
         self.timeout_s = timeout_s
-        self._url = base_url.rstrip("/") + "/chat/completions"
-        self._proxy = proxy_for(self._url, os.environ if environ is None else environ)
-        self._headers = headers
-        self._session: aiohttp.ClientSession | None = None
+        proxy = proxy_for(base_url, os.environ if environ is None else environ)
+        self._pool = Http1Pool(
+            base_url, headers=headers, timeout_s=timeout_s, proxy=proxy, ssl_context=ssl_context
+        )
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> OpenAICompatProvider:
@@ -134,18 +120,8 @@ class OpenAICompatProvider:
             config.name, config.base_url, api_key=read_api_key(config), timeout_s=config.timeout_s
         )
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30),
-                headers=self._headers,
-                timeout=aiohttp.ClientTimeout(total=None, connect=30),
-                trace_configs=[_REUSE_TRACE],
-            )
-        return self._session
-
     def _body(self, request: ChatRequest, *, stream: bool) -> bytes:
-        payload: dict[str, Any] = json.loads(request.to_json())
+        payload: dict[str, Any] = request.model_dump(mode="json", exclude_unset=True)
         payload["stream"] = stream
         if stream:
             # Always ask for usage: metering needs it whether or not the caller did.
@@ -154,47 +130,28 @@ class OpenAICompatProvider:
             payload.pop("stream_options", None)
         return json.dumps(payload).encode()
 
-    async def _post(self, body: bytes) -> aiohttp.ClientResponse:
-        """POST, retrying only where the upstream cannot have seen the request.
-
-        A pooled connection the upstream closed while idle fails with no response byte; that
-        request was never read, so it is sent again on another connection (as Go's transport
-        does). A fresh connection failing the same way is not retried: the upstream may have
-        been working on it, and a second send would be a second bill.
-        """
+    async def _post(self, body: bytes) -> Response:
         try:
-            async with asyncio.timeout(self.timeout_s):
-                for _ in range(_STALE_RETRIES):
-                    trace: dict[str, bool] = {}
-                    try:
-                        return await self._client().post(
-                            self._url, data=body, proxy=self._proxy, trace_request_ctx=trace
-                        )
-                    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-                        if not trace.get("reused"):
-                            raise
-                raise aiohttp.ServerDisconnectedError("every pooled connection was stale")
-        except aiohttp.ClientConnectorError as exc:  # nothing was sent
+            return await self._pool.post("/chat/completions", body)
+        except ConnectFailed as exc:  # nothing was sent
             raise ProviderError(
                 f"upstream {self.name!r} unreachable: {exc}", may_have_billed=False
             ) from exc
+        except HttpError as exc:
+            raise ProviderError(f"upstream {self.name!r} failed: {exc}") from exc
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        """Forward one completion and parse the answer."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._post(self._body(request, stream=False))
+                body = await response.read()
         except TimeoutError as exc:
             raise ProviderError(
                 f"upstream {self.name!r} gave no answer within {self.timeout_s:g}s"
             ) from exc
-        except aiohttp.ClientError as exc:
-            raise ProviderError(f"upstream {self.name!r} failed: {exc!r}") from exc
-
-    async def complete(self, request: ChatRequest) -> ChatResponse:
-        """Forward one completion and parse the answer."""
-        response = await self._post(self._body(request, stream=False))
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                body = await response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ProviderError(f"upstream {self.name!r} failed mid-answer: {exc!r}") from exc
-        finally:
-            response.release()
+        except HttpError as exc:
+            raise ProviderError(f"upstream {self.name!r} failed mid-answer: {exc}") from exc
         if response.status != 200:
             raise upstream_error(response.status, body, self.name, response.headers)
         try:
@@ -207,36 +164,23 @@ class OpenAICompatProvider:
         response = await self._post(self._body(request, stream=True))
         try:
             if response.status != 200:
-                raise upstream_error(
-                    response.status, await response.read(), self.name, response.headers
-                )
-            buffer = b""
-            async for piece in response.content.iter_any():
-                buffer += piece
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    chunk = self._event(line)
-                    if chunk is not None:
-                        yield chunk
-            if (chunk := self._event(buffer)) is not None:
-                yield chunk
-        except aiohttp.ClientError as exc:
-            raise ProviderError(f"upstream {self.name!r} failed mid-stream: {exc!r}") from exc
+                body = await response.read()
+                raise upstream_error(response.status, body, self.name, response.headers)
+            async for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    continue  # drain to the end so the connection can be reused
+                try:
+                    yield ChatChunk.model_validate_json(data)
+                except ValidationError as exc:
+                    raise ProviderError(f"upstream {self.name!r} sent a malformed chunk") from exc
+        except HttpError as exc:
+            raise ProviderError(f"upstream {self.name!r} failed mid-stream: {exc}") from exc
         finally:
             response.release()  # closes the connection unless the body was read to its end
 
-    def _event(self, line: bytes) -> ChatChunk | None:
-        if not line.startswith(b"data:"):
-            return None
-        data = line[5:].strip()
-        if data == b"[DONE]":
-            return None
-        try:
-            return ChatChunk.model_validate_json(data)
-        except ValidationError as exc:
-            raise ProviderError(f"upstream {self.name!r} sent a malformed chunk") from exc
-
     async def aclose(self) -> None:
         """Close the keep-alive pool."""
-        if self._session is not None:
-            await self._session.close()
+        await self._pool.aclose()
