@@ -346,8 +346,8 @@ class Gateway:
                 402,
                 f"execution {state.row.execution_id!r}: this request costs at least "
                 f"${limits.least:.6f} ({limits.prompt_min} prompt tokens), more than the "
-                f"${left:.6f} left of its ${ceiling} ceiling (spent ${state.cost:.6f}); "
-                "send a shorter request",
+                f"${left:.6f} left of its cost ceiling of ${ceiling} (spent "
+                f"${state.cost:.6f}); send a shorter request",
                 "insufficient_quota",
                 "request_exceeds_budget",
             )
