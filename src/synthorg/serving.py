@@ -22,6 +22,10 @@ from synthorg.errors import BoundaryError, UsageError
 
 _START_TIMEOUT_S = 10.0
 _STOP_TIMEOUT_S = 5.0
+KEEP_ALIVE_S = 75
+"""How long an idle keep-alive connection stays open: well past httpx's pool expiry (5 s) and
+aiohttp's (15 s), so a client never reuses a connection the server is closing (uvicorn's own
+default is exactly httpx's 5 s, which raced)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,7 @@ async def serve_asgi(
     port: int | None = 0,
     http: Literal["h11", "httptools"] = "httptools",
     log_level: str = "warning",
+    keep_alive_s: int = KEEP_ALIVE_S,
 ) -> AsyncIterator[Listeners]:
     """Serve ``app`` until the block exits. ``port=None`` (or ``host=None``) means no TCP."""
     serve_tcp = host is not None and port is not None
@@ -116,6 +121,7 @@ async def serve_asgi(
             ws="none",
             loop="none",
             timeout_graceful_shutdown=int(_STOP_TIMEOUT_S),
+            timeout_keep_alive=keep_alive_s,
         )
         server = _EmbeddedServer(config)
         task = asyncio.create_task(server.serve(sockets=sockets), name=f"synthorg-{name}")

@@ -16,7 +16,16 @@ from synthorg.gateway.scripted_server import ScriptedUpstream
 from synthorg.store import open_store
 from synthorg.store.protocol import Store
 
-from .harness import LOCAL_MODEL, UPSTREAM_MODEL, Harness, make_config, tool_script
+from .fake_upstream import FakeUpstream
+from .harness import (
+    LOCAL_MODEL,
+    UPSTREAM_MODEL,
+    FakeHarness,
+    Harness,
+    fake_config,
+    make_config,
+    tool_script,
+)
 
 
 @pytest.fixture
@@ -47,3 +56,15 @@ async def harness(tmp_path: Path, store: Store) -> AsyncIterator[Harness]:
                 app, app.gateway, upstream, upstream_scripts, local, gw.tcp_base_url, store
             )
         await app.gateway.aclose()
+
+
+@pytest.fixture
+async def fake(tmp_path: Path, store: Store) -> AsyncIterator[FakeHarness]:
+    upstream = FakeUpstream()
+    async with serve_embedded(upstream, tcp_port=0) as up:
+        assert up.tcp_base_url
+        config = fake_config(tmp_path, up.tcp_base_url)
+        app = create_gateway_app(config, signer_for(config), store)
+        async with serve_embedded(app, tcp_port=0) as gw:
+            assert gw.tcp_base_url
+            yield FakeHarness(app, app.gateway, upstream, gw.tcp_base_url, store)

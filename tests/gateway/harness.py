@@ -6,7 +6,9 @@ import secrets
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
+import httpx
 import openai
 
 from synthorg.gateway.app import GatewayApp
@@ -17,6 +19,8 @@ from synthorg.gateway.scripted_server import ScriptedUpstream
 from synthorg.gateway.service import Gateway
 from synthorg.gateway.signer import RunBinding
 from synthorg.store.protocol import Store
+
+from .fake_upstream import FakeUpstream
 
 UPSTREAM_MODEL = "up-model"
 LOCAL_MODEL = "local-model"
@@ -96,19 +100,76 @@ class Harness:
         ttl_s: int = 600,
     ) -> tuple[RunBinding, str]:
         """Open an execution and mint its bearer."""
-        binding = RunBinding(
-            execution_id=f"exec-{secrets.token_hex(4)}",
-            agent_id="agent-1",
-            task_id="task-1",
-            project_id="proj-1",
-            conversation_id=f"conv-{secrets.token_hex(4)}",
-            provider=provider,
-            model_id=model,
-            cost_ceiling=ceiling,
-        )
-        await self.gateway.open_execution(binding)
-        return binding, self.gateway.mint(binding, ttl_s=ttl_s)
+        return await open_run(self.gateway, model, provider, ceiling, ttl_s)
 
     def client(self, token: str) -> openai.AsyncOpenAI:
         """The official client pointed at the gateway, no retries."""
         return openai.AsyncOpenAI(base_url=self.base_url, api_key=token, max_retries=0)
+
+
+async def open_run(
+    gateway: Gateway, model: str, provider: str, ceiling: Decimal | None, ttl_s: int = 600
+) -> tuple[RunBinding, str]:
+    """Open an execution of ``model`` at ``provider`` and mint its bearer."""
+    binding = RunBinding(
+        execution_id=f"exec-{secrets.token_hex(4)}",
+        agent_id="agent-1",
+        task_id="task-1",
+        project_id="proj-1",
+        conversation_id=f"conv-{secrets.token_hex(4)}",
+        provider=provider,
+        model_id=model,
+        cost_ceiling=ceiling,
+    )
+    await gateway.open_execution(binding)
+    return binding, gateway.mint(binding, ttl_s=ttl_s)
+
+
+FAKE_MODEL = "fake-model"
+FAKE_PRICE = ModelPrice(input_per_mtok_usd=Decimal(1000), output_per_mtok_usd=Decimal(1000))
+"""The price of the attack report: $1000 per million tokens in and out."""
+
+
+def fake_config(tmp_path: Path, upstream_url: str, **gateway: Any) -> GatewayConfig:
+    """One OpenAI-compatible provider 'fake' in front of the FakeUpstream, 1 s idle timeout."""
+    return GatewayConfig(
+        providers=[
+            ProviderConfig(
+                name="fake",
+                kind="openai",
+                base_url=upstream_url,
+                models=(FAKE_MODEL,),
+                idle_timeout_s=1.0,
+            )
+        ],
+        prices={FAKE_MODEL: FAKE_PRICE},
+        signing_key_file=tmp_path / "keys" / "gateway.key",
+        **gateway,
+    )
+
+
+@dataclass
+class FakeHarness:
+    """The gateway (real HTTP, real SQLite ledger) in front of a FakeUpstream on loopback."""
+
+    app: GatewayApp
+    gateway: Gateway
+    upstream: FakeUpstream
+    base_url: str
+    store: Store
+
+    async def run(self, ceiling: Decimal | None = None) -> tuple[RunBinding, str]:
+        """Open an execution of the fake model and mint its bearer."""
+        return await open_run(self.gateway, FAKE_MODEL, "fake", ceiling)
+
+    def client(self, token: str, **kwargs: Any) -> openai.AsyncOpenAI:
+        """The official client pointed at the gateway, no retries."""
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=token, max_retries=0, **kwargs)
+
+    def http(self, token: str) -> httpx.AsyncClient:
+        """A raw HTTP client with the bearer set (to send what the official client refuses)."""
+        return httpx.AsyncClient(
+            base_url=self.base_url,
+            headers={"authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(60.0),
+        )

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from urllib.parse import urlsplit
 
 import pytest
 
 from synthorg.gateway.providers.base import ProviderError
-from synthorg.gateway.providers.openai_compat import OpenAICompatProvider
+from synthorg.gateway.providers.openai_compat import OpenAICompatProvider, proxy_for
 from synthorg.gateway.wire import ChatMessage, ChatRequest
 
 REQUEST = ChatRequest(model="m", messages=[ChatMessage(role="user", content="hi")])
@@ -136,10 +137,14 @@ async def test_unreachable_and_timeout(raw_server: Callable[[Handler], Awaitable
             writer.close()
 
     slow = OpenAICompatProvider("slow", await raw_server(silent), timeout_s=0.2)
-    with pytest.raises(ProviderError, match="unreachable"):
-        await slow.complete(REQUEST)
-    await provider.aclose()
-    await slow.aclose()
+    try:
+        with pytest.raises(ProviderError, match=r"no answer within 0.2s") as timed_out:
+            await slow.complete(REQUEST)
+        assert timed_out.value.may_have_billed, "the upstream may have been working on it"
+        assert not info.value.may_have_billed, "never reached: nothing to bill"
+    finally:
+        await provider.aclose()
+        await slow.aclose()
 
 
 async def test_stream_over_connection_close_framing(
@@ -170,3 +175,91 @@ async def test_stream_over_connection_close_framing(
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 2
     assert seen[0]["stream"] is True and seen[0]["stream_options"] == {"include_usage": True}
     await provider.aclose()
+
+
+@pytest.mark.parametrize(
+    ("url", "environ", "expected"),
+    [
+        ("https://api.example.com/v1", {"HTTPS_PROXY": "http://p:3128"}, "http://p:3128"),
+        (
+            "https://api.example.com/v1",
+            {"https_proxy": "http://low:1", "HTTPS_PROXY": "http://up:2"},
+            "http://low:1",
+        ),
+        ("http://api.example.com/v1", {"HTTPS_PROXY": "http://p:3128"}, None),
+        ("http://api.example.com/v1", {"HTTP_PROXY": "http://p:3128"}, "http://p:3128"),
+        (
+            "https://api.example.com/v1",
+            {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "example.com"},
+            None,
+        ),
+        (
+            "https://api.example.com/v1",
+            {"HTTPS_PROXY": "http://p:1", "no_proxy": ".example.com"},
+            None,
+        ),
+        ("https://api.example.com/v1", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "*"}, None),
+        (
+            "https://api.example.com/v1",
+            {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "other.org"},
+            "http://p:1",
+        ),
+        ("http://127.0.0.1:8000/v1", {"HTTP_PROXY": "http://p:1", "NO_PROXY": "127.0.0.1"}, None),
+        ("https://api.example.com/v1", {}, None),
+    ],
+)
+def test_proxy_selection_follows_the_environment(
+    url: str, environ: dict[str, str], expected: str | None
+) -> None:
+    assert proxy_for(url, environ) == expected
+
+
+async def test_requests_go_through_an_http_proxy(
+    raw_server: Callable[[Handler], Awaitable[str]],
+) -> None:
+    """A real forward proxy on loopback relays the request; NO_PROXY bypasses it."""
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(COMPLETION))
+        writer.write(COMPLETION)
+        await writer.drain()
+        writer.close()
+
+    target = await raw_server(upstream)
+    relayed: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        method, url, version = head.split(b"\r\n", 1)[0].split(b" ")
+        relayed.append(url)
+        parts = urlsplit(url.decode())
+        assert parts.hostname and parts.port
+        up_reader, up_writer = await asyncio.open_connection(parts.hostname, parts.port)
+        rest = head.split(b"\r\n", 1)[1]
+        up_writer.write(b"%s %s %s\r\n" % (method, parts.path.encode(), version) + rest)
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        )
+        up_writer.write(await reader.readexactly(length))
+        await up_writer.drain()
+        writer.write(await up_reader.read())  # the upstream closes after its answer
+        await writer.drain()
+        up_writer.close()
+        writer.close()
+
+    proxy_url = (await raw_server(proxy)).removesuffix("/v1")
+    via = OpenAICompatProvider("via", target, environ={"HTTP_PROXY": proxy_url})
+    direct = OpenAICompatProvider(
+        "direct", target, environ={"HTTP_PROXY": proxy_url, "NO_PROXY": "127.0.0.1"}
+    )
+    try:
+        assert (await via.complete(REQUEST)).choices[0].message.content == "hello"
+        assert relayed == [f"{target}/chat/completions".encode()], "absolute-form via the proxy"
+        assert (await direct.complete(REQUEST)).choices[0].message.content == "hello"
+        assert len(relayed) == 1, "NO_PROXY bypassed the proxy"
+    finally:
+        await via.aclose()
+        await direct.aclose()

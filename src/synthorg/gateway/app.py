@@ -5,6 +5,7 @@ Routes: POST /v1/chat/completions (JSON or SSE), GET /v1/models, GET /metrics, G
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 
 from synthorg.gateway.access_log import log_request
 from synthorg.gateway.config import GatewayConfig
+from synthorg.gateway.estimate import Ending
 from synthorg.gateway.metrics import GatewayMetrics
 from synthorg.gateway.providers import build_providers
 from synthorg.gateway.providers.base import Provider, ProviderError
@@ -40,8 +42,16 @@ async def _respond(
     await send({"type": "http.response.body", "body": body})
 
 
-async def _error(send: Send, status: int, message: str, type_: str, code: str | None) -> None:
-    await _respond(send, status, error_body(message, type_, code), _JSON)
+async def _error(
+    send: Send,
+    status: int,
+    message: str,
+    type_: str,
+    code: str | None,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    await _respond(send, status, error_body(message, type_, code), [*_JSON, *extra])
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -137,67 +147,107 @@ class GatewayApp:
             self.metrics.refused(refusal.code)
             await _error(send, refusal.status, refusal.message, refusal.type, refusal.code)
             return
-        upstream = request.model_copy(update={"model": ticket.model})
         status = 499  # the caller went away before an answer
         try:
             if request.stream:
-                status = await self._stream(ticket, upstream, request.wants_usage_in_stream(), send)
+                status = await self._stream(ticket, request.wants_usage_in_stream(), receive, send)
             else:
-                status = await self._complete(ticket, upstream, send)
+                status = await self._complete(ticket, send)
         finally:
-            await self.gateway.settle(ticket, ticket.usage)
+            await self.gateway.settle(ticket, None)  # any path not settled above: incomplete
             elapsed = time.perf_counter() - started
             self.metrics.observe(ticket, status, elapsed)
             log_request(ticket, status, elapsed, stream=request.stream)
             await self.gateway.persist(ticket)
 
-    async def _complete(self, ticket: Ticket, request: ChatRequest, send: Send) -> int:
+    async def _complete(self, ticket: Ticket, send: Send) -> int:
         try:
-            response = await ticket.provider.complete(request)
+            response = await ticket.provider.complete(ticket.request)
         except ProviderError as exc:
-            await self.gateway.settle(ticket, None)
-            await _error(send, exc.status, exc.message, exc.type, None)
+            await self.gateway.settle(ticket, None, _ending(exc))
+            await _error(send, exc.status, exc.message, exc.type, exc.code, exc.headers)
             return exc.status
+        ticket.out_bytes = response.out_bytes()
         # Settle before answering: the next request of this run sees the new total.
-        await self.gateway.settle(ticket, response.usage)
-        await _respond(send, 200, response.model_dump_json(exclude_none=True).encode(), _JSON)
+        await self.gateway.settle(ticket, response.usage, "answered")
+        await _respond(send, 200, response.to_json(), _JSON)
         return 200
 
-    async def _stream(
-        self, ticket: Ticket, request: ChatRequest, want_usage: bool, send: Send
-    ) -> int:
-        stream = ticket.provider.stream(request)
+    async def _stream(self, ticket: Ticket, want_usage: bool, receive: Receive, send: Send) -> int:
+        """Relay chunks; cut at the ceiling, after ``idle_timeout_s`` of silence, or when the
+        caller hangs up (uvicorn drops writes to a gone client silently, so it is watched)."""
+        config = self.gateway.config.provider(ticket.claims.provider)
+        wait = config.timeout_s if config else 600.0
+        idle = config.idle_timeout_s if config else 120.0
+        waiting: list[asyncio.Timeout] = []
+        gone = False
+
+        async def watch() -> None:
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            if waiting:  # blocked on the upstream: stop waiting now
+                waiting[0].reschedule(asyncio.get_running_loop().time())
+
+        watcher = asyncio.create_task(watch())
+        stream = ticket.provider.stream(ticket.request)
         started = False
-        usage = None
+        usage = None  # the final usage chunk's
         try:
-            async for chunk in stream:
+            while True:
+                try:
+                    async with asyncio.timeout(wait) as timeout:
+                        waiting.append(timeout)
+                        try:
+                            chunk = await anext(stream)
+                        finally:
+                            waiting.clear()
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    await self.gateway.settle(ticket, usage, "incomplete")
+                    if gone:
+                        return 499
+                    message = f"upstream {ticket.claims.provider!r} stalled for {wait:g}s"
+                    if not started:
+                        await _error(send, 504, message, "upstream_error", "upstream_timeout")
+                    else:
+                        await _sse_error(send, message, "upstream_error", "upstream_stalled")
+                    return 504
+                wait = idle
+                if gone:
+                    await self.gateway.settle(ticket, usage, "incomplete")
+                    return 499
                 if not started:
                     await send({"type": "http.response.start", "status": 200, "headers": _SSE})
                     started = True
                 if chunk.usage is not None:
-                    usage = chunk.usage
-                    if not chunk.choices:
+                    ticket.reported = chunk.usage
+                    if not chunk.choices:  # the final usage chunk: the answer is whole
+                        usage = chunk.usage
                         if want_usage:
-                            await self.gateway.settle(ticket, usage)
                             await _sse(send, chunk)
                         continue
-                if not ticket.streamed(chunk.text_len()):
-                    await self.gateway.settle(ticket, None)
+                if not ticket.streamed(chunk.out_bytes()):
+                    # The run dies here, so the bill may be what arrived (no dodging possible).
+                    await self.gateway.settle(ticket, usage, "answered")
                     await _sse_error(send, self._ceiling_message(ticket))
                     return 402
                 await _sse(send, chunk)
         except ProviderError as exc:
-            await self.gateway.settle(ticket, usage)
+            await self.gateway.settle(ticket, usage, _ending(exc))
             if not started:
-                await _error(send, exc.status, exc.message, exc.type, None)
+                await _error(send, exc.status, exc.message, exc.type, exc.code, exc.headers)
             else:
-                await _sse_error(send, exc.message, exc.type, "upstream_error")
+                await _sse_error(send, exc.message, exc.type, exc.code or "upstream_error")
             return exc.status
         finally:
+            watcher.cancel()
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
-        await self.gateway.settle(ticket, usage)
+        await self.gateway.settle(ticket, usage, "answered")
         if not started:
             await send({"type": "http.response.start", "status": 200, "headers": _SSE})
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
@@ -210,8 +260,12 @@ class GatewayApp:
         )
 
 
+def _ending(exc: ProviderError) -> Ending:
+    return "incomplete" if exc.may_have_billed else "refused"
+
+
 async def _sse(send: Send, chunk: ChatChunk) -> None:
-    data = chunk.model_dump_json(exclude_none=True).encode()
+    data = chunk.to_json()
     await send(
         {"type": "http.response.body", "body": b"data: " + data + b"\n\n", "more_body": True}
     )

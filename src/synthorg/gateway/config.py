@@ -8,7 +8,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
 
 from synthorg.errors import ConfigError
 from synthorg.paths import synthorg_home
@@ -31,7 +38,14 @@ class ProviderConfig(BaseModel):
         default=None, description="NAME of the env var holding the key; read only in the gateway."
     )
     models: tuple[str, ...] = Field(default=(), description="Model ids this provider serves.")
-    timeout_s: float = Field(default=600.0, gt=0, description="Upstream request timeout.")
+    timeout_s: float = Field(
+        default=600.0, gt=0, description="Longest wait for an answer (a stream's first chunk)."
+    )
+    idle_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Longest silence between a stream's chunks; then the request is cut.",
+    )
     script: str | None = Field(
         default=None, description="scripted: registered script (or 'module:attr') for all models."
     )
@@ -92,10 +106,24 @@ class GatewayConfig(BaseModel):
     host: str = Field(default="127.0.0.1", description="TCP listen host.")
     port: int = Field(default=8787, ge=0, le=65535, description="TCP listen port (0 = any).")
     unix_socket: Path | None = Field(default=None, description="Also/instead serve on this UDS.")
+    max_output_tokens: dict[str, PositiveInt] = Field(
+        default_factory=dict,
+        description="Per model id: its documented output maximum (reserved when no cap is sent).",
+    )
     admission_output_tokens: int = Field(
-        default=4096,
+        default=16384,
         gt=0,
-        description="Worst-case output tokens assumed for a request without max_tokens.",
+        description="Output maximum of a model without a max_output_tokens entry.",
+    )
+    admission_image_tokens: int = Field(
+        default=40_000,
+        ge=0,
+        description="Prompt tokens one image may cost at most (reserved per image part).",
+    )
+    admission_bytes_per_token: float = Field(
+        default=8.0,
+        ge=1,
+        description="Most request bytes one token covers: the request's minimum cost.",
     )
     ledger_refresh_s: float = Field(
         default=1.0, ge=0, description="How stale the cached ledger row of an execution may be."
@@ -116,6 +144,10 @@ class GatewayConfig(BaseModel):
         """Whether ``provider`` is configured and serves ``model`` (explicit binding)."""
         config = self.provider(provider)
         return config is not None and model in config.models
+
+    def output_maximum(self, model: str) -> int:
+        """The model's output maximum: its entry, else ``admission_output_tokens``."""
+        return self.max_output_tokens.get(model, self.admission_output_tokens)
 
     def price(self, model: str) -> ModelPrice:
         """The model's price (zero when the table has no entry)."""

@@ -59,7 +59,7 @@ class ScriptedUpstream:
                 await self._stream(request, send)
             else:
                 response = await self.provider.complete(request)
-                await self._send(send, 200, response.model_dump_json(exclude_none=True).encode())
+                await self._send(send, 200, response.to_json())
         except ProviderError as exc:
             await self._send(send, exc.status, error_body(exc.message, exc.type))
 
@@ -72,7 +72,7 @@ class ScriptedUpstream:
         chunk = first
         while True:
             if chunk.choices or want_usage:
-                data = chunk.model_dump_json(exclude_none=True).encode()
+                data = chunk.to_json()
                 await send(
                     {
                         "type": "http.response.body",

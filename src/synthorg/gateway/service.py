@@ -1,15 +1,17 @@
 """The Gateway service: bearer + binding checks, per-execution admission, metering, the hard kill.
 
-Admission near the ceiling (the "never more than one request over" rule):
-each request carries a worst-case cost (prompt bytes / 2 tokens, plus its max_tokens or
-``admission_output_tokens``). While the unreserved remaining budget covers a request's worst
-case, requests of an execution run concurrently and reserve their worst case. The first time a
-request does not fit, the execution turns *serial* for good: from then on a request is admitted
-only when no other request of that execution is in flight, and only while cost < ceiling. So at
-most one request can carry the cost over the ceiling; a stream crossing it is cut as it arrives.
+The ceiling invariant: an execution's spend never exceeds its ceiling by more than the largest
+*reservation* of one admitted request. Each request's bounds come from ``estimate`` (the whole
+request as sent: messages, tools, tool results, images, n x the output cap). While the
+unreserved remainder covers a request's upper bound, requests run concurrently, each reserving
+it. The first time one does not fit, the execution turns *serial* for good: a request is then
+admitted only when no other is in flight, while spend < ceiling, and only if its lower bound
+fits what is left (else 402 with the figures). A stream crossing the ceiling is cut.
 
-Ledger writes happen after the response is sent; the in-memory totals (which include settled
-but not yet persisted requests) drive admission, so a write's latency never admits too much.
+Every admitted request is settled exactly once on every path: from the upstream's usage when it
+reports it, otherwise from the conservative bill in ``estimate``. Ledger writes happen after the
+response is sent; the in-memory totals (which include settled but not yet persisted requests)
+drive admission, so a write's latency never admits too much.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Literal
 
 from synthorg.errors import NotFoundError, SynthOrgError
-from synthorg.gateway.config import GatewayConfig, ModelPrice
+from synthorg.gateway.config import GatewayConfig
+from synthorg.gateway.estimate import Bounds, Ending, bounds, output_cap
 from synthorg.gateway.liveness import run_closed
 from synthorg.gateway.providers.base import Provider
 from synthorg.gateway.signer import BearerClaims, BearerError, GatewaySigner, RunBinding
@@ -67,18 +71,23 @@ class _Execution:
 
 @dataclass
 class Ticket:
-    """One admitted request: what it may cost and what it has cost so far."""
+    """One admitted request: what it may cost, what it has cost so far, how it ended."""
 
     claims: BearerClaims
     provider: Provider
     model: str
-    price: ModelPrice
-    worst_case: Decimal
-    prompt_estimate: int
+    request: ChatRequest
+    """The request as forwarded (upstream model id, output cap set)."""
+    bounds: Bounds
+    reserved: Decimal
     started: float
     _state: _Execution
-    out_chars: int = 0
+    out_bytes: int = 0
+    reported: Usage | None = None
+    """The last usage the upstream reported (a stream may report it before its end)."""
     settled: bool = False
+    billed_as: Ending | Literal["reported"] | None = None
+    """How the bill was made: the upstream's usage, or an estimate for how it ended."""
     cost: Decimal = Decimal(0)
     usage: Usage | None = None
     killed: bool = False
@@ -88,25 +97,15 @@ class Ticket:
         """The execution's cost ceiling."""
         return self._state.row.cost_ceiling_usd
 
-    def streamed(self, chars: int) -> bool:
+    def streamed(self, out_bytes: int) -> bool:
         """Count streamed output; False when the ceiling is crossed and the stream must be cut."""
-        self.out_chars += chars
+        self.out_bytes += out_bytes
         ceiling = self.ceiling
         if ceiling is None:
             return True
-        projected = self._state.cost + self.price.cost(
-            self.prompt_estimate, -(-self.out_chars // 4)
-        )
-        return projected < ceiling
-
-
-def _prompt_bytes(request: ChatRequest) -> int:
-    total = 0
-    for message in request.messages:
-        total += len(message.text().encode())
-        for call in message.tool_calls or ():
-            total += len(call.function.name) + len(call.function.arguments.encode())
-    return total
+        # Cut when the stream has certainly crossed (its least cost so far): an honest stream
+        # is never cut short of the ceiling; its bill is still the conservative estimate.
+        return self._state.cost + self.bounds.least_so_far(self.out_bytes) < ceiling
 
 
 class Gateway:
@@ -128,6 +127,7 @@ class Gateway:
         self._clock = clock
         self._executions: dict[str, _Execution] = {}
         self._provider_names = frozenset(p.name for p in config.providers)
+        self._listeners: list[Callable[[Ticket], None]] = []
 
     # -- service API used by runners and loops ------------------------------------------------
 
@@ -284,65 +284,93 @@ class Gateway:
             type_ = "insufficient_quota" if closed.status == 402 else "permission_error"
             raise GatewayRefusal(closed.status, closed.message, type_, closed.code)
 
+    def forwarded(self, request: ChatRequest, model: str) -> ChatRequest:
+        """The request as the upstream gets it: its model id, and an output cap always set."""
+        update: dict[str, object] = {"model": model}
+        if request.output_cap() is None:
+            # Reserve the model's maximum and make the upstream enforce it.
+            update["max_completion_tokens"] = output_cap(request, self.config, model)
+        return request.model_copy(update=update)
+
+    def bounds(self, request: ChatRequest) -> Bounds:
+        """The cost bounds of a forwarded request (what admission reserves and refuses on)."""
+        return bounds(request, request.to_json(), self.config, request.model)
+
     async def admit(self, claims: BearerClaims, request: ChatRequest) -> Ticket:
         """Admit a request of the bound model, or refuse it (402 / 403)."""
         model = self.resolve_model(claims, request.model)
         state = await self._state(claims)
-        price = self.config.price(model)
-        prompt = _prompt_bytes(request)
-        out_cap = request.output_cap() or self.config.admission_output_tokens
-        worst = price.cost(-(-prompt // 2), out_cap)
+        forwarded = self.forwarded(request, model)
+        limits = self.bounds(forwarded)
+        worst = limits.worst
         ceiling = state.row.cost_ceiling_usd
         self._check_open(state)
-        reserved = Decimal(0)
         if ceiling is not None:
+            self._check_fits(state, limits, ceiling)
             if not state.serial and ceiling - state.cost - state.reserved < worst:
                 state.serial = True
             if state.serial:
                 async with state.cond:
                     await state.cond.wait_for(lambda: state.inflight == 0)
                     self._check_open(state)  # the request before may have crossed it
-                    state.inflight += 1
-            else:
-                state.inflight += 1
-                state.reserved += worst
-                reserved = worst
-        else:
-            state.inflight += 1
+                    self._check_fits(state, limits, ceiling)
+        state.inflight += 1
+        state.reserved += worst
         return Ticket(
             claims=claims,
             provider=self.providers[claims.provider],
             model=model,
-            price=price,
-            worst_case=reserved,
-            prompt_estimate=-(-prompt // 4),
+            request=forwarded,
+            bounds=limits,
+            reserved=worst,
             started=time.perf_counter(),
             _state=state,
         )
 
-    async def settle(self, ticket: Ticket, usage: Usage | None) -> None:
-        """Account the finished (or failed, or cut) request in memory; persist() writes it."""
+    @staticmethod
+    def _check_fits(state: _Execution, limits: Bounds, ceiling: Decimal) -> None:
+        left = ceiling - state.cost
+        if limits.least > left:
+            raise GatewayRefusal(
+                402,
+                f"execution {state.row.execution_id!r}: this request costs at least "
+                f"${limits.least:.6f} ({limits.prompt_min} prompt tokens), more than the "
+                f"${left:.6f} left of its cost ceiling of ${ceiling} (spent "
+                f"${state.cost:.6f}); send a shorter request",
+                "insufficient_quota",
+                "request_exceeds_budget",
+            )
+
+    async def settle(
+        self, ticket: Ticket, usage: Usage | None, ending: Ending = "incomplete"
+    ) -> None:
+        """Account the request once, in memory; persist() writes it.
+
+        ``usage`` is what the upstream reported for the whole answer; it is billed as is.
+        Without it: an ``answered`` request (complete, or cut at the ceiling) is billed its
+        upper-bound prompt and its output bytes, a ``refused`` one (the upstream answered an
+        error, or was never reached) nothing, an ``incomplete`` one (stalled, caller gone,
+        broken mid-way, cancelled) its whole reservation.
+        """
         if ticket.settled:
             return
         ticket.settled = True
         state = ticket._state
-        if usage is None and ticket.out_chars:  # cut or usage-less stream: count what arrived
-            out = -(-ticket.out_chars // 4)
-            usage = Usage(
-                prompt_tokens=ticket.prompt_estimate,
-                completion_tokens=out,
-                total_tokens=ticket.prompt_estimate + out,
-            )
+        ticket.billed_as = "reported" if usage is not None else ending
+        if usage is None and ending == "answered":
+            usage = ticket.bounds.unreported(ticket.out_bytes)
+        elif usage is None and ending == "incomplete":
+            usage = ticket.bounds.reservation()
         ticket.usage = usage
         if usage is not None:
-            ticket.cost = ticket.price.cost(usage.prompt_tokens, usage.completion_tokens)
+            ticket.cost = ticket.bounds.price.cost(usage.prompt_tokens, usage.completion_tokens)
         async with state.cond:
             state.cost += ticket.cost
             state.requests += 1
             if usage is not None:
                 state.tokens_in += usage.prompt_tokens
                 state.tokens_out += usage.completion_tokens
-            state.reserved -= ticket.worst_case
+            state.reserved -= ticket.reserved
             state.inflight -= 1
             state.pending_writes += 1
             ceiling = state.row.cost_ceiling_usd
@@ -357,6 +385,12 @@ class Gateway:
                     update={"status": ExecutionStatus.KILLED, "status_reason": reason}
                 )
             state.cond.notify_all()
+        for listener in self._listeners:
+            listener(ticket)
+
+    def on_settle(self, listener: Callable[[Ticket], None]) -> None:
+        """Call ``listener`` with every ticket once it is settled (metrics, audits, tests)."""
+        self._listeners.append(listener)
 
     async def persist(self, ticket: Ticket) -> None:
         """Write the settled request to the ledger (after its response went out)."""

@@ -4,9 +4,35 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+
+Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
+"""Every role OpenAI's chat completions accept; anything else is refused."""
+
+PART_TYPES = frozenset({"text", "image_url", "input_audio", "refusal"})
+"""Content parts whose cost the gateway can bound (file parts name data it cannot see)."""
+
+OutputCap = Annotated[StrictInt, Field(ge=1)]
+"""A positive integer output cap: negative, zero, fractional or quoted caps are refused."""
+
+
+class _Emitted(BaseModel):
+    """A response object whose ``object``/``created`` are always emitted, even when defaulted.
+
+    Responses are dumped with ``exclude_unset`` so an upstream's explicit nulls pass through
+    (``finish_reason: null``, ``content: null`` beside tool calls) and nothing is invented.
+    """
+
+    @model_validator(mode="after")
+    def _always_emit(self) -> Any:
+        self.model_fields_set.update(("object", "created"))
+        return self
+
+    def to_json(self) -> bytes:
+        """The wire JSON: what was set (upstream nulls included), nothing unset."""
+        return self.model_dump_json(exclude_unset=True).encode()
 
 
 class FunctionCall(BaseModel):
@@ -33,13 +59,33 @@ class ChatMessage(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    role: str = Field(description="system / developer / user / assistant / tool.")
+    role: Role = Field(description="system / developer / user / assistant / tool.")
     content: str | list[dict[str, Any]] | None = Field(
         default=None, description="Text, or a list of content parts."
     )
     name: str | None = Field(default=None, description="Optional author name.")
     tool_calls: list[ToolCall] | None = Field(default=None, description="Assistant tool calls.")
     tool_call_id: str | None = Field(default=None, description="The call a tool message answers.")
+
+    @field_validator("content")
+    @classmethod
+    def _known_parts(
+        cls, content: str | list[dict[str, Any]] | None
+    ) -> str | list[dict[str, Any]] | None:
+        if isinstance(content, list):
+            for part in content:
+                if part.get("type") not in PART_TYPES:
+                    raise ValueError(
+                        f"content part type {part.get('type')!r} is not accepted "
+                        f"(the gateway cannot bound its cost); use one of {sorted(PART_TYPES)}"
+                    )
+        return content
+
+    def images(self) -> int:
+        """How many image parts the message carries."""
+        if not isinstance(self.content, list):
+            return 0
+        return sum(1 for part in self.content if part.get("type") == "image_url")
 
     def text(self) -> str:
         """The message's text, content parts concatenated."""
@@ -56,18 +102,30 @@ class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model: str = Field(description="The model asked for (plain or 'openai/<model>').")
-    messages: list[ChatMessage] = Field(description="The message history.")
+    messages: list[ChatMessage] = Field(min_length=1, description="The message history.")
     tools: list[dict[str, Any]] | None = Field(default=None, description="Tool definitions.")
     tool_choice: Any = Field(default=None, description="Tool choice directive.")
     stream: bool = Field(default=False, description="Stream server-sent events.")
     stream_options: dict[str, Any] | None = Field(default=None, description="include_usage etc.")
-    max_tokens: int | None = Field(default=None, description="Output token cap (legacy name).")
-    max_completion_tokens: int | None = Field(default=None, description="Output token cap.")
+    max_tokens: OutputCap | None = Field(default=None, description="Output cap (legacy name).")
+    max_completion_tokens: OutputCap | None = Field(default=None, description="Output cap.")
+    n: Annotated[StrictInt, Field(ge=1, le=128)] | None = Field(
+        default=None, description="How many choices (each billed its output)."
+    )
     temperature: float | None = Field(default=None, description="Sampling temperature.")
 
     def output_cap(self) -> int | None:
-        """The output token cap the caller asked for, if any."""
-        return self.max_completion_tokens or self.max_tokens
+        """The output token cap the caller asked for, if any (the tighter when both are set)."""
+        caps = [c for c in (self.max_completion_tokens, self.max_tokens) if c is not None]
+        return min(caps) if caps else None
+
+    def images(self) -> int:
+        """How many image parts the history carries."""
+        return sum(message.images() for message in self.messages)
+
+    def to_json(self) -> bytes:
+        """The request as sent on: what the caller set (nulls included), nothing unset."""
+        return self.model_dump_json(exclude_unset=True).encode()
 
     def wants_usage_in_stream(self) -> bool:
         """Whether the caller asked for the final usage chunk of a stream."""
@@ -94,7 +152,7 @@ class Choice(BaseModel):
     finish_reason: str | None = Field(default=None, description="stop / tool_calls / length.")
 
 
-class ChatResponse(BaseModel):
+class ChatResponse(_Emitted):
     """A non-streaming chat completion."""
 
     model_config = ConfigDict(extra="allow")
@@ -105,6 +163,15 @@ class ChatResponse(BaseModel):
     model: str = Field(description="The model that answered.")
     choices: list[Choice] = Field(description="The choices (one).")
     usage: Usage | None = Field(default=None, description="Token usage.")
+
+    def out_bytes(self) -> int:
+        """UTF-8 bytes of every choice's text and tool calls (for metering without usage)."""
+        total = 0
+        for choice in self.choices:
+            total += len(choice.message.text().encode())
+            for call in choice.message.tool_calls or ():
+                total += len(call.function.name.encode()) + len(call.function.arguments.encode())
+        return total
 
 
 class DeltaFunction(BaseModel):
@@ -147,7 +214,7 @@ class ChunkChoice(BaseModel):
     finish_reason: str | None = Field(default=None, description="Set on the last chunk.")
 
 
-class ChatChunk(BaseModel):
+class ChatChunk(_Emitted):
     """One server-sent event of a streaming completion."""
 
     model_config = ConfigDict(extra="allow")
@@ -159,14 +226,15 @@ class ChatChunk(BaseModel):
     choices: list[ChunkChoice] = Field(default_factory=list, description="Empty on usage chunk.")
     usage: Usage | None = Field(default=None, description="Only on the final usage chunk.")
 
-    def text_len(self) -> int:
-        """Characters of content and tool-call fragments this chunk carries (for metering)."""
+    def out_bytes(self) -> int:
+        """UTF-8 bytes of content and tool-call fragments this chunk carries (for metering)."""
         total = 0
         for choice in self.choices:
-            total += len(choice.delta.content or "")
+            total += len((choice.delta.content or "").encode())
             for call in choice.delta.tool_calls or ():
                 if call.function is not None:
-                    total += len(call.function.name or "") + len(call.function.arguments or "")
+                    total += len((call.function.name or "").encode())
+                    total += len((call.function.arguments or "").encode())
         return total
 
 

@@ -112,7 +112,8 @@ async def test_budget_kill_mid_run(booted: Booter, demo_repo: Path, home: Path) 
         gateway = await components.gateway.usage(result.execution_id)
     assert result.termination_reason is TerminationReason.BUDGET_EXHAUSTED, result.error
     assert 1 < len(result.turns) < 10
-    assert gateway.cost_usd >= budget
+    # Killed once a request took it over, or stopped short when the next request could not fit.
+    assert gateway.cost_usd >= budget or "left of its cost ceiling" in (result.error or "")
     assert result.commit_sha is None
     await _no_leftovers(home)
 

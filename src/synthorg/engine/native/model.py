@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import email.utils
 import json
+import random
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -61,10 +65,32 @@ class ModelClient(Protocol):
         ...
 
 
+RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+"""Transient answers (rate limits, overload, upstream failures) worth another attempt."""
+
+_FINAL_TYPES = frozenset({"script_exhausted"})
+"""Error types that a retry cannot fix even under a retryable status."""
+
+_MAX_RETRY_AFTER_S = 60.0
+"""A longer retry-after is not waited for: the call fails and the loop decides."""
+
+
+class _Transient(Exception):
+    """One attempt failed in a way another attempt may not: carries the error and its wait."""
+
+    def __init__(self, error: ModelCallError, retry_after: float | None = None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.retry_after = retry_after
+
+
 class OpenAICompatClient:
     """Chat completions over plain httpx (measured cheaper per call than the openai SDK).
 
-    No retries: a retried call is a second paid request, and the gateway is on loopback.
+    Retries, bounded with exponential backoff (honouring ``retry-after``/``retry-after-ms``),
+    only where no answer has begun: a transient status (429, 5xx, overloaded), or a connection
+    that failed before the first response byte (e.g. a kept-alive connection the gateway was
+    closing). Once a response has begun, nothing is re-sent: that call may have been billed.
     """
 
     def __init__(
@@ -77,6 +103,9 @@ class OpenAICompatClient:
         max_tokens: int | None = None,
         timeout_s: float = 600.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
     ) -> None:
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._model = model
@@ -85,6 +114,9 @@ class OpenAICompatClient:
             self._extra["temperature"] = temperature
         if max_tokens is not None:
             self._extra["max_tokens"] = max_tokens
+        self._max_retries = max_retries
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
         self._http = httpx.AsyncClient(
             headers={"Authorization": f"Bearer {bearer}"},
             timeout=httpx.Timeout(timeout_s, connect=10.0),
@@ -95,22 +127,59 @@ class OpenAICompatClient:
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]
     ) -> ModelReply:
-        """POST /chat/completions and parse the first choice."""
+        """POST /chat/completions and parse the first choice, retrying what is safe to retry."""
         body: dict[str, Any] = {"model": self._model, "messages": list(messages), **self._extra}
         if tools:
             body["tools"] = list(tools)
+        content = json.dumps(body).encode()
+        attempt = 0
+        while True:
+            try:
+                return await self._attempt(content)
+            except _Transient as failure:
+                if attempt >= self._max_retries:
+                    raise failure.error from failure
+                wait = failure.retry_after
+                if wait is None or wait > _MAX_RETRY_AFTER_S:
+                    wait = min(self._max_backoff_s, self._backoff_s * 2**attempt)
+                    wait *= 1 - random.random() / 4  # jitter: runs of one host spread out
+                attempt += 1
+                await asyncio.sleep(wait)
+
+    async def _attempt(self, content: bytes) -> ModelReply:
+        request = self._http.build_request(
+            "POST", self._url, content=content, headers={"content-type": "application/json"}
+        )
         try:
-            response = await self._http.post(
-                self._url,
-                content=json.dumps(body).encode(),
-                headers={"content-type": "application/json"},
-            )
-        except httpx.TimeoutException as exc:
+            response = await self._http.send(request, stream=True)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            raise _Transient(
+                ModelCallError(f"cannot reach the gateway at {self._url}: {exc!r}")
+            ) from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            # No response byte arrived: the connection died under the request (the keep-alive
+            # race: a pooled connection the server was closing). Safe to send again.
+            raise _Transient(
+                ModelCallError(f"cannot reach the gateway at {self._url}: {exc!r}")
+            ) from exc
+        except httpx.TimeoutException as exc:  # the gateway may be working on it: no retry
             raise ModelCallError(f"model call to {self._url} timed out: {exc!r}") from exc
         except httpx.HTTPError as exc:
             raise ModelCallError(f"cannot reach the gateway at {self._url}: {exc!r}") from exc
+        try:
+            await response.aread()
+        except httpx.HTTPError as exc:
+            raise ModelCallError(
+                f"the gateway's answer broke off (status {response.status_code}): {exc!r}",
+                status=response.status_code,
+            ) from exc
+        finally:
+            await response.aclose()
         if response.status_code != 200:
-            raise _refusal(response)
+            error, type_ = _refusal(response)
+            if response.status_code in RETRYABLE_STATUSES and type_ not in _FINAL_TYPES:
+                raise _Transient(error, _retry_after(response.headers))
+            raise error
         try:
             return parse_reply(response.json())
         except (ValueError, KeyError, IndexError, TypeError) as exc:
@@ -121,6 +190,23 @@ class OpenAICompatClient:
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""
         await self._http.aclose()
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds the server asked to wait (``retry-after-ms`` first, then ``retry-after``)."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / scale)
+        except ValueError:
+            try:  # an HTTP date
+                when = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                continue
+            return max(0.0, when.timestamp() - time.time())
+    return None
 
 
 def parse_reply(data: Mapping[str, Any]) -> ModelReply:
@@ -141,16 +227,20 @@ def parse_reply(data: Mapping[str, Any]) -> ModelReply:
     return ModelReply(text=content or "", calls=calls, finish_reason=choice.get("finish_reason"))
 
 
-def _refusal(response: httpx.Response) -> ModelCallError:
-    message, code = response.text[:500], None
+def _refusal(response: httpx.Response) -> tuple[ModelCallError, str | None]:
+    """The error a non-200 answer maps to, and the error type the gateway named."""
+    message, code, type_ = response.text[:500], None, None
     try:
         error = response.json().get("error") or {}
         message, code = str(error.get("message") or message), error.get("code")
-    except ValueError:
+        type_ = error.get("type")
+    except (ValueError, AttributeError):
         pass
     status = response.status_code
     if status == 402:
         return ModelBudgetExhausted(
             f"the gateway stopped the run at its cost ceiling: {message}", status=402, code=code
-        )
-    return ModelCallError(f"the gateway answered {status}: {message}", status=status, code=code)
+        ), type_
+    return ModelCallError(
+        f"the gateway answered {status}: {message}", status=status, code=code
+    ), type_

@@ -75,7 +75,9 @@ class AnthropicProvider:
         except httpx.HTTPError as exc:
             raise ProviderError(f"upstream {self.name!r} unreachable: {exc!r}") from exc
         if response.status_code != 200:
-            raise upstream_error(response.status_code, response.content, self.name)
+            raise upstream_error(
+                response.status_code, response.content, self.name, response.headers
+            )
         try:
             raw = response.json()
         except ValueError as exc:
@@ -92,7 +94,8 @@ class AnthropicProvider:
                 "POST", self._path, content=json.dumps(payload).encode()
             ) as response:
                 if response.status_code != 200:
-                    raise upstream_error(response.status_code, await response.aread(), self.name)
+                    body = await response.aread()
+                    raise upstream_error(response.status_code, body, self.name, response.headers)
                 async for line in response.aiter_lines():
                     if not line.startswith("data:"):
                         continue

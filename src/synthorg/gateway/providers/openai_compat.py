@@ -1,20 +1,30 @@
-"""OpenAI-compatible upstream over a keep-alive HTTP/1.1 pool: the gateway's fast path."""
+"""OpenAI-compatible upstream over the keep-alive HTTP/1.1 pool: the gateway's fast path.
+
+HTTPS_PROXY / HTTP_PROXY / NO_PROXY are honoured (resolved once per upstream URL). Why a
+hand-written client and not aiohttp/httpx: see ``synthorg.gateway.http1``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+import ssl
+import urllib.request
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
 from synthorg.errors import ConfigError
 from synthorg.gateway.config import ProviderConfig
-from synthorg.gateway.http1 import Http1Pool, HttpError
+from synthorg.gateway.http1 import ConnectFailed, Http1Pool, HttpError, Response
 from synthorg.gateway.providers.base import ProviderError
 from synthorg.gateway.wire import ChatChunk, ChatRequest, ChatResponse
+
+_PASSED_HEADERS = ("retry-after", "retry-after-ms")
+"""Upstream error headers a caller needs to act on; passed through."""
 
 
 def read_api_key(config: ProviderConfig) -> str | None:
@@ -30,30 +40,78 @@ def read_api_key(config: ProviderConfig) -> str | None:
     return key
 
 
-def upstream_error(response_status: int, body: bytes, provider: str) -> ProviderError:
-    """Map an upstream HTTP error; auth failures are ours (502), not the caller's."""
+def proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
+    """The proxy ``url`` goes through per HTTPS_PROXY / HTTP_PROXY / NO_PROXY (curl's rules)."""
+    proxies: dict[str, str] = {}
+    for key, value in environ.items():  # lower-case names win, as in curl and urllib
+        name = key.lower()
+        if not value or not name.endswith("_proxy"):
+            continue
+        scheme = name.removesuffix("_proxy")
+        if key.islower() or scheme not in proxies:
+            proxies[scheme] = value
+    parts = urlsplit(url)
+    proxy = proxies.get(parts.scheme)
+    if not proxy or not parts.hostname:
+        return None
+    host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    if proxies.get("no") and bypass(host, proxies):
+        return None
+    return proxy
+
+
+def upstream_error(
+    response_status: int, body: bytes, provider: str, headers: Mapping[str, str] | None = None
+) -> ProviderError:
+    """Map an upstream HTTP error, keeping its type, code and retry-after.
+
+    Auth failures are the gateway's (502), not the caller's; 5xx become 502; 429 and the
+    caller's other mistakes keep their status.
+    """
+    detail: Any = None
+    type_, code = "invalid_request_error", None
     try:
-        detail = json.loads(body)["error"]["message"]
+        error = json.loads(body)["error"]
+        detail = error["message"]
+        type_ = str(error.get("type") or type_)
+        code = str(error["code"]) if error.get("code") is not None else None
     except (ValueError, KeyError, TypeError):
-        detail = body[:500].decode(errors="replace")
+        detail = detail or body[:500].decode(errors="replace")
     message = f"upstream {provider!r} answered {response_status}: {detail}"
+    passed = {k: v for k in _PASSED_HEADERS if (v := (headers or {}).get(k)) is not None}
     if response_status in (401, 403) or response_status >= 500:
-        return ProviderError(message, status=502)
-    return ProviderError(message, status=response_status, type_="invalid_request_error")
+        type_ = "upstream_error" if response_status in (401, 403) else type_
+        status = 502
+    else:
+        status = response_status
+    return ProviderError(
+        message, status=status, type_=type_, code=code, headers=passed, may_have_billed=False
+    )
 
 
 class OpenAICompatProvider:
     """Any OpenAI-compatible chat-completions API (OpenAI, vLLM, Ollama, OpenRouter, ...)."""
 
     def __init__(
-        self, name: str, base_url: str, *, api_key: str | None = None, timeout_s: float = 600.0
+        self,
+        name: str,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        environ: Mapping[str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         headers = {"content-type": "application/json", "accept": "application/json"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self.name = name
         self.timeout_s = timeout_s
-        self._pool = Http1Pool(base_url, headers=headers, timeout_s=timeout_s)
+        proxy = proxy_for(base_url, os.environ if environ is None else environ)
+        self._pool = Http1Pool(
+            base_url, headers=headers, timeout_s=timeout_s, proxy=proxy, ssl_context=ssl_context
+        )
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> OpenAICompatProvider:
@@ -63,7 +121,7 @@ class OpenAICompatProvider:
         )
 
     def _body(self, request: ChatRequest, *, stream: bool) -> bytes:
-        payload: dict[str, Any] = request.model_dump(exclude_none=True)
+        payload: dict[str, Any] = request.model_dump(mode="json", exclude_unset=True)
         payload["stream"] = stream
         if stream:
             # Always ask for usage: metering needs it whether or not the caller did.
@@ -72,18 +130,30 @@ class OpenAICompatProvider:
             payload.pop("stream_options", None)
         return json.dumps(payload).encode()
 
+    async def _post(self, body: bytes) -> Response:
+        try:
+            return await self._pool.post("/chat/completions", body)
+        except ConnectFailed as exc:  # nothing was sent
+            raise ProviderError(
+                f"upstream {self.name!r} unreachable: {exc}", may_have_billed=False
+            ) from exc
+        except HttpError as exc:
+            raise ProviderError(f"upstream {self.name!r} failed: {exc}") from exc
+
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """Forward one completion and parse the answer."""
         try:
             async with asyncio.timeout(self.timeout_s):
-                response = await self._pool.post(
-                    "/chat/completions", self._body(request, stream=False)
-                )
+                response = await self._post(self._body(request, stream=False))
                 body = await response.read()
-        except (HttpError, TimeoutError) as exc:
-            raise ProviderError(f"upstream {self.name!r} unreachable: {exc}") from exc
+        except TimeoutError as exc:
+            raise ProviderError(
+                f"upstream {self.name!r} gave no answer within {self.timeout_s:g}s"
+            ) from exc
+        except HttpError as exc:
+            raise ProviderError(f"upstream {self.name!r} failed mid-answer: {exc}") from exc
         if response.status != 200:
-            raise upstream_error(response.status, body, self.name)
+            raise upstream_error(response.status, body, self.name, response.headers)
         try:
             return ChatResponse.model_validate_json(body)
         except ValidationError as exc:
@@ -91,14 +161,11 @@ class OpenAICompatProvider:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Forward a streaming completion, parsing server-sent events as they arrive."""
-        body = self._body(request, stream=True)
-        try:
-            response = await self._pool.post("/chat/completions", body)
-        except HttpError as exc:
-            raise ProviderError(f"upstream {self.name!r} unreachable: {exc}") from exc
+        response = await self._post(self._body(request, stream=True))
         try:
             if response.status != 200:
-                raise upstream_error(response.status, await response.read(), self.name)
+                body = await response.read()
+                raise upstream_error(response.status, body, self.name, response.headers)
             async for line in response.iter_lines():
                 if not line.startswith("data:"):
                     continue
@@ -112,7 +179,7 @@ class OpenAICompatProvider:
         except HttpError as exc:
             raise ProviderError(f"upstream {self.name!r} failed mid-stream: {exc}") from exc
         finally:
-            response.release()
+            response.release()  # closes the connection unless the body was read to its end
 
     async def aclose(self) -> None:
         """Close the keep-alive pool."""

@@ -75,13 +75,16 @@ class ScriptedProvider:
                 f"scripted provider has no script for model {request.model!r}",
                 status=404,
                 type_="invalid_request_error",
+                may_have_billed=False,
             )
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         try:
             turn = script(request.messages, request.tools)
         except ScriptExhausted as exc:
-            raise ProviderError(str(exc), status=500, type_="script_exhausted") from exc
+            raise ProviderError(
+                str(exc), status=500, type_="script_exhausted", may_have_billed=False
+            ) from exc
         return turn, self._usage(request, turn)
 
     def _usage(self, request: ChatRequest, turn: ScriptedTurn) -> Usage:

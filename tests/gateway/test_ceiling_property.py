@@ -1,0 +1,165 @@
+"""The ceiling invariant as a property, over real HTTP through the gateway to a loopback upstream.
+
+Any interleaving of concurrent requests of one run (random prompt sizes, tool schemas, output
+caps, n, streaming or not, streams the upstream cuts or stalls, answers with and without usage,
+upstream errors) ends with:
+
+- spend <= ceiling + the largest reservation of one admitted request;
+- every admitted request settled exactly once, and the ledger equal to the sum of what the
+  upstream reported, or, where it reported nothing, the gateway's conservative estimate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal
+
+import httpx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from synthorg.gateway.service import Ticket
+from synthorg.gateway.wire import Usage
+
+from .fake_upstream import Record, Reply
+from .harness import FAKE_MODEL, FAKE_PRICE, FakeHarness
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "tool",
+        "description": "t" * 1000,
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One request of the interleaving and how the upstream treats it."""
+
+    prompt: int
+    tools: int
+    cap: int | None
+    n: int | None
+    stream: bool
+    out_chars: int
+    usage: bool
+    ending: Literal["done", "cut", "stall"]
+    error: int | None
+
+
+@st.composite
+def specs(draw: st.DrawFn) -> Spec:
+    stream = draw(st.booleans())
+    cap = draw(st.one_of(st.none(), st.integers(1, 600)))
+    # An honest upstream: never more output than the cap (16384 when the caller sent none).
+    out_chars = draw(st.integers(0, min(4 * (cap or 16384), 2400)))
+    ending = draw(st.sampled_from(["done"] * 6 + ["cut"] * 2 + ["stall"])) if stream else "done"
+    return Spec(
+        prompt=draw(st.integers(0, 6000)),
+        tools=draw(st.integers(0, 3)),
+        cap=cap,
+        n=draw(st.one_of(st.none(), st.integers(1, 3))),
+        stream=stream,
+        out_chars=out_chars,
+        usage=draw(st.booleans()),
+        ending=ending,
+        error=draw(st.sampled_from([None] * 8 + [429, 500])),
+    )
+
+
+def _body(nonce: str, spec: Spec) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": FAKE_MODEL,
+        "messages": [{"role": "user", "content": nonce + " " + "p" * spec.prompt}],
+    }
+    if spec.tools:
+        body["tools"] = [TOOL] * spec.tools
+    if spec.cap is not None:
+        body["max_tokens"] = spec.cap
+    if spec.n is not None:
+        body["n"] = spec.n
+    if spec.stream:
+        body["stream"] = True
+    return body
+
+
+async def _send(http: httpx.AsyncClient, body: dict[str, Any]) -> int:
+    if not body.get("stream"):
+        return (await http.post("/chat/completions", json=body)).status_code
+    async with http.stream("POST", "/chat/completions", json=body) as response:
+        async for _ in response.aiter_bytes():
+            pass
+        return response.status_code
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    ceiling=st.decimals(min_value=Decimal("0.01"), max_value=Decimal(30), places=2),
+    batch=st.lists(specs(), min_size=1, max_size=12),
+)
+async def test_spend_stays_within_one_reservation_of_the_ceiling(
+    fake: FakeHarness, ceiling: Decimal, batch: list[Spec]
+) -> None:
+    by_nonce = {f"n{secrets.token_hex(6)}": spec for spec in batch}
+
+    def plan(body: dict[str, Any]) -> Reply:
+        spec = by_nonce[body["messages"][0]["content"].split(" ", 1)[0]]
+        if spec.error:
+            return Reply(status=spec.error, error={"message": "no", "type": "server_error"})
+        return Reply(text="o" * spec.out_chars, usage=spec.usage, ending=spec.ending, cut_after=2)
+
+    fake.upstream.plan = plan
+    tickets: list[Ticket] = []
+    binding, token = await fake.run(ceiling)
+    fake.gateway.on_settle(
+        lambda t: tickets.append(t) if t.claims.execution_id == binding.execution_id else None
+    )
+    async with asyncio.timeout(120), fake.http(token) as http:
+        statuses = await asyncio.gather(*(_send(http, _body(n, s)) for n, s in by_nonce.items()))
+        usage = await fake.gateway.usage(binding.execution_id)  # waits for every settle
+
+    assert len(tickets) == len({id(t) for t in tickets}), "each request settled once"
+    assert len(tickets) == sum(1 for s in statuses if s not in (400, 402)), statuses
+    assert usage.requests == len(tickets)
+    assert usage.cost_usd == sum((t.cost for t in tickets), Decimal(0))
+    if tickets:
+        assert usage.cost_usd <= ceiling + max(t.reserved for t in tickets), (
+            "spend exceeds the ceiling by more than one reservation"
+        )
+    records = {r.body["messages"][0]["content"].split(" ", 1)[0]: r for r in fake.upstream.records}
+    for ticket in tickets:
+        nonce = str(ticket.request.messages[0].content).split(" ", 1)[0]
+        assert ticket.cost == _expected(ticket, by_nonce[nonce], records[nonce]), ticket
+
+
+def _expected(ticket: Ticket, spec: Spec, record: Record) -> Decimal:
+    """What the request must have been billed, from what the upstream did."""
+    bounds = ticket.bounds
+    if spec.error:
+        assert ticket.billed_as == "refused"
+        return Decimal(0)  # refused by the upstream before generating: not billed
+    if ticket.billed_as == "answered" and not (record.finished and not spec.usage):
+        # Cut by the gateway at the ceiling: the upper-bound prompt and every byte received.
+        assert ticket.killed and 0 < ticket.out_bytes <= spec.out_chars
+        return _cost(bounds.unreported(ticket.out_bytes))
+    if not record.finished:  # the upstream cut or stalled the stream
+        assert ticket.billed_as == "incomplete"
+        return _cost(bounds.reservation())
+    if spec.usage:
+        assert ticket.billed_as == "reported" and record.reported is not None
+        return FAKE_PRICE.cost(*record.reported)  # the upstream's own figures
+    assert ticket.billed_as == "answered"
+    return _cost(bounds.unreported(spec.out_chars))
+
+
+def _cost(usage: Usage) -> Decimal:
+    return FAKE_PRICE.cost(usage.prompt_tokens, usage.completion_tokens)
