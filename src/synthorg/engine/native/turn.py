@@ -106,7 +106,13 @@ class TurnEngine:
         self._seen_ids = {
             e.event.action_id for e in self.context.prior_events if isinstance(e.event, ActionEvent)
         }
-        if not any(m["role"] == "user" for m in prior):
+        # Fresh unless a person's message was logged before: system notes written before the
+        # loop starts (an isolation warning, the in-place notice) are not a conversation yet.
+        asked = any(
+            isinstance(e.event, MessageEvent) and e.event.role == "user"
+            for e in self.context.prior_events
+        )
+        if not asked:
             prior.insert(0, {"role": "user", "content": self.context.task.prompt})
             self.history.extend(prior)
             await self.emit(MessageEvent(role="user", text=self.context.task.prompt))
