@@ -8,6 +8,7 @@ from synthorg.logging import get_logger
 from synthorg.workspace import views
 from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
+from synthorg.workspace.git import GitError
 from synthorg.workspace.models import GateSummary, Workspace
 
 _log = get_logger("synthorg.service")
@@ -37,6 +38,12 @@ async def land(
         outcome = await gate.land(workspace, summary)
     except GateRefusedError as exc:  # secrets, core dumps, oversize files, a tampered worktree
         raise LandingRefused(str(exc), code=exc.code) from exc
+    except GitError as exc:  # the worktree's content broke host git (e.g. its .gitmodules)
+        raise LandingRefused(
+            f"the commit gate could not read the worktree, nothing was committed: {exc}. "
+            "Inspect the worktree (a nested repository or .gitmodules?), then delete the "
+            "conversation"
+        ) from exc
     _log.info(
         "COMMIT_GATE",
         conversation_id=record.id,
