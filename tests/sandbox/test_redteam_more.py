@@ -235,7 +235,7 @@ async def test_nested_repo_and_gitmodules_end_the_run_with_a_refusal(
     raised, final = await nested_submodule_attack(tmp_path, marker)
     assert raised is None, raised
     assert final.status.value == "failed", final  # type: ignore[attr-defined]
-    assert "commit gate could not read" in final.error  # type: ignore[attr-defined]
+    assert "nested git repositories" in final.error  # type: ignore[attr-defined]
 
 
 async def test_fifo_and_hostile_filenames_do_not_hang_or_break_the_gate(tmp_path: Path) -> None:

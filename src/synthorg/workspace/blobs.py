@@ -40,7 +40,9 @@ def is_elf_core(header: bytes) -> bool:
 
 async def new_blobs(checkout: Checkout, base: str, tree: str) -> list[NewBlob]:
     """Regular files of ``tree`` that are new or changed since ``base`` (no renames)."""
-    out = await checkout.run(["diff-tree", "-r", "-z", "--raw", "--no-renames", base, tree])
+    out = await checkout.run(
+        ["diff-tree", "--ignore-submodules=all", "-r", "-z", "--raw", "--no-renames", base, tree]
+    )
     tokens = out.text.split("\0")
     blobs = []
     for meta, path in zip(tokens[0::2], tokens[1::2], strict=False):

@@ -58,6 +58,19 @@ class OversizeFileError(GateRefusedError):
         )
 
 
+class NestedRepositoryError(GateRefusedError):
+    """The commit gate refused a change that contains nested git repositories (gitlinks)."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = sorted(paths)
+        super().__init__(
+            "refusing to commit nested git repositories (gitlinks): "
+            + ", ".join(self.paths)
+            + ". Nothing was committed. A run's work lands as files of this repository: "
+            "remove the nested .git directories (or their .gitmodules entries) and land again."
+        )
+
+
 class SecretFileError(GateRefusedError):
     """The commit gate refused a change because it contains files matching secret patterns."""
 

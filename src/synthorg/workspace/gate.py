@@ -9,7 +9,13 @@ from pathlib import PurePosixPath
 from synthorg.errors import ConflictError
 from synthorg.workspace import refs
 from synthorg.workspace.blobs import new_blobs, oversize_and_cores
-from synthorg.workspace.errors import CoreFileError, OversizeFileError, SecretFileError
+from synthorg.workspace.checkout import Checkout
+from synthorg.workspace.errors import (
+    CoreFileError,
+    NestedRepositoryError,
+    OversizeFileError,
+    SecretFileError,
+)
 from synthorg.workspace.locks import in_process_lock
 from synthorg.workspace.models import GateResult, GateSummary, Workspace
 from synthorg.workspace.snapshot import SnapshotIndex, open_git
@@ -124,9 +130,22 @@ class CommitGate:
                 snap = await index.snapshot(full=True)
             base = snap.head or _EMPTY_TREE
             out = await checkout.run(
-                ["diff-tree", "-r", "-z", "-M", "--raw", "--numstat", base, snap.tree]
+                [
+                    "diff-tree",
+                    "--ignore-submodules=all",
+                    "-r",
+                    "-z",
+                    "-M",
+                    "--raw",
+                    "--numstat",
+                    base,
+                    snap.tree,
+                ]
             )
             changed = parse_raw_numstat(out.text)
+            nested = await _gitlinks(checkout, snap.tree)
+            if nested:  # an agent's `git init sub` or planted .gitmodules: never a commit
+                raise NestedRepositoryError(nested)
             if not changed:
                 return GateResult(committed=False, branch=branch, reason="no changes")
             secrets = self.secret_files([c.path for c in changed if c.status != "deleted"])
@@ -151,7 +170,9 @@ class CommitGate:
             await checkout.run_retrying(["update-ref", "-m", reflog, "HEAD", sha, snap.head or ""])
             # The index now lags HEAD; make it match (stat data of unchanged files is kept).
             await checkout.run_retrying(["reset", "--quiet", "--mixed", "HEAD"])
-            stat = await checkout.run(["diff-tree", "-r", "-M", "--stat=100", base, sha])
+            stat = await checkout.run(
+                ["diff-tree", "--ignore-submodules=all", "-r", "-M", "--stat=100", base, sha]
+            )
             return GateResult(
                 committed=True,
                 sha=sha,
@@ -161,3 +182,14 @@ class CommitGate:
                 diffstat=stat.text,
                 reason="committed",
             )
+
+
+async def _gitlinks(checkout: Checkout, tree: str) -> list[str]:
+    """Paths of the tree that are gitlinks (mode 160000): nested repositories."""
+    listing = await checkout.run(["ls-tree", "-r", "-z", "--full-tree", tree])
+    found = []
+    for entry in filter(None, listing.text.split("\0")):
+        meta, _, path = entry.partition("\t")
+        if meta.startswith("160000 "):
+            found.append(path)
+    return found

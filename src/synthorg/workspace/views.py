@@ -78,7 +78,17 @@ async def changes(ws: Workspace) -> list[FileChange]:
     checkout = await open_git(ws)
     snap = await snapshot_tree(checkout)
     out = await checkout.run(
-        ["diff-tree", "-r", "-z", "-M", "--raw", "--numstat", _base(ws), snap.tree]
+        [
+            "diff-tree",
+            "--ignore-submodules=all",
+            "-r",
+            "-z",
+            "-M",
+            "--raw",
+            "--numstat",
+            _base(ws),
+            snap.tree,
+        ]
     )
     return parse_raw_numstat(out.text)
 
@@ -88,7 +98,16 @@ async def diff(ws: Workspace, path: str | None = None) -> str:
     checkout = await open_git(ws)
     snap = await snapshot_tree(checkout)
     # Plumbing with no external diff and no textconv: no driver the attributes name can run.
-    args = ["diff-tree", "-r", "-p", "-M", "--no-color", "--no-ext-diff", "--no-textconv"]
+    args = [
+        "diff-tree",
+        "--ignore-submodules=all",
+        "-r",
+        "-p",
+        "-M",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+    ]
     args += ["--full-index", _base(ws), snap.tree]
     if path is not None:
         # Literal pathspec: a file named '*.py' means that file, not a glob.
