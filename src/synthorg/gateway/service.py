@@ -29,7 +29,7 @@ from synthorg.gateway.estimate import Bounds, Ending, bounds, output_cap
 from synthorg.gateway.liveness import run_closed
 from synthorg.gateway.providers.base import Provider
 from synthorg.gateway.signer import BearerClaims, BearerError, GatewaySigner, RunBinding
-from synthorg.gateway.wire import ChatRequest, Usage
+from synthorg.gateway.wire import REQUEST_EXCEEDS_BUDGET, ChatRequest, Usage
 from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, LedgerStore
 
 
@@ -338,7 +338,7 @@ class Gateway:
                 f"${left:.6f} left of its cost ceiling of ${ceiling} (spent "
                 f"${state.cost:.6f}); send a shorter request",
                 "insufficient_quota",
-                "request_exceeds_budget",
+                REQUEST_EXCEEDS_BUDGET,
             )
 
     async def settle(

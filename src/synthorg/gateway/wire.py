@@ -18,6 +18,14 @@ OutputCap = Annotated[StrictInt, Field(ge=1)]
 """A positive integer output cap: negative, zero, fractional or quoted caps are refused."""
 
 
+COST_CEILING_REACHED = "cost_ceiling_reached"
+"""Error code: the run's spend reached its ceiling; the gateway killed it."""
+REQUEST_EXCEEDS_BUDGET = "request_exceeds_budget"
+"""Error code: this request's least cost is more than what is left of the ceiling."""
+BUDGET_ERROR_CODES = frozenset({COST_CEILING_REACHED, REQUEST_EXCEEDS_BUDGET})
+"""The 402 codes that mean "out of budget": a loop ends BUDGET_EXHAUSTED on either."""
+
+
 class _Emitted(BaseModel):
     """A response object whose ``object``/``created`` are always emitted, even when defaulted.
 

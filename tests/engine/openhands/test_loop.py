@@ -239,6 +239,8 @@ async def test_runtime_error_is_error_logged_once() -> None:
     [
         # The gateway's code decides, whatever the wording.
         ("402 Payment Required", "cost_ceiling_reached", TerminationReason.BUDGET_EXHAUSTED),
+        # A request refused at admission because it cannot fit what is left: out of budget too.
+        ("402 Payment Required", "request_exceeds_budget", TerminationReason.BUDGET_EXHAUSTED),
         # Words alone (e.g. a model or a tool printing them) never make a budget kill.
         ("the cost ceiling was reached (cost_ceiling)", "error", TerminationReason.ERROR),
     ],

@@ -52,10 +52,11 @@ from synthorg.engine.registry import LoopDependencies
 from synthorg.engine.resume import host_answers, undelivered_messages
 from synthorg.engine.termination import Terminated, TurnLedger, ledger_result
 from synthorg.errors import SynthOrgError
+from synthorg.gateway.wire import BUDGET_ERROR_CODES, COST_CEILING_REACHED
 from synthorg.logging import get_logger
 
 LOOP_TYPE = "openhands"
-COST_CEILING_CODE = "cost_ceiling_reached"
+COST_CEILING_CODE = COST_CEILING_REACHED
 """The gateway's error code when it kills a run at its cost ceiling."""
 _log = get_logger("synthorg.engine.openhands")
 _POLICIES = {
@@ -174,8 +175,8 @@ class _Run:
         reason = TerminationReason.ERROR
         if outcome.error_code == MAX_ITERATIONS_CODE:
             reason = TerminationReason.MAX_TURNS
-        elif outcome.error_code == COST_CEILING_CODE:
-            reason = TerminationReason.BUDGET_EXHAUSTED  # the gateway's authoritative kill
+        elif outcome.error_code in BUDGET_ERROR_CODES:
+            reason = TerminationReason.BUDGET_EXHAUSTED  # the gateway's authoritative refusal
         return await self.end(reason, error=error, code=outcome.error_code or reason.value)
 
     async def end(
