@@ -104,3 +104,20 @@ def test_cheaper_and_not_worse_is_promoted_small_and_worse_is_not() -> None:
     tiny = compare(a[:5] + b[:5], "hybrid", "react")
     assert tiny.too_small and not tiny.promote
     assert "too small to decide" in tiny.reason()
+
+
+def test_the_summary_shows_paired_cis_and_per_task_rates_with_repeats() -> None:
+    from synthorg.eval.report import markdown
+
+    results = []
+    for repeat in range(3):
+        for arm, cost, ok in (("hybrid", "0.05", repeat == 0), ("react", "0.01", True)):
+            results += [
+                r.model_copy(update={"repeat": repeat})
+                for r in _results(arm, [ok] * 6, cost, Complexity.MODERATE)
+            ]
+    text = markdown("ev-x", results, ["hybrid", "react"])
+    assert "| overall | hybrid vs react | 18 | 0 | 12 |" in text
+    assert "-0.0400 [-0.0400, -0.0400]" in text  # B−A cost, paired by task
+    assert "| t0 | hybrid | 1 / 3 | 0.33 (" in text  # per-task rate over the repeats
+    assert "| t0 | react | 3 / 3 | 1.00 (" in text

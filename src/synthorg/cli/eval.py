@@ -150,7 +150,7 @@ def show(eval_id: str, config: Path | None = ConfigOption) -> None:
 
 async def _show(store: EvalRecordStore, plan: EvalPlan) -> None:
     from synthorg.eval.compare import summarise
-    from synthorg.eval.report import comparisons, groups
+    from synthorg.eval.report import comparisons, groups, interval
     from synthorg.eval.runner import load_results
 
     results = await load_results(store, plan.eval_id)
@@ -180,7 +180,10 @@ async def _show(store: EvalRecordStore, plan: EvalPlan) -> None:
                 f"{s.mean_wall_s:.1f}",
             )
     console.print(table)
-    verdicts = Table("group", "A vs B", "pairs", "only A", "only B", "McNemar p", "verdict")
+    verdicts = Table(
+        *("group", "A vs B", "pairs", "only A", "only B", "McNemar p"),
+        *("B−A cost USD (95% CI)", "B−A turns (95% CI)", "verdict"),
+    )
     for cmp in comparisons(results, arms):
         verdicts.add_row(
             cmp.group,
@@ -189,6 +192,8 @@ async def _show(store: EvalRecordStore, plan: EvalPlan) -> None:
             str(cmp.only_incumbent),
             str(cmp.only_candidate),
             f"{cmp.p_value:.4f}",
+            interval(cmp.cost_diff, 4),
+            interval(cmp.turns_diff, 1),
             escape(cmp.reason()),
         )
     console.print(verdicts)

@@ -8,6 +8,7 @@ from html import escape
 from synthorg.domain import Complexity
 from synthorg.eval.compare import Comparison, compare, summarise
 from synthorg.eval.results import TaskResult
+from synthorg.eval.stats import Interval, wilson_interval
 
 
 def groups(results: Sequence[TaskResult]) -> list[tuple[str, list[TaskResult]]]:
@@ -50,15 +51,40 @@ def markdown(eval_id: str, results: Sequence[TaskResult], arms: Sequence[str]) -
             )
     lines += [
         "",
-        "| group | A vs B | pairs | only A | only B | McNemar p | verdict |",
-        "|---|---|---|---|---|---|---|",
+        "| group | A vs B | pairs | only A | only B | McNemar p | B−A cost USD (95% CI) "
+        "| B−A turns (95% CI) | B−A wall s (95% CI) | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in comparisons(results, arms):
         lines.append(
             f"| {c.group} | {c.incumbent} vs {c.candidate} | {c.pairs} | {c.only_incumbent} | "
-            f"{c.only_candidate} | {c.p_value:.4f} | {c.reason()} |"
+            f"{c.only_candidate} | {c.p_value:.4f} | {interval(c.cost_diff, 4)} | "
+            f"{interval(c.turns_diff, 1)} | {interval(c.wall_diff, 1)} | {c.reason()} |"
         )
+    if any(r.repeat > 0 for r in results):
+        lines += ["", "| task | arm | resolved / runs | rate (95% CI) |", "|---|---|---|---|"]
+        for (task, arm), (won, runs) in sorted(per_task_rates(results).items()):
+            low, high = wilson_interval(won, runs)
+            lines.append(
+                f"| {task} | {arm} | {won} / {runs} | {won / runs:.2f} ({low:.2f}–{high:.2f}) |"
+            )
     return "\n".join(lines) + "\n"
+
+
+def interval(value: Interval | None, digits: int) -> str:
+    """``+1.23 [+0.50, +2.00]``, or a dash when there was nothing to pair."""
+    if value is None:
+        return "–"
+    return f"{value.estimate:+.{digits}f} [{value.low:+.{digits}f}, {value.high:+.{digits}f}]"
+
+
+def per_task_rates(results: Sequence[TaskResult]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(task, arm) -> (resolved, runs) over the repeats."""
+    rates: dict[tuple[str, str], tuple[int, int]] = {}
+    for r in results:
+        won, runs = rates.get((r.task_id, r.arm), (0, 0))
+        rates[(r.task_id, r.arm)] = (won + r.resolved, runs + 1)
+    return rates
 
 
 def html(eval_id: str, results: Sequence[TaskResult], arms: Sequence[str]) -> str:
