@@ -159,8 +159,12 @@ def test_resume_after_sigkill_finishes_and_runs_nothing_twice(tmp_path: Path) ->
         text=True,
     )
     assert proc.stdout is not None
-    first = proc.stdout.readline()
-    eval_id = _eval_id(first)
+    seen = ""
+    while "eval eval-" not in seen:  # log lines (e.g. a sandbox warning) may come first
+        line = proc.stdout.readline()
+        assert line, seen
+        seen += line
+    eval_id = _eval_id(seen)
     deadline = time.monotonic() + 600
     while len(_items(home, eval_id, "result/")) < 2:
         assert proc.poll() is None, proc.stdout.read()
