@@ -13,7 +13,7 @@ import typer
 from rich.text import Text
 
 from synthorg.cli.common import ConfigOption, console, fail, run_async, settings_from
-from synthorg.cli.signals import terminate_like_interrupt
+from synthorg.cli.signals import interrupts_ignored, terminate_like_interrupt
 from synthorg.cli.untrusted import visible
 from synthorg.domain import Complexity, ConfirmationPolicy
 from synthorg.errors import SynthOrgError
@@ -120,32 +120,50 @@ async def execute_run(
     from synthorg.service.boot import boot
     from synthorg.service.loops import default_provisioner, default_registry
 
-    async with boot(
-        settings, registry=default_registry(), provisioner=default_provisioner
-    ) as components:
-        service = components.service
-        if task is not None:
-            record = await service.create(task, options)
-        else:
-            assert resume is not None
-            record = await components.store.get_conversation(resume)
-        _print_header(record, components)
-        after = await components.store.last_seq(record.id)
-        await service.start(record.id, message=message)
-        printer = _Printer(components, record.id)
-        printing = asyncio.create_task(printer.follow(after))
-        try:
-            result = await service.wait(record.id)
-        except asyncio.CancelledError:
-            console.print("\ncancelling...", style="bold yellow")
-            await service.cancel(record.id, by="cli")
-            result = await service.wait(record.id)
-        finally:
-            await printer.catch_up(printing)
-        assert result is not None
-        final = await components.store.get_conversation(record.id)
-        _print_summary(final, result)
-        return result, final
+    with contextlib.ExitStack() as after_the_run:
+        async with boot(
+            settings, registry=default_registry(), provisioner=default_provisioner
+        ) as components:
+            return await _run_and_report(components, task, options, resume, message, after_the_run)
+
+
+async def _run_and_report(
+    components: Components,
+    task: Task | None,
+    options: RunOptions,
+    resume: str | None,
+    message: str | None,
+    after_the_run: contextlib.ExitStack,
+) -> tuple[ExecutionResult, ConversationRecord]:
+    """The run in the foreground: header, live events, the summary."""
+    service = components.service
+    if task is not None:
+        record = await service.create(task, options)
+    else:
+        assert resume is not None
+        record = await components.store.get_conversation(resume)
+    _print_header(record, components)
+    after = await components.store.last_seq(record.id)
+    await service.start(record.id, message=message)
+    printer = _Printer(components, record.id)
+    printing = asyncio.create_task(printer.follow(after))
+    try:
+        result = await service.wait(record.id)
+        # The run has ended and is recorded: what is left (the last lines, the summary, the
+        # bounded teardown of the embedded servers) an interrupt would only turn into a
+        # traceback.
+        after_the_run.enter_context(interrupts_ignored())
+    except asyncio.CancelledError:
+        console.print("\ncancelling...", style="bold yellow")
+        await service.cancel(record.id, by="cli")
+        result = await service.wait(record.id)
+        after_the_run.enter_context(interrupts_ignored())
+    finally:
+        await printer.catch_up(printing)
+    assert result is not None
+    final = await components.store.get_conversation(record.id)
+    _print_summary(final, result)
+    return result, final
 
 
 class _Printer:

@@ -33,3 +33,15 @@ def terminate_like_interrupt() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextmanager
+def interrupts_ignored() -> Iterator[None]:
+    """Within the block, Ctrl-C, SIGTERM and SIGHUP are ignored (a short, bounded teardown
+    after the work is done and recorded); the old handlers after."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, *TERMINATING)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
