@@ -196,14 +196,18 @@ class _Printer:
         self._caught_up.set()
 
     async def catch_up(self, printing: asyncio.Task[None]) -> None:
-        """Let the tail print up to the last stored event, then stop it."""
-        self._last = await self._components.store.last_seq(self._id)
-        if self._printed < self._last and not printing.done():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._caught_up.wait(), timeout=10)
-        printing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await printing
+        """Let the tail print up to the last stored event, then stop it (always: a store that
+        went away must not leave the tail's failure to surface later as a traceback)."""
+        try:
+            self._last = await self._components.store.last_seq(self._id)
+            if self._printed < self._last and not printing.done():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._caught_up.wait(), timeout=10)
+        finally:
+            printing.cancel()
+            # The store's failure is reported once, by the run's own path.
+            with contextlib.suppress(asyncio.CancelledError, SynthOrgError):
+                await printing
 
 
 def _print_header(record: ConversationRecord, components: Components) -> None:
