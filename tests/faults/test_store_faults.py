@@ -63,7 +63,9 @@ async def test_postgres_frozen_then_thawed(tmp_path: Path, pg_schema: str, proxy
     world = World(tmp_path, url, _TIGHT_PG)
     run, conversation, repo = await _acting(world, "r")
     proxy.freeze()
-    took = await _ends_clearly(run, "PostgreSQL store", "stalled")
+    took = await _ends_clearly(run, "PostgreSQL store")
+    # A frozen server stalls open connections and times out new ones: either is said.
+    assert "stalled" in run.output or "unreachable" in run.output, run.output
     print(f"frozen PostgreSQL: the run ended after {took:.1f} s")
     proxy.thaw()
     await proxy.close_pipes()  # the held connections of the dead process
