@@ -57,7 +57,10 @@ def plant_evil_gitdir(marker: Path, conversation_id: str) -> list[str]:
         f" && for h in {' '.join(HOOKS)}; do cp /tmp/hook .evilhooks/$h;"
         " cp /tmp/hook .evil/hooks/$h; done && chmod +x .evilhooks/* .evil/hooks/*",
         "cd /workspace && printf '* filter=f diff=d merge=m\\n*.txt filter=p\\n' > .gitattributes"
-        " && echo planted > planted.txt && printf 'gitdir: .evil\\n' > .git",
+        " && echo planted > planted.txt"
+        # `.git` itself is root's and read-only to the sandbox user; the worktree dir is
+        # writable, so the file is replaced rather than written (the stronger attack).
+        " && rm -f .git && printf 'gitdir: .evil\\n' > .git && cat .git",
     ]
 
 

@@ -19,7 +19,10 @@ async def workspace_changed(workspace: Workspace) -> bool | None:
     None without git, where there is no base to compare with."""
     if not workspace.is_git:
         return None
-    return bool(await views.changes(workspace))
+    try:
+        return bool(await views.changes(workspace))
+    except GateRefusedError:
+        return True  # a tampered worktree: not NO_OP; landing refuses it, saying why
 
 
 async def land(
