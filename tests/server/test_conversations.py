@@ -46,7 +46,8 @@ async def test_create_starts_by_default_and_runs_to_a_commit_with_views(
     changes = (await operator.get(f"/api/conversations/{cid}/changes")).json()["items"]
     assert [c["path"] for c in changes] == ["progress.txt"]
     log = [e["event"] for e in await events(operator, cid)]
-    kinds = [e["kind"] for e in log]
+    # A system note (e.g. "the sandbox is weaker than declared" on this host) may come first.
+    kinds = [e["kind"] for e in log if not (e["kind"] == "message" and e["role"] == "system")]
     assert kinds[0] == "status_change" and kinds[-1] == "status_change"
     tools = [e["tool_name"] for e in log if e["kind"] == "action"]
     assert tools == ["terminal", "terminal", "terminal", "finish"]

@@ -75,7 +75,7 @@ async def stack(
 
 
 WALL_RATIO_GUARD = 16
-HEALTH_P99_GUARD_MS = 750
+HEALTH_P99_GUARD_MS = 5000  # a regression guard ("still answers"), not a figure: see docs
 
 
 async def run_batch(client: httpx.AsyncClient, repos: list[Path], project: str) -> float:
