@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from synthorg.errors import BoundaryError
 from synthorg.eval.suite import HiddenCheck
 from synthorg.sandbox import SandboxLimits, SandboxRequest, SandboxStreamer
+from synthorg.workspace.git import GitError, run_git_sync
 
 _OUTPUT_TAIL = 4000
 _PATCHED = re.compile(r"^(?:\+\+\+ b/|--- a/)(.+?)\s*$", re.MULTILINE)
@@ -38,25 +39,13 @@ class CheckOutcome:
     output: str
 
 
-def _git(git_dir: Path, *args: str, data: bytes | None = None) -> bytes:
-    # The repository's own git dir, named explicitly; nothing of the commit configures git.
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
-        "HOME": os.devnull,
-    }
-    done = subprocess.run(
-        ["git", f"--git-dir={git_dir}", "-c", "core.hooksPath=/dev/null", *args],
-        input=data,
-        capture_output=True,
-        env=env,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise BoundaryError(f"git {args[0]} failed: {done.stderr.decode(errors='replace')[-300:]}")
-    return done.stdout
+def _git(git_dir: Path, *args: str) -> bytes:
+    """Plumbing on the repository's own git dir, through the project's hardened git runner
+    (no hook, driver or config of the commit applies)."""
+    try:
+        return run_git_sync([f"--git-dir={git_dir}", *args], git_dir).stdout
+    except GitError as exc:
+        raise BoundaryError(f"git {args[0]} failed: {exc.stderr[-300:]}") from exc
 
 
 def _safe_relative(path: str) -> PurePosixPath:

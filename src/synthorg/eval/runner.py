@@ -24,6 +24,7 @@ from synthorg.eval.suite import EvalTask, Suite, load_suite
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
 from synthorg.store.protocol import EvalRecordStore
+from synthorg.workspace.git import run_git_sync
 
 _ENDED = frozenset(
     {
@@ -204,14 +205,5 @@ def _git_dir(repo: Path) -> Path:
 def _diff(repo: Path, base: str, commit: str | None) -> str:
     if commit is None:
         return ""
-    done = subprocess.run(
-        [
-            *("git", f"--git-dir={_git_dir(repo)}", "-c", "core.attributesFile=/dev/null"),
-            *("diff", "--no-ext-diff", "--no-textconv", base, commit),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/dev/null"},
-    )
-    return done.stdout
+    args = ["diff", "--no-ext-diff", "--no-textconv", base, commit]
+    return run_git_sync([f"--git-dir={_git_dir(repo)}", *args], repo, check=False).text
