@@ -13,11 +13,18 @@ sees what the sandbox writes. At release: the bind is removed, the tree is copie
 onto the real worktree with ``rsync -a --delete``, the image unmounted and deleted. Every
 mount is recorded in a host-only file; a host that died mid-run leaves a record that the
 next backend start releases the same way.
+
+Every quota dir has a lock (``flock``) held by its owner for the quota's whole life and by
+whoever releases it. After a kill, every CLI process that boots sweeps, so several may reach
+the same dead owner's quota at once; without the lock one copied back from a mount point
+another had just unmounted (an empty directory, with ``--delete``) and wiped the worktree.
+The kernel drops a dead owner's lock, so the lock is also the liveness test.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -86,6 +93,7 @@ class WorkspaceQuota:
         self.image = dir / "fs.img"
         self.mnt = dir / "mnt"
         self.size = 0
+        self._lock_fd: int | None = None
 
     @classmethod
     def mount(cls, worktree: Path, allowance: int, root: Path | None = None) -> WorkspaceQuota:
@@ -94,6 +102,7 @@ class WorkspaceQuota:
         base.mkdir(mode=0o700, parents=True, exist_ok=True)
         quota = cls(base / secrets.token_hex(8), worktree.resolve())
         quota.dir.mkdir(mode=0o700)
+        quota._lock_fd = _lock(quota.dir, blocking=True)  # ours until release
         quota._record()
         try:
             quota._make(allowance)
@@ -127,7 +136,16 @@ class WorkspaceQuota:
         """Unbind, copy the tree back onto the worktree, unmount and delete the image.
 
         Idempotent; a failure to copy back keeps the image and its record for the next sweep.
+        The caller holds this quota's lock (its owner, or a sweeper).
         """
+        try:
+            self._release()
+        finally:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def _release(self) -> None:
         if self.worktree.is_mount() and _mounted_from(self.worktree, self.mnt):
             _run("umount", str(self.worktree))
         if not self.mnt.is_mount() and self.image.exists() and self.mnt.exists():
@@ -147,21 +165,55 @@ def _mounted_from(path: Path, source: Path) -> bool:
         return False
 
 
+def _lock(dir: Path, *, blocking: bool) -> int | None:
+    """An exclusive lock on dir's lock file: its fd, or None when another holds it."""
+    fd = os.open(dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _claim_stale(entry: Path) -> tuple[int, Path] | None:
+    """Lock a dead owner's quota for release: (lock fd, worktree), or None to leave it be."""
+    try:
+        fd = _lock(entry, blocking=False)
+        if fd is None:
+            # Held: by a live owner (leave it), or by another sweeper (wait until it is done,
+            # so this process never mounts over a tree that is still being copied back).
+            pid = int(json.loads((entry / "record.json").read_text())["pid"])
+            if _alive(pid):
+                return None
+            fd = _lock(entry, blocking=True)
+        assert fd is not None
+    except (OSError, ValueError, KeyError):
+        return None
+    try:  # read under the lock: a sweeper that went first deleted it
+        worktree = Path(json.loads((entry / "record.json").read_text())["worktree"])
+    except (OSError, ValueError, KeyError):
+        os.close(fd)
+        return None
+    return fd, worktree
+
+
 def sweep_stale(root: Path | None = None) -> int:
     """Release quotas whose owning process died (a host killed mid-run); returns how many."""
     base = root or quota_root()
     released = 0
     with contextlib.suppress(OSError):
         for entry in base.iterdir():
-            try:
-                record = json.loads((entry / "record.json").read_text())
-                pid, worktree = int(record["pid"]), Path(record["worktree"])
-            except (OSError, ValueError, KeyError):
+            claimed = _claim_stale(entry)
+            if claimed is None:
                 continue
-            if _alive(pid):
-                continue
+            quota = WorkspaceQuota(entry, claimed[1])
+            quota._lock_fd = claimed[0]
             try:
-                WorkspaceQuota(entry, worktree).release()
+                quota.release()
                 released += 1
             except SandboxStartError as exc:
                 log.warning("sandbox.quota_sweep_failed", dir=str(entry), error=str(exc))

@@ -1,0 +1,97 @@
+"""Sweeping the quota of a dead host: concurrent sweepers must never lose the worktree.
+
+Every CLI process sweeps stale quotas when its backend starts, so after a kill several
+processes (a resume, other runs booting) sweep the same record at once. A sweeper that copies
+back from the mount point after another one unmounted it would copy an empty directory over
+the worktree with --delete (the worktree's .git vanished in a fault-injection run).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from synthorg.sandbox.quota import sweep_stale, unavailable_reason
+
+FILES = 1500
+DIRS = 30
+
+pytestmark = pytest.mark.skipif(
+    unavailable_reason() is not None, reason=f"quota: {unavailable_reason()}"
+)
+
+
+def _orphan(worktree: Path, root: Path) -> None:
+    """A quota as a host killed mid-run leaves it: mounted, its owner SIGKILLed."""
+    script = (
+        "import sys; from pathlib import Path; "
+        "from synthorg.sandbox.quota import WorkspaceQuota; "
+        f"WorkspaceQuota.mount(Path({str(worktree)!r}), 64 * 1024**2, root=Path({str(root)!r})); "
+        "print('mounted', flush=True); sys.stdin.read()"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert owner.stdout is not None and owner.stdout.readline() == "mounted\n"
+        _write_inside(worktree)
+    finally:
+        owner.kill()
+        owner.wait()
+        for pipe in (owner.stdout, owner.stdin):
+            if pipe is not None:
+                pipe.close()
+
+
+def _write_inside(worktree: Path) -> None:
+    (worktree / "written-inside.txt").write_text("kept\n")
+    for d in range(DIRS):  # enough new content that copying it back takes a while
+        (worktree / f"new{d}").mkdir()
+        for i in range(FILES // DIRS):
+            (worktree / f"new{d}" / f"{i}.txt").write_text(f"{d}/{i}\n")
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_concurrent_sweeps_put_the_tree_back_exactly_once(tmp_path: Path, round_: int) -> None:
+    worktree, root = tmp_path / "wt", tmp_path / "quota"
+    worktree.mkdir()
+    (worktree / ".git").write_text("gitdir: /somewhere/.git/worktrees/wt\n")
+    for i in range(FILES):
+        (worktree / f"file{i}.txt").write_text(f"{i}\n" * 50)
+    _orphan(worktree, root)
+    try:
+        _sweep_concurrently(worktree, root)
+    finally:  # a failure must not leave mounts behind
+        for leftover in [*sorted(root.glob("*/mnt"), reverse=True), worktree]:
+            while leftover.is_mount():
+                subprocess.run(["umount", "-l", str(leftover)], check=False)
+
+
+def _sweep_concurrently(worktree: Path, root: Path) -> None:
+    assert worktree.is_mount()
+
+    # Staggered starts explore the interleavings: a sweeper arriving while another copies
+    # back, after it unmounted the worktree, after it unmounted the image.
+    released: list[int] = []
+
+    def sweeper(delay: float) -> None:
+        time.sleep(delay)
+        released.append(sweep_stale(root))
+
+    threads = [threading.Thread(target=sweeper, args=(i * 0.01,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert not worktree.is_mount()
+    assert (worktree / ".git").read_text() == "gitdir: /somewhere/.git/worktrees/wt\n"
+    assert (worktree / "written-inside.txt").read_text() == "kept\n"
+    assert len(list(worktree.glob("file*.txt"))) == FILES
+    assert len(list(worktree.glob("new*/*.txt"))) == FILES // DIRS * DIRS
+    assert sum(released) == 1, released
+    assert list(root.iterdir()) == []
