@@ -4,7 +4,7 @@ They are real models to the gateway (functions of the history, served by the scr
 provider); they differ only in how much of a starter task they get right, which is what the
 statistics and the promotion are tested with:
 - ``strong_script``: runs the tests, reads the file the task names, fixes the wrong operator,
-  re-runs the tests, finishes;
+  re-runs the tests (and, when a fix did not take, reads and fixes once more), finishes;
 - ``weak_script``: the same on one task in three, gives up on the others;
 - ``plan_averse_script``: strong when the loop just acts (react), gives up as soon as a loop
   asks it for a plan (plan_execute, hybrid) — a loop whose structure hurts this model.
@@ -30,6 +30,7 @@ from synthorg.gateway.scripted import ScriptedTurn
 from synthorg.gateway.wire import ChatMessage
 
 _NAMED_FILE = re.compile(r"`([\w./-]+\.py)`")
+_FIX_ATTEMPTS = 2
 
 
 def _task_text(messages: Sequence[ChatMessage]) -> str:
@@ -67,23 +68,31 @@ def _next_action(work: list[Step], task: str) -> ScriptedTurn | None:
         return None
     path = named.group(1)
     tests = [s for s in work if s.name == "terminal" and s.result is not None]
-    views = [s for s in work if s.arguments.get("command") == "view" and s.result]
     edits = [s for s in work if s.arguments.get("command") == "str_replace"]
     if not tests:
         return ScriptedTurn.call("terminal", "Running the tests.", command=TEST_COMMAND)
-    if exit_code(tests[-1].result) == 0 or (edits and work[-1] is tests[-1]):
+    if exit_code(tests[-1].result) == 0:
         return None
-    if not views:
-        return ScriptedTurn.call("file_editor", "Reading it.", command="view", path=path)
-    if not edits:
-        fix = find_fix(views[-1].result or "", tests[-1].result or "")
-        if fix is None:
+    last = work[-1]
+    if last is tests[-1]:
+        # Failing tests: read the file, or read it again once after a fix that did not take
+        # (a run killed mid-edit resumes with that edit's effect reported unknown).
+        if len(edits) >= _FIX_ATTEMPTS:
             return None
+        return ScriptedTurn.call("file_editor", "Reading it.", command="view", path=path)
+    if last.arguments.get("command") == "view":
+        fix = find_fix(last.result or "", tests[-1].result or "")
+        if fix is None or (edits and fix != _edit_of(edits[-1])):
+            return None  # no wrong operator left, or one the earlier fix did not aim at
         old, new = fix
         return ScriptedTurn.call(
             "file_editor", "Fixing.", command="str_replace", path=path, old_str=old, new_str=new
         )
     return ScriptedTurn.call("terminal", "Re-running the tests.", command=TEST_COMMAND)
+
+
+def _edit_of(step: Step) -> tuple[str, str]:
+    return str(step.arguments.get("old_str", "")), str(step.arguments.get("new_str", ""))
 
 
 def weak_script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
