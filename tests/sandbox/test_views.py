@@ -90,6 +90,16 @@ def test_state_of_a_dead_host_is_put_back_by_the_sweep(tmp_path: Path) -> None:
     assert not list((root / "run").iterdir())
 
 
+def test_a_live_runs_state_is_left_alone_by_the_sweep(tmp_path: Path) -> None:
+    root, state = tmp_path / "views", tmp_path / "openhands" / "conv-1"
+    state.mkdir(parents=True)
+    moved = MovedState.move(state, root)
+    sweep_stale(root)  # this process holds the run's lock: it is alive
+    assert moved.path.is_dir() and not state.exists()
+    moved.restore()
+    assert state.is_dir() and not list((root / "run").iterdir())
+
+
 def test_restore_never_overwrites_a_state_dir_that_reappeared(tmp_path: Path) -> None:
     root, state = tmp_path / "views", tmp_path / "openhands" / "conv-1"
     state.mkdir(parents=True)

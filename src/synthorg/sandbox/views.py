@@ -21,12 +21,14 @@ filesystems); when it is not, the caller binds the host path and says so.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import secrets
 import shutil
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -37,6 +39,7 @@ log = structlog.get_logger(__name__)
 ROOT_ENV = "SYNTHORG_SANDBOX_VIEW_DIR"
 _SOURCE = "source.json"
 _RECORD = "record.json"
+_LINK_TIMEOUT_S = 600.0
 _ABANDONED_S = 3600.0  # a farm still being made after an hour was left by a dead process
 
 
@@ -92,56 +95,92 @@ def link_farm(source: Path, root: Path | None = None) -> Path:
 
 
 def _link_tree(source: Path, dest: Path) -> None:
-    """Mirror source's directories, hard-link its files, copy its symlinks (never follows)."""
-    os.mkdir(dest)
-    for top, dirs, files, top_fd in os.fwalk(source, follow_symlinks=False):
-        rel = os.path.relpath(top, source)
-        out = dest if rel == "." else dest / rel
-        os.chmod(out, os.stat(top_fd).st_mode & 0o7777)
-        for name in (*dirs, *files):
-            st = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
-                os.mkdir(out / name, 0o700)
-            elif stat.S_ISLNK(st.st_mode):
-                os.symlink(os.readlink(name, dir_fd=top_fd), out / name)
-            elif stat.S_ISREG(st.st_mode):
-                os.link(name, out / name, src_dir_fd=top_fd, follow_symlinks=False)
-            # sockets, fifos and devices have no place in a runtime: left out
+    """Mirror source's directories, hard-link its files, copy its symlinks (never follows).
+
+    GNU ``cp -a -l``: the tool that does exactly this, about twice as fast as a Python walk
+    (the 38k-file runtime venv: 8 s vs 14 s on a loaded host; once per runtime).
+    """
+    try:
+        done = subprocess.run(
+            ["cp", "-a", "-l", "--", str(source), str(dest)],
+            capture_output=True,
+            text=True,
+            timeout=_LINK_TIMEOUT_S,
+        )
+    except subprocess.SubprocessError as exc:
+        raise OSError(f"cp -a -l {source} failed: {exc}") from exc
+    if done.returncode != 0:
+        raise OSError(f"cp -a -l {source} failed: {done.stderr.strip()[-300:]}")
 
 
 class MovedState:
-    """A state dir renamed to a neutral path for one run; ``restore`` puts it back."""
+    """A state dir renamed to a neutral path for one run; ``restore`` puts it back.
 
-    def __init__(self, dir: Path, origin: Path) -> None:
+    The run's dir holds a lock (``flock``) for the run's whole life: the kernel drops it when
+    the owner dies, so a sweeper that gets it knows the state is stranded (no pid reuse to
+    fool it), and two sweepers never restore the same dir at once.
+    """
+
+    def __init__(self, dir: Path, origin: Path, lock_fd: int | None = None) -> None:
         self.dir = dir
         self.origin = origin
         self.path = dir / "state"
+        self._lock_fd = lock_fd
 
     @classmethod
     def move(cls, origin: Path, root: Path | None = None) -> MovedState:
         """Rename origin to ``<view root>/run/<random>/state`` (OSError across filesystems)."""
         base = _ensure((root or view_root()) / "run")
-        moved = cls(base / secrets.token_hex(12), origin)
-        moved.dir.mkdir(mode=0o700)
-        record = {"origin": str(origin), "pid": os.getpid()}
-        (moved.dir / _RECORD).write_text(json.dumps(record))
+        token = secrets.token_hex(12)
+        making = base / f".new-{token}"  # sweepers skip it until it is locked and recorded
+        making.mkdir(mode=0o700)
+        fd = _lock(making, blocking=True)
+        moved = cls(base / token, origin, fd)
         try:
+            (making / _RECORD).write_text(json.dumps({"origin": str(origin)}))
+            making.rename(moved.dir)
             os.rename(origin, moved.path)
-        except OSError:
+        except BaseException:
+            shutil.rmtree(making, ignore_errors=True)
             shutil.rmtree(moved.dir, ignore_errors=True)
+            moved._unlock()
             raise
         return moved
 
     def restore(self) -> None:
         """Rename the state back; never overwrites a dir that appeared at origin meanwhile."""
-        if self.path.exists():
-            target = self.origin
-            if target.exists():
-                target = target.with_name(f"{target.name}.recovered-{self.dir.name}")
-                log.error("sandbox.state_restore_conflict", origin=str(self.origin), to=str(target))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(self.path, target)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            if self.path.exists():
+                target = self.origin
+                if target.exists():
+                    target = target.with_name(f"{target.name}.recovered-{self.dir.name}")
+                    log.error(
+                        "sandbox.state_restore_conflict", origin=str(self.origin), to=str(target)
+                    )
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(self.path, target)
+            shutil.rmtree(self.dir, ignore_errors=True)
+        finally:
+            self._unlock()
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+def _lock(dir: Path, *, blocking: bool) -> int | None:
+    """An exclusive lock on dir's lock file: its fd, or None when another process holds it."""
+    fd = os.open(dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def sweep_stale(root: Path | None = None) -> None:
@@ -150,15 +189,9 @@ def sweep_stale(root: Path | None = None) -> None:
     with contextlib.suppress(OSError):
         for entry in (base / "run").iterdir():
             try:
-                record = json.loads((entry / _RECORD).read_text())
-                pid, origin = int(record["pid"]), Path(record["origin"])
-            except (OSError, ValueError, KeyError):
-                continue
-            if not _alive(pid):
-                try:
-                    MovedState(entry, origin).restore()
-                except OSError as exc:
-                    log.warning("sandbox.state_sweep_failed", dir=str(entry), error=str(exc))
+                _sweep_run(entry)
+            except OSError as exc:  # released by its owner meanwhile, most likely
+                log.debug("sandbox.state_sweep_skipped", dir=str(entry), error=str(exc))
     with contextlib.suppress(OSError):
         for entry in (base / "ro").iterdir():
             if entry.name.startswith(".making-"):
@@ -173,11 +206,21 @@ def sweep_stale(root: Path | None = None) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def _sweep_run(entry: Path) -> None:
+    """Restore one run dir if its owner is dead (its lock is free)."""
+    if entry.name.startswith(".new-") and time.time() - entry.stat().st_mtime < _ABANDONED_S:
+        return  # being made right now, most likely
+    fd = _lock(entry, blocking=False)
+    if fd is None:
+        return  # a live run (or another sweeper) holds it
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        origin = Path(json.loads((entry / _RECORD).read_text())["origin"])
+    except (OSError, ValueError, KeyError):
+        os.close(fd)
+        if entry.name.startswith(".new-"):
+            shutil.rmtree(entry, ignore_errors=True)  # its maker died before moving anything
+        return
+    try:
+        MovedState(entry, origin, fd).restore()
+    except OSError as exc:
+        log.warning("sandbox.state_sweep_failed", dir=str(entry), error=str(exc))
