@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,35 @@ def test_restore_never_overwrites_a_state_dir_that_reappeared(tmp_path: Path) ->
     assert (state / "a").read_text() == "new"
     kept = [p for p in state.parent.iterdir() if p.name.startswith("conv-1.recovered-")]
     assert len(kept) == 1 and (kept[0] / "a").read_text() == "moved"
+
+
+@pytest.mark.bwrap
+async def test_without_a_view_the_host_path_is_bound_and_the_boundary_says_so(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A view dir on another filesystem (a tmpfs) cannot hold hard links or a renamed state
+    dir: the run still works, bound from host paths, and the filesystem row turns weaker."""
+    from synthorg.sandbox.protocol import BoundaryStatus
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("needs a /dev/shm on its own filesystem")
+    views = Path(tempfile.mkdtemp(dir=shm))
+    monkeypatch.setenv("SYNTHORG_SANDBOX_VIEW_DIR", str(views))
+    sandbox = BwrapSandbox()  # its own: the session's stays as declared
+    runtime, state = tmp_path / "runtime", tmp_path / "state"
+    runtime.mkdir()
+    (runtime / "m.txt").write_text("rt")
+    inside = sandbox.runtime_path_inside([runtime], runtime / "m.txt")
+    code = f"print(open({inside!r}).read()); open('/state/s.txt', 'w').write('s')"
+    try:
+        lines, ended = await collect(
+            sandbox, request(workspace, py(code), state_dir=state, runtime_binds=[runtime])
+        )
+    finally:
+        shutil.rmtree(views, ignore_errors=True)
+    assert ended.returncode == 0 and lines == ["rt"], (lines, ended)
+    assert (state / "s.txt").read_text() == "s"
+    row = {r.boundary: r for r in sandbox.boundary().rows}["filesystem"]
+    assert row.status is BoundaryStatus.WEAKER, row
+    assert "state dir" in (row.warning or "") and "runtime bind" in (row.warning or ""), row
