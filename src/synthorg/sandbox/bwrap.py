@@ -384,24 +384,25 @@ class BwrapSandbox:
             try:
                 views.runtime[bind] = link_farm(bind)
             except OSError as exc:
-                self._fallback(f"runtime bind {bind.name}", str(exc))
+                self._fallback("a runtime bind", "no hard-link view could be made", exc)
         state = request.state_dir
         if state is not None:
             state.mkdir(parents=True, exist_ok=True)
             if not same_filesystem(state):
-                self._fallback("state dir", "it is on another filesystem than the view dir")
+                self._fallback("the state dir", "it is on another filesystem than the view dir")
             else:
                 try:
                     control.state = MovedState.move(state)
                     views.state = control.state.path
                 except OSError as exc:
-                    self._fallback("state dir", str(exc))
+                    self._fallback("the state dir", "it could not be moved to the view dir", exc)
         return views
 
-    def _fallback(self, what: str, reason: str) -> None:
-        warning = f"mountinfo inside shows the host path of the {what} ({reason})"
+    def _fallback(self, what: str, reason: str, error: OSError | None = None) -> None:
+        # The boundary's text names no host path (it may reach a run's log); the log does.
+        warning = f"mountinfo inside shows the host path of {what} ({reason})"
         if what not in self._view_fallbacks:
-            log.warning("sandbox.view_fallback", warning=warning)
+            log.warning("sandbox.view_fallback", warning=warning, error=str(error or ""))
         self._view_fallbacks[what] = warning
 
     def _make_cgroup(self, request: SandboxRequest) -> RunCgroup | None:
