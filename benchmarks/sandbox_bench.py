@@ -13,13 +13,16 @@ machine load hits all of them alike. Two measures:
 
 Configurations: a plain subprocess (baseline); bwrap as before issue 12 (host root inside,
 no seccomp); each protection alone; all of them; all of them plus per-run cgroups; all plus
-the worktree quota (a loop-mounted ext4 made and removed per sandbox).
+neutral views (a state dir renamed for the run and a runtime dir bound from its hard-link
+view, as an OpenHands run has: what keeps mountinfo free of host paths); all plus the
+worktree quota (a loop-mounted ext4 made and removed per sandbox).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 import tempfile
@@ -27,11 +30,14 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import structlog
+
 from synthorg.sandbox import BwrapSandbox, SandboxLimits, SandboxRequest
 from synthorg.sandbox.identity import IdentityMode, resolve_identity
 from synthorg.sandbox.process import STREAM_LIMIT
 
 TARGET_MS = 15.0
+VIEWS = "default + state dir + runtime bind (views)"
 Timer = Callable[[], Awaitable[tuple[float, float]]]
 
 
@@ -98,6 +104,8 @@ def report(title: str, results: dict[str, tuple[list[float], ...]], use_total: b
 
 
 async def main() -> int:
+    # Only the tables: one debug line per sandbox start would bury them.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
     parser = argparse.ArgumentParser()
     parser.add_argument("--starts", type=int, default=200)
     args = parser.parse_args()
@@ -120,8 +128,14 @@ async def main() -> int:
         f"cgroups: {quota.cgroups.detail}; quota: {quota.quota_unavailable or 'available'}; "
         f"load average {os.getloadavg()} on {os.cpu_count()} cpus"
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        ws = Path(tmp)
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        ws = Path(tmp) / "worktree"
+        runtime = Path(tmp) / "runtime"
+        for sub in ("bin", "lib/pkg"):
+            (runtime / sub).mkdir(parents=True)
+            for i in range(50):
+                (runtime / sub / f"f{i}.py").write_text("x = 1\n")
+        ws.mkdir()
         for label, argv, use_total in (
             ("/bin/true start-to-exit (sandbox torn down)", ["/bin/true"], True),
             ("/bin/echo ready start-to-first-line", ["/bin/echo", "ready"], False),
@@ -129,9 +143,14 @@ async def main() -> int:
             off = SandboxLimits(disk_bytes=None)
             request = SandboxRequest(argv=argv, workspace=ws, limits=off, conversation_id="b")
             with_quota = request.model_copy(update={"limits": SandboxLimits()})
+            with_views = request.model_copy(
+                update={"state_dir": Path(tmp) / "state" / "conv", "runtime_binds": [runtime]}
+            )
             timers: dict[str, Timer] = {"plain subprocess": lambda a=argv: plain(a, ws)}
             for name, sandbox in configs.items():
                 timers[name] = lambda s=sandbox, r=request: boxed(s, r)
+            default = configs["uid drop + seccomp (default, no cgroups)"]
+            timers[VIEWS] = lambda s=default, r=with_views: boxed(s, r)
             results = await measure(timers, args.starts)
             quota_results = await measure(
                 {

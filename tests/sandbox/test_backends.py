@@ -88,6 +88,8 @@ def test_bwrap_boundary_reflects_this_host(bwrap: BwrapSandbox) -> None:
     assert rows["identity"].status is BoundaryStatus.ENFORCED, rows["identity"]
     assert rows["processes"].status is BoundaryStatus.ENFORCED
     assert "seccomp" in rows["processes"].on_this_host
+    # The worktree from its own filesystem, the rest from neutral sources: nothing to warn.
+    assert rows["filesystem"].status is BoundaryStatus.ENFORCED, rows["filesystem"]
     resources = rows["resources"]
     assert "loop ext4" in resources.on_this_host, resources  # the worktree quota (as root)
     if bwrap.cgroups.mode is CgroupMode.NONE or bwrap.cgroups.missing:

@@ -373,3 +373,64 @@ async def test_rollback_does_not_write_through_a_symlink_the_agent_planted(
     assert (restored / "d").is_dir() and not (restored / "d").is_symlink()
     assert (restored / "d" / "f").read_text() == "a\n"
     assert not (restored / "g").is_symlink() and (restored / "g").read_text() == "a\n"
+
+
+PERSONALITY_PROBE = r"""
+import ctypes, errno, json, platform
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+if platform.machine() != "x86_64":
+    print(json.dumps({"skip": platform.machine()})); raise SystemExit
+def persona(value):
+    rc = libc.syscall(135, ctypes.c_ulong(value))
+    return rc if rc >= 0 else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+out = {
+    "query": persona(0xFFFFFFFF),
+    "per_linux": persona(0),
+    "addr_no_randomize": persona(0x0040000),
+    "read_implies_exec": persona(0x0400000),
+    "per_linux32": persona(0x0008),
+    # the kernel takes an unsigned int: high bits must not smuggle a flag past the filter
+    "high_bits_no_randomize": persona((1 << 32) | 0x0040000),
+    "high_bits_zero": persona(1 << 32),
+}
+out["after"] = persona(0xFFFFFFFF)
+print(json.dumps(out))
+"""
+
+
+def test_seccomp_refuses_personality_changes_that_weaken_aslr(tmp_path: Path) -> None:
+    """personality(): only the query (0xffffffff) and PER_LINUX (0) pass; ASLR-off,
+    READ_IMPLIES_EXEC and other personas fail with EPERM, whatever the high bits say."""
+    import shutil
+
+    from synthorg.sandbox.bwrap import BwrapSandbox
+
+    from .helpers import collect, py, request
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    ws = tmp_path / "data" / "worktrees" / "run-a"
+    ws.mkdir(parents=True)
+    lines, ended = asyncio.run(collect(BwrapSandbox(), request(ws, py(PERSONALITY_PROBE))))
+    assert ended.returncode == 0, (lines, ended)
+    report = json.loads(lines[-1])
+    assert "skip" not in report, report
+    assert report["query"] == report["per_linux"] == report["high_bits_zero"] == 0, report
+    assert report["after"] == 0, report  # nothing got through
+    refused = ("addr_no_randomize", "read_implies_exec", "per_linux32", "high_bits_no_randomize")
+    assert {report[k] for k in refused} == {"EPERM"}, report
+
+
+def test_personality_rules_refuse_exactly_the_non_query_non_linux_personas() -> None:
+    import random
+
+    from synthorg.sandbox.seccomp import personality_denials
+
+    rules = personality_denials()
+    rng = random.Random(12)
+    values = [0, 0xFFFFFFFF, 1 << 32, (1 << 64) - 1, 0x0040000, 0x0400000, 8, 0xFFFFFFFE]
+    values += [rng.getrandbits(64) for _ in range(2000)] + [1 << i for i in range(64)]
+    for value in values:
+        refused = any(value & mask == want for mask, want in rules)
+        assert refused == (value & 0xFFFFFFFF not in (0, 0xFFFFFFFF)), hex(value)

@@ -61,6 +61,12 @@ def fork_unshare():
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     if code:
         raise OSError(code, os.strerror(code))
+def persona(value):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.personality.restype = ctypes.c_int
+    if libc.personality(ctypes.c_ulong(value)) == -1:
+        raise OSError(ctypes.get_errno(), "personality")
+    libc.personality(ctypes.c_ulong(0))
 status = dict(l.split(":", 1) for l in read("/proc/self/status").splitlines() if ":" in l)
 ws, tmp = os.statvfs(os.environ["PROBE_WS"]), os.statvfs("/tmp")
 print(json.dumps({
@@ -74,6 +80,7 @@ print(json.dumps({
     "proc_sys_write": refused(lambda: rewrite("/proc/sys/kernel/printk_ratelimit")),
     "seccomp": status.get("Seccomp", "").strip(),
     "unshare_user": refused(fork_unshare),
+    "no_aslr_persona": refused(lambda: persona(0x0040000)),
     "core_limit": list(resource.getrlimit(resource.RLIMIT_CORE)),
     "workspace_bytes": ws.f_blocks * ws.f_frsize,
     "tmp_bytes": tmp.f_blocks * tmp.f_frsize,
@@ -113,9 +120,15 @@ def boundary(
 async def _probe(
     sandbox: SandboxStreamer, workspace: Path, limits: SandboxLimits
 ) -> tuple[dict[str, object], float]:
+    # A state dir and a runtime bind beside the worktree, named like a run's: mountinfo
+    # must name none of them.
+    runtime = workspace.parent / "runtime"
+    runtime.mkdir(exist_ok=True)
     request = SandboxRequest(
         argv=[sandbox.python_inside(), "-I", "-S", "-c", _PROBE],
         workspace=workspace,
+        state_dir=workspace.parent / "state" / _CHECK_ID,
+        runtime_binds=[runtime],
         limits=limits,
         conversation_id=_CHECK_ID,
     )
@@ -150,7 +163,7 @@ def _verdicts(
     leaks = sorted(set(home_entries) - needed)
     processes = seen["processes"]
     visible = f"{seen['cmdline_1']}\n{seen['mountinfo']}"
-    revealed = [s for s in (str(workspace), _CHECK_ID) if s in visible]
+    revealed = [s for s in (str(workspace.parent), _CHECK_ID) if s in visible]
     allowance = limits.disk_bytes
     ws_bytes = seen["workspace_bytes"]
     assert isinstance(ws_bytes, int)
@@ -163,8 +176,10 @@ def _verdicts(
         ("uid", seen["uid"] != 0, f"runs as uid {seen['uid']}"),
         ("/proc/sys", seen["proc_sys_write"] != "allowed",
          f"write to kernel/printk_ratelimit: {seen['proc_sys_write']}"),
-        ("seccomp", seen["seccomp"] == "2" and seen["unshare_user"] != "allowed",
-         f"Seccomp: {seen['seccomp']}; unshare(CLONE_NEWUSER): {seen['unshare_user']}"),
+        ("seccomp", seen["seccomp"] == "2" and "allowed" not in (
+            seen["unshare_user"], seen["no_aslr_persona"]),
+         f"Seccomp: {seen['seccomp']}; unshare(CLONE_NEWUSER): {seen['unshare_user']}; "
+         f"personality(ADDR_NO_RANDOMIZE): {seen['no_aslr_persona']}"),
         ("core files", seen["core_limit"] == [0, 0], f"RLIMIT_CORE {seen['core_limit']}"),
         ("/tmp size", seen["tmp_bytes"] == limits.tmp_bytes, f"{seen['tmp_bytes']} bytes"),
         ("worktree quota", allowance is not None and ws_bytes < allowance + 64 * 1024**2,
@@ -181,12 +196,15 @@ def check(backend: str = BackendOption, allow_local: bool = AllowLocalOption) ->
     decl = sandbox.boundary()
     console.print(escape(render_boundary(decl)))
     limits = SandboxLimits(wall_timeout_s=30, disk_bytes=64 * 1024**2)
-    with tempfile.TemporaryDirectory(prefix="synthorg-sandbox-check-") as tmp:
+    # Disk-backed like a data dir (and beside the views dir), not a RAM /tmp.
+    with tempfile.TemporaryDirectory(prefix="synthorg-sandbox-check-", dir="/var/tmp") as tmp:
+        workspace = Path(tmp) / "worktree"
+        workspace.mkdir()
         try:
-            seen, elapsed = run_async(_probe(sandbox, Path(tmp), limits))
+            seen, elapsed = run_async(_probe(sandbox, workspace, limits))
         except SynthOrgError as exc:
             fail(str(exc), code=1)
-        verdicts = _verdicts(seen, Path(tmp), limits)
+        verdicts = _verdicts(seen, workspace, limits)
     console.print(f"live probe ({elapsed * 1000:.0f} ms):")
     for what, holds, evidence in verdicts:
         mark = "[green]holds[/green]" if holds else "[red]FAILS[/red]"

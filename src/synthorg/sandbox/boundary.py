@@ -13,7 +13,8 @@ E, W, N = BoundaryStatus.ENFORCED, BoundaryStatus.WEAKER, BoundaryStatus.NOT_ENF
 _DECLARED = {
     "filesystem": "read-only /usr, interpreter and runtime binds; read-write worktree "
     "(/workspace) and state dir only; private size-capped /tmp; host home, data dir and keys "
-    "invisible; /proc/sys read-only; no host path or id in /proc/1/cmdline",
+    "invisible; /proc/sys read-only; no host path or id in /proc/1/cmdline, and no path naming "
+    "the data dir, the conversation or the runtime in /proc/self/mountinfo",
     "network": "own network namespace; the only way out is the forwarded gateway and MCP "
     "unix sockets, reached via 127.0.0.1 forwarders; no DNS",
     "processes": "own pid namespace; dies with its parent; pid-1 killed on every exit path; "
@@ -104,8 +105,13 @@ def bwrap_boundary(
     *,
     seccomp: bool,
     quota_unavailable: str | None = None,
+    view_fallbacks: list[str] | None = None,
 ) -> BoundaryDeclaration:
-    """The bwrap backend's table, checked against this host."""
+    """The bwrap backend's table, checked against this host.
+
+    view_fallbacks: what runs so far had to bind from its host path (views.py could not make
+    a neutral source), each said as a warning.
+    """
     version = _bwrap_version(bwrap)
     usable = version.startswith("bubblewrap")
     if not usable:
@@ -121,15 +127,7 @@ def bwrap_boundary(
         ]
         return BoundaryDeclaration(backend="bwrap", rows=rows)
     rows = [
-        BoundaryRow(
-            boundary="filesystem",
-            declared=_DECLARED["filesystem"],
-            on_this_host=f"{version}: mount namespace, --remount-ro /, only listed binds; "
-            "/proc/sys bound read-only; options passed via --args; forwarded sockets bound "
-            "from neutral per-run links",
-            status=W,
-            warning="mountinfo inside shows the host paths of the state dir and runtime binds",
-        ),
+        _filesystem_row(version, quota_unavailable, view_fallbacks or []),
         BoundaryRow(
             boundary="network",
             declared=_DECLARED["network"],
@@ -158,6 +156,24 @@ def bwrap_boundary(
         ),
     ]
     return BoundaryDeclaration(backend="bwrap", rows=rows)
+
+
+def _filesystem_row(
+    version: str, quota_unavailable: str | None, view_fallbacks: list[str]
+) -> BoundaryRow:
+    leaks = list(view_fallbacks)
+    if quota_unavailable is not None:
+        leaks.insert(0, "mountinfo inside shows the worktree's host path (no per-run filesystem)")
+    return BoundaryRow(
+        boundary="filesystem",
+        declared=_DECLARED["filesystem"],
+        on_this_host=f"{version}: mount namespace, --remount-ro /, only listed binds; "
+        "/proc/sys bound read-only; options passed via --args; worktree from its per-run "
+        "filesystem; state dir, runtime and sockets bound at neutral paths from neutral "
+        "sources (renamed state dir, hard-link views, per-run socket links)",
+        status=W if leaks else E,
+        warning="; ".join(leaks) or None,
+    )
 
 
 def local_boundary() -> BoundaryDeclaration:

@@ -13,7 +13,7 @@ import signal
 import sys
 import tempfile
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -46,6 +46,8 @@ from synthorg.sandbox.protocol import (
 from synthorg.sandbox.quota import WorkspaceQuota, unavailable_reason
 from synthorg.sandbox.quota import sweep_stale as sweep_quotas
 from synthorg.sandbox.seccomp import filter_program, program_fd
+from synthorg.sandbox.views import MovedState, link_farm, same_filesystem
+from synthorg.sandbox.views import sweep_stale as sweep_views
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +55,8 @@ WORKSPACE = "/workspace"
 STATE = "/state"
 HOME = "/tmp/home"
 _INSIDE_DIR = "/opt/synthorg"
+RUNTIME_DIR = "/opt/runtime"
+"""Runtime binds appear at /opt/runtime/<index> inside."""
 _SOCKET_DIR = "/run/synthorg"
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _START_TIMEOUT_S = 10.0
@@ -138,6 +142,8 @@ class BwrapSandbox:
             detect_cgroups() if cgroups else CgroupSupport(CgroupMode.NONE, detail="disabled")
         )
         sweep_stale(self._cgroups)
+        sweep_views()
+        self._view_fallbacks: dict[str, str] = {}  # what a run had to bind from its host path
         self._overlay = _prepare_overlay()
         weakref.finalize(self, shutil.rmtree, self._overlay, True)
         self._base_args = self._static_args()
@@ -154,6 +160,7 @@ class BwrapSandbox:
             self.identity,
             seccomp=self.seccomp,
             quota_unavailable=self.quota_unavailable,
+            view_fallbacks=sorted(self._view_fallbacks.values()),
         )
 
     def workspace_path_inside(self, request: SandboxRequest) -> str:
@@ -161,6 +168,14 @@ class BwrapSandbox:
 
     def state_path_inside(self, request: SandboxRequest) -> str | None:
         return STATE if request.state_dir is not None else None
+
+    def runtime_path_inside(self, runtime_binds: Sequence[Path], host: Path) -> str:
+        for index, bind in enumerate(runtime_binds):
+            if host == bind or host.is_relative_to(bind):
+                rel = host.relative_to(bind)
+                inside = f"{RUNTIME_DIR}/{index}"
+                return inside if rel == Path() else f"{inside}/{rel}"
+        raise ValueError(f"{host} is under none of the runtime binds {list(runtime_binds)}")
 
     def python_inside(self) -> str:
         return host_python()
@@ -214,14 +229,16 @@ class BwrapSandbox:
         ]
 
     def build_args(
-        self, request: SandboxRequest, links: Path | None = None
+        self, request: SandboxRequest, links: Path | None = None, views: _Views | None = None
     ) -> tuple[list[str], list[str]]:
         """The bwrap options (without fds) and the argv run inside, for a request.
 
         Hands the worktree and state dir to the sandbox user. With links (a fresh per-run
-        dir), forwarded sockets are bound from hard links there, so the bind sources that
+        dir), forwarded sockets are bound from hard links there, and with views the state dir
+        and runtime binds from neutral sources (views.py), so the bind sources that
         /proc/self/mountinfo shows inside carry no host path or id.
         """
+        views = views or _Views()
         args = [self._bwrap, *self._base_args]
         size = request.limits.tmp_bytes
         args += ["--size", str(size), "--perms", "1777", "--tmpfs", "/tmp"]
@@ -232,14 +249,23 @@ class BwrapSandbox:
                 raise SandboxStartError(f"read-only bind {bind} does not exist on this host")
             grant_read(bind, self.identity)
             args += [*_traversable_parents(bind, made), "--ro-bind", str(bind), str(bind)]
+        if request.runtime_binds:
+            args += ["--perms", "0755", "--dir", RUNTIME_DIR]
+        for index, bind in enumerate(request.runtime_binds):
+            source = views.runtime.get(bind, bind)
+            if not source.is_dir():
+                raise SandboxStartError(f"runtime bind {bind} is not a directory on this host")
+            grant_read(source, self.identity)
+            args += ["--ro-bind", str(source), f"{RUNTIME_DIR}/{index}"]
         if not request.workspace.is_dir():
             raise SandboxStartError(f"workspace {request.workspace} is not a directory")
         grant_tree(request.workspace, self.identity, keep_top=True)
         args += ["--bind", str(request.workspace), WORKSPACE]
         if request.state_dir is not None:
-            request.state_dir.mkdir(parents=True, exist_ok=True)
-            grant_tree(request.state_dir, self.identity, keep_top=False)
-            args += ["--bind", str(request.state_dir), STATE]
+            state = views.state or request.state_dir
+            state.mkdir(parents=True, exist_ok=True)
+            grant_tree(state, self.identity, keep_top=False)
+            args += ["--bind", str(state), STATE]
         forwards: list[str] = []
         for ep in request.endpoints:
             if not ep.host_socket.exists():
@@ -288,7 +314,8 @@ class BwrapSandbox:
                 control.quota = await asyncio.to_thread(
                     WorkspaceQuota.mount, request.workspace, allowance
                 )
-            args, argv = self.build_args(request, control.links)
+            views = await asyncio.to_thread(self._views, request, control)
+            args, argv = self.build_args(request, control.links, views)
         except BaseException:
             control.cleanup()
             raise
@@ -348,6 +375,35 @@ class BwrapSandbox:
                 os.close(block_w)
         log.debug("sandbox.started", conversation_id=request.conversation_id, pid=proc.pid)
         return process
+
+    def _views(self, request: SandboxRequest, control: _BwrapControl) -> _Views:
+        """Neutral sources for the state dir and runtime binds (views.py); where one cannot
+        be made, the host path is bound and the boundary says so from then on."""
+        views = _Views()
+        for bind in request.runtime_binds:
+            try:
+                views.runtime[bind] = link_farm(bind)
+            except OSError as exc:
+                self._fallback("a runtime bind", "no hard-link view could be made", exc)
+        state = request.state_dir
+        if state is not None:
+            state.mkdir(parents=True, exist_ok=True)
+            if not same_filesystem(state):
+                self._fallback("the state dir", "it is on another filesystem than the view dir")
+            else:
+                try:
+                    control.state = MovedState.move(state)
+                    views.state = control.state.path
+                except OSError as exc:
+                    self._fallback("the state dir", "it could not be moved to the view dir", exc)
+        return views
+
+    def _fallback(self, what: str, reason: str, error: OSError | None = None) -> None:
+        # The boundary's text names no host path (it may reach a run's log); the log does.
+        warning = f"mountinfo inside shows the host path of {what} ({reason})"
+        if what not in self._view_fallbacks:
+            log.warning("sandbox.view_fallback", warning=warning, error=str(error or ""))
+        self._view_fallbacks[what] = warning
 
     def _make_cgroup(self, request: SandboxRequest) -> RunCgroup | None:
         if self._cgroups.mode is CgroupMode.NONE:
@@ -437,6 +493,14 @@ def _apply_rlimits(pid: int, limits: SandboxLimits, missing: list[str] | None) -
         resource.prlimit(pid, resource.RLIMIT_CPU, (s, s + 1))
 
 
+class _Views:
+    """Per run: the neutral source of each runtime bind, and where the state dir moved."""
+
+    def __init__(self) -> None:
+        self.runtime: dict[Path, Path] = {}
+        self.state: Path | None = None
+
+
 class _BwrapControl:
     """Kill via pid-1's pidfd (the kernel then kills the namespace); cgroups as the net."""
 
@@ -445,6 +509,7 @@ class _BwrapControl:
         self.pidfd: int | None = None
         self.links: Path | None = None
         self.quota: WorkspaceQuota | None = None
+        self.state: MovedState | None = None
 
     def kill(self) -> None:
         if self.pidfd is not None:
@@ -469,6 +534,12 @@ class _BwrapControl:
         if self.cgroup is not None and not self.cgroup.remove_now():
             log.warning("sandbox.cgroup_leftover", dirs=[str(d) for d in self.cgroup.dirs.values()])
         self.cgroup = None
+        if self.state is not None:
+            state, self.state = self.state, None
+            try:  # back before anyone (a resume, the host) looks for it
+                state.restore()
+            except OSError as exc:
+                log.error("sandbox.state_restore_failed", dir=str(state.dir), error=str(exc))
         if self.quota is not None:
             quota, self.quota = self.quota, None
             try:  # blocking on purpose: the worktree must be whole before the gate runs

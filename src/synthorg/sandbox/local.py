@@ -8,7 +8,7 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -55,6 +55,9 @@ class LocalSandbox:
 
     def state_path_inside(self, request: SandboxRequest) -> str | None:
         return None if request.state_dir is None else str(request.state_dir)
+
+    def runtime_path_inside(self, runtime_binds: Sequence[Path], host: Path) -> str:
+        return str(host)
 
     def python_inside(self) -> str:
         return host_python()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from enum import StrEnum
 from pathlib import Path
@@ -92,6 +92,11 @@ class SandboxRequest(BaseModel):
     read_only_binds: list[Path] = Field(
         default_factory=list, description="Host paths bound read-only at the same path inside."
     )
+    runtime_binds: list[Path] = Field(
+        default_factory=list,
+        description="Host dirs shown read-only at a neutral path inside (runtime_path_inside); "
+        "neither that path nor the mount's source names the host location.",
+    )
     env: dict[str, str] = Field(
         default_factory=dict, description="The only environment inside besides PATH/HOME/LANG."
     )
@@ -120,7 +125,7 @@ class SandboxRequest(BaseModel):
                 raise ValueError(f"environment variable {key!r} has an invalid name or value")
         return value
 
-    @field_validator("read_only_binds")
+    @field_validator("read_only_binds", "runtime_binds")
     @classmethod
     def _absolute_binds(cls, value: list[Path]) -> list[Path]:
         for path in value:
@@ -247,6 +252,10 @@ class SandboxStreamer(Protocol):
 
     def state_path_inside(self, request: SandboxRequest) -> str | None:
         """Where the request's state dir appears inside (None without one)."""
+        ...
+
+    def runtime_path_inside(self, runtime_binds: Sequence[Path], host: Path) -> str:
+        """Where host (one of a request's runtime_binds, or a path under one) appears inside."""
         ...
 
     def python_inside(self) -> str:

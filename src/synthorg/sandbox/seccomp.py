@@ -8,7 +8,8 @@ loads, so nothing architecture-specific lives in this repository.
 The deny list follows Docker's default profile: syscalls that reconfigure the kernel or
 other namespaces, reach other processes' memory, or open kernel attack surface a coding
 agent never needs. Denied calls fail with EPERM (ENOSYS for clone3, so libc falls back to
-clone, whose namespace flags are then checked).
+clone, whose namespace flags are then checked). personality() may only query or set
+PER_LINUX (see PERSONALITY_ALLOWED).
 """
 
 from __future__ import annotations
@@ -51,6 +52,21 @@ NAMESPACE_FLAGS = {
 }
 
 
+PERSONALITY_ALLOWED = (0x00000000, 0xFFFFFFFF)
+"""personality(): only PER_LINUX and the query pass (stricter than Docker's list): a persona
+with ADDR_NO_RANDOMIZE or READ_IMPLIES_EXEC would weaken ASLR and NX for what it runs."""
+
+
+def personality_denials() -> list[tuple[int, int]]:
+    """(mask, value) pairs, any of which refuses a personality() call.
+
+    The kernel reads only the low 32 bits (an unsigned int), so the high ones must not
+    decide. A filter rule may test an argument once, so "low 32 bits neither all 0 nor all
+    1" is said as "two adjacent low bits differ": 62 masked-equal rules, one per pair.
+    """
+    return [(0b11 << i, v << i) for i in range(31) for v in (0b01, 0b10)]
+
+
 @functools.cache
 def filter_program() -> bytes:
     """The compiled BPF program (cached: compiling costs ~1 ms, loading it is per start)."""
@@ -71,6 +87,8 @@ def filter_program() -> bytes:
         flt.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     # clone3 passes its flags in memory a filter cannot read: make libc fall back to clone.
     flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    for mask, value in personality_denials():
+        flt.add_rule(eperm, "personality", sc.Arg(0, sc.MASKED_EQ, mask, value))
     with tempfile.TemporaryFile() as out:
         flt.export_bpf(out)
         out.seek(0)

@@ -60,15 +60,17 @@ def launch_for(
         endpoints.append(_endpoint("mcp", ctx.mcp_endpoints.uds, MCP_PORT))
     state = state_dir(ctx.settings.home, setup.record.id)
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # The venv and the entrypoint's dir appear at neutral paths (mountinfo inside names no
+    # runtime location); the venv's python is a symlink to its base interpreter, which stays
+    # at its host path.
+    binds = [runtime.venv_path, runtime.entrypoint.parent]
+    inside = ctx.sandbox.runtime_path_inside
     return ContainerLaunch(
-        argv=[str(runtime.python), str(runtime.entrypoint)],
+        argv=[inside(binds, runtime.python), inside(binds, runtime.entrypoint)],
         workspace=setup.workspace.path,
         state_dir=state,
-        read_only_binds=[
-            runtime.venv_path,
-            runtime.interpreter_prefix,
-            runtime.entrypoint.parent,
-        ],
+        read_only_binds=[runtime.interpreter_prefix],
+        runtime_binds=binds,
         endpoints=endpoints,
         limits=ctx.sandbox_settings.limits,
     )

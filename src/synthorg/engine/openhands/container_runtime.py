@@ -67,7 +67,10 @@ class ContainerLaunch:
     state_dir: Path
     """The host persistence dir of this conversation (bound read-write, outside the worktree)."""
     read_only_binds: Sequence[Path] = ()
-    """The runtime venv, its base interpreter, the entrypoint's directory."""
+    """Bound at their host path: the runtime venv's base interpreter."""
+    runtime_binds: Sequence[Path] = ()
+    """Shown at neutral paths (the sandbox's runtime_path_inside): the venv, the entrypoint's
+    directory."""
     endpoints: Sequence[ForwardedEndpoint] = ()
     """The gateway and MCP sockets forwarded to 127.0.0.1 ports inside."""
     limits: SandboxLimits = field(default_factory=SandboxLimits)
@@ -93,6 +96,7 @@ class ContainerRuntime:
             workspace=launch.workspace,
             state_dir=launch.state_dir,
             read_only_binds=list(launch.read_only_binds),
+            runtime_binds=list(launch.runtime_binds),
             env={"PYTHONDONTWRITEBYTECODE": "1", **launch.env},
             endpoints=list(launch.endpoints),
             # Waiting for a person is not idleness: the loop applies its own idle limit.

@@ -1,0 +1,226 @@
+"""Neutral bind sources: what /proc/self/mountinfo shows inside names no host location.
+
+For a bind mount, mountinfo shows the mount point inside *and* the source's path from the
+root of its filesystem. Choosing neutral mount points is not enough: the source path must be
+neutral too. Two ways, neither needing root nor a mount on the host:
+
+- Read-only trees (the runtime venv, the entrypoint's directory) are shown from a hard-link
+  farm: a copy of the directory tree whose files are hard links to the originals (no data
+  copied), under ``<view root>/ro/<digest>`` where the digest hides the source path. A farm
+  is made once per source and reused by every later run and process, so start stays cheap
+  (the 38k-file runtime venv costs a few seconds once, then nothing). A farm whose source is
+  gone is deleted by the next backend start.
+- A read-write state dir is renamed for the run to ``<view root>/run/<random>/state`` and
+  renamed back when the run ends (a rename is atomic and copies nothing); a host-only record
+  lets the next backend start put back the state of a run whose host died.
+
+Both need the view root on the source's filesystem (hard links and renames do not cross
+filesystems); when it is not, the caller binds the host path and says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+ROOT_ENV = "SYNTHORG_SANDBOX_VIEW_DIR"
+_SOURCE = "source.json"
+_RECORD = "record.json"
+_LINK_TIMEOUT_S = 600.0
+_ABANDONED_S = 3600.0  # a farm still being made after an hour was left by a dead process
+
+
+def view_root() -> Path:
+    """Host-only dir for farms and moved state (disk-backed, beside most data dirs)."""
+    override = os.environ.get(ROOT_ENV)
+    return Path(override) if override else Path(f"/var/tmp/synthorg-views-{os.geteuid()}")
+
+
+def _ensure(root: Path) -> Path:
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(root, 0o700)  # host-only: the sandbox never sees this path
+    return root
+
+
+def same_filesystem(path: Path, root: Path | None = None) -> bool:
+    """Whether path can be linked or renamed into the view root."""
+    try:
+        return os.stat(path).st_dev == os.stat(_ensure(root or view_root())).st_dev
+    except OSError:
+        return False
+
+
+def link_farm(source: Path, root: Path | None = None) -> Path:
+    """A read-only view of source's tree made of hard links, made once and reused.
+
+    Keyed by the source's path, inode and mtime (a rebuilt dir gets a new farm). Raises
+    OSError when the farm cannot be made (another filesystem, say).
+    """
+    base = _ensure((root or view_root()) / "ro")
+    source = source.resolve()
+    st = os.stat(source)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(f"{source} is not a directory")
+    key = f"{source}\0{st.st_ino}\0{st.st_mtime_ns}"
+    final = base / hashlib.sha256(key.encode()).hexdigest()[:24]
+    if (final / "tree").is_dir():
+        return final / "tree"
+    tmp = base / f".making-{secrets.token_hex(8)}"
+    tmp.mkdir(mode=0o700)
+    try:
+        (tmp / _SOURCE).write_text(json.dumps({"source": str(source)}))
+        _link_tree(source, tmp / "tree")
+        try:
+            tmp.rename(final)
+        except OSError:  # another process made it meanwhile
+            if not (final / "tree").is_dir():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final / "tree"
+
+
+def _link_tree(source: Path, dest: Path) -> None:
+    """Mirror source's directories, hard-link its files, copy its symlinks (never follows).
+
+    GNU ``cp -a -l``: the tool that does exactly this, about twice as fast as a Python walk
+    (the 38k-file runtime venv: 8 s vs 14 s on a loaded host; once per runtime).
+    """
+    try:
+        done = subprocess.run(
+            ["cp", "-a", "-l", "--", str(source), str(dest)],
+            capture_output=True,
+            text=True,
+            timeout=_LINK_TIMEOUT_S,
+        )
+    except subprocess.SubprocessError as exc:
+        raise OSError(f"cp -a -l {source} failed: {exc}") from exc
+    if done.returncode != 0:
+        raise OSError(f"cp -a -l {source} failed: {done.stderr.strip()[-300:]}")
+
+
+class MovedState:
+    """A state dir renamed to a neutral path for one run; ``restore`` puts it back.
+
+    The run's dir holds a lock (``flock``) for the run's whole life: the kernel drops it when
+    the owner dies, so a sweeper that gets it knows the state is stranded (no pid reuse to
+    fool it), and two sweepers never restore the same dir at once.
+    """
+
+    def __init__(self, dir: Path, origin: Path, lock_fd: int | None = None) -> None:
+        self.dir = dir
+        self.origin = origin
+        self.path = dir / "state"
+        self._lock_fd = lock_fd
+
+    @classmethod
+    def move(cls, origin: Path, root: Path | None = None) -> MovedState:
+        """Rename origin to ``<view root>/run/<random>/state`` (OSError across filesystems)."""
+        base = _ensure((root or view_root()) / "run")
+        token = secrets.token_hex(12)
+        making = base / f".new-{token}"  # sweepers skip it until it is locked and recorded
+        making.mkdir(mode=0o700)
+        fd = _lock(making, blocking=True)
+        moved = cls(base / token, origin, fd)
+        try:
+            (making / _RECORD).write_text(json.dumps({"origin": str(origin)}))
+            making.rename(moved.dir)
+            os.rename(origin, moved.path)
+        except BaseException:
+            shutil.rmtree(making, ignore_errors=True)
+            shutil.rmtree(moved.dir, ignore_errors=True)
+            moved._unlock()
+            raise
+        return moved
+
+    def restore(self) -> None:
+        """Rename the state back; never overwrites a dir that appeared at origin meanwhile."""
+        try:
+            if self.path.exists():
+                target = self.origin
+                if target.exists():
+                    target = target.with_name(f"{target.name}.recovered-{self.dir.name}")
+                    log.error(
+                        "sandbox.state_restore_conflict", origin=str(self.origin), to=str(target)
+                    )
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(self.path, target)
+            shutil.rmtree(self.dir, ignore_errors=True)
+        finally:
+            self._unlock()
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+def _lock(dir: Path, *, blocking: bool) -> int | None:
+    """An exclusive lock on dir's lock file: its fd, or None when another process holds it."""
+    fd = os.open(dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def sweep_stale(root: Path | None = None) -> None:
+    """Put back state dirs of runs whose host died; delete farms whose source is gone."""
+    base = root or view_root()
+    with contextlib.suppress(OSError):
+        for entry in (base / "run").iterdir():
+            try:
+                _sweep_run(entry)
+            except OSError as exc:  # released by its owner meanwhile, most likely
+                log.debug("sandbox.state_sweep_skipped", dir=str(entry), error=str(exc))
+    with contextlib.suppress(OSError):
+        for entry in (base / "ro").iterdir():
+            if entry.name.startswith(".making-"):
+                if time.time() - entry.stat().st_mtime > _ABANDONED_S:  # its maker died
+                    shutil.rmtree(entry, ignore_errors=True)
+                continue
+            try:
+                source = Path(json.loads((entry / _SOURCE).read_text())["source"])
+            except (OSError, ValueError, KeyError):
+                continue
+            if not source.exists():
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+def _sweep_run(entry: Path) -> None:
+    """Restore one run dir if its owner is dead (its lock is free)."""
+    if entry.name.startswith(".new-") and time.time() - entry.stat().st_mtime < _ABANDONED_S:
+        return  # being made right now, most likely
+    fd = _lock(entry, blocking=False)
+    if fd is None:
+        return  # a live run (or another sweeper) holds it
+    try:
+        origin = Path(json.loads((entry / _RECORD).read_text())["origin"])
+    except (OSError, ValueError, KeyError):
+        os.close(fd)
+        if entry.name.startswith(".new-"):
+            shutil.rmtree(entry, ignore_errors=True)  # its maker died before moving anything
+        return
+    try:
+        MovedState(entry, origin, fd).restore()
+    except OSError as exc:
+        log.warning("sandbox.state_sweep_failed", dir=str(entry), error=str(exc))
