@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from synthorg.sandbox.quota import sweep_stale, unavailable_reason
+from synthorg.sandbox.quota import WorkspaceQuota, sweep_stale, unavailable_reason
 
 FILES = 1500
 DIRS = 30
@@ -95,3 +95,26 @@ def _sweep_concurrently(worktree: Path, root: Path) -> None:
     assert len(list(worktree.glob("new*/*.txt"))) == FILES // DIRS * DIRS
     assert sum(released) == 1, released
     assert list(root.iterdir()) == []
+
+
+def test_sandboxes_of_one_process_share_the_worktree_quota(tmp_path: Path) -> None:
+    """Two sandboxes on one worktree: one mount, released by the last (none stacked, none left)."""
+    worktree, root = tmp_path / "wt", tmp_path / "quota"
+    worktree.mkdir()
+    (worktree / "a.txt").write_text("a\n")
+    first = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+    second = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+    try:
+        assert second is first
+        assert sum(1 for line in Path("/proc/self/mountinfo").read_text().splitlines()
+                   if f" {worktree} " in line) == 1  # fmt: skip
+        (worktree / "b.txt").write_text("b\n")
+        first.release()
+        assert worktree.is_mount(), "the other sandbox still works on it"
+        second.release()
+        assert not worktree.is_mount()
+        assert (worktree / "b.txt").read_text() == "b\n"
+        assert list(root.iterdir()) == []
+    finally:
+        while worktree.is_mount():
+            subprocess.run(["umount", "-l", str(worktree)], check=False)

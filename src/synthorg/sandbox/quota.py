@@ -30,6 +30,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import structlog
@@ -94,10 +95,28 @@ class WorkspaceQuota:
         self.mnt = dir / "mnt"
         self.size = 0
         self._lock_fd: int | None = None
+        self.users = 1  # sandboxes of this process sharing it (see mount)
 
     @classmethod
     def mount(cls, worktree: Path, allowance: int, root: Path | None = None) -> WorkspaceQuota:
-        """Copy worktree onto a new image of its size plus allowance and mount it over it."""
+        """The quota over worktree: a new image of its size plus allowance, mounted over it.
+
+        Sandboxes of one process on the same worktree share one quota (the first one's
+        allowance), released by the last: a second image stacked over the first would be
+        unmounted out of order and leak mounts.
+        """
+        key = worktree.resolve()
+        with _path_lock(key):
+            held = _HELD.get(key)
+            if held is not None:
+                held.users += 1
+                return held
+            quota = cls._mount_new(key, allowance, root)
+            _HELD[key] = quota
+            return quota
+
+    @classmethod
+    def _mount_new(cls, worktree: Path, allowance: int, root: Path | None) -> WorkspaceQuota:
         base = root or quota_root()
         base.mkdir(mode=0o700, parents=True, exist_ok=True)
         quota = cls(base / secrets.token_hex(8), worktree.resolve())
@@ -138,6 +157,12 @@ class WorkspaceQuota:
         Idempotent; a failure to copy back keeps the image and its record for the next sweep.
         The caller holds this quota's lock (its owner, or a sweeper).
         """
+        with _path_lock(self.worktree):
+            self.users -= 1
+            if self.users > 0:
+                return  # another sandbox of this process still works on it
+            if _HELD.get(self.worktree) is self:
+                del _HELD[self.worktree]
         try:
             self._release()
         finally:
@@ -155,6 +180,16 @@ class WorkspaceQuota:
                 _run("rsync", "-a", "--delete", "--chmod=ug-s", f"{self.mnt}/", f"{self.worktree}/")
             _run("umount", str(self.mnt))
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_HELD: dict[Path, WorkspaceQuota] = {}
+_PATH_LOCKS: dict[Path, threading.RLock] = {}
+_PATH_LOCKS_GUARD = threading.Lock()
+
+
+def _path_lock(worktree: Path) -> threading.RLock:
+    with _PATH_LOCKS_GUARD:
+        return _PATH_LOCKS.setdefault(worktree, threading.RLock())
 
 
 def _mounted_from(path: Path, source: Path) -> bool:
