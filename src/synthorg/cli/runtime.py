@@ -45,10 +45,23 @@ def build(
         )
     except SynthOrgError as exc:
         fail(str(exc), code=1)
+    _prepare_view(runtime.venv_path)
     console.print(
         f"[green]ready[/] {name.value} runtime {runtime.lock_hash} in "
         f"{time.monotonic() - started:.1f} s: {runtime.python}"
     )
+
+
+def _prepare_view(venv: Path) -> None:
+    """Make the sandbox's hard-link view of the venv now (seconds, once), not in the first
+    run (sandbox/views.py: what keeps the runtime's host path out of mountinfo inside)."""
+    from synthorg.sandbox.views import link_farm
+
+    try:
+        link_farm(venv)
+    except OSError as exc:
+        console.print(f"[yellow]no neutral view of the runtime[/] ({escape(str(exc))}); "
+                      "runs will bind its host path")  # fmt: skip
 
 
 @app.command()

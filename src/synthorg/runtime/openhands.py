@@ -224,19 +224,7 @@ def build_runtime(
     on_output(f"OpenHands runtime {digest} built at {final} in {marker['build_seconds']} s")
     built = _runtime_from_dir(final, digest)
     assert built is not None
-    _prepare_view(final, on_output)
     return built
-
-
-def _prepare_view(venv: Path, on_output: OutputCallback) -> None:
-    """Make the sandbox's hard-link view of the venv now (seconds, once), not in the first
-    run (sandbox/views.py: what keeps the runtime's host path out of mountinfo inside)."""
-    from synthorg.sandbox.views import link_farm
-
-    try:
-        link_farm(venv)
-    except OSError as exc:
-        on_output(f"no neutral view of the runtime ({exc}); runs will bind its host path")
 
 
 def _check_version(python: Path) -> None:

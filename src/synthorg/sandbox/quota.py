@@ -24,7 +24,6 @@ The kernel drops a dead owner's lock, so the lock is also the liveness test.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -36,6 +35,7 @@ from pathlib import Path
 import structlog
 
 from synthorg.sandbox.errors import SandboxStartError
+from synthorg.sandbox.hostlock import lock_dir
 
 log = structlog.get_logger(__name__)
 
@@ -121,7 +121,7 @@ class WorkspaceQuota:
         base.mkdir(mode=0o700, parents=True, exist_ok=True)
         quota = cls(base / secrets.token_hex(8), worktree.resolve())
         quota.dir.mkdir(mode=0o700)
-        quota._lock_fd = _lock(quota.dir, blocking=True)  # ours until release
+        quota._lock_fd = lock_dir(quota.dir, blocking=True)  # ours until release
         quota._record()
         try:
             quota._make(allowance)
@@ -200,31 +200,17 @@ def _mounted_from(path: Path, source: Path) -> bool:
         return False
 
 
-def _lock(dir: Path, *, blocking: bool) -> int | None:
-    """An exclusive lock on dir's lock file: its fd, or None when another holds it."""
-    fd = os.open(dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def _claim_stale(entry: Path) -> tuple[int, Path] | None:
     """Lock a dead owner's quota for release: (lock fd, worktree), or None to leave it be."""
     try:
-        fd = _lock(entry, blocking=False)
+        fd = lock_dir(entry, blocking=False)
         if fd is None:
             # Held: by a live owner (leave it), or by another sweeper (wait until it is done,
             # so this process never mounts over a tree that is still being copied back).
             pid = int(json.loads((entry / "record.json").read_text())["pid"])
             if _alive(pid):
                 return None
-            fd = _lock(entry, blocking=True)
+            fd = lock_dir(entry, blocking=True)
         assert fd is not None
     except (OSError, ValueError, KeyError):
         return None

@@ -21,7 +21,6 @@ filesystems); when it is not, the caller binds the host path and says so.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -33,6 +32,8 @@ import time
 from pathlib import Path
 
 import structlog
+
+from synthorg.sandbox.hostlock import lock_dir
 
 log = structlog.get_logger(__name__)
 
@@ -134,7 +135,7 @@ class MovedState:
         token = secrets.token_hex(12)
         making = base / f".new-{token}"  # sweepers skip it until it is locked and recorded
         making.mkdir(mode=0o700)
-        fd = _lock(making, blocking=True)
+        fd = lock_dir(making, blocking=True)
         moved = cls(base / token, origin, fd)
         try:
             (making / _RECORD).write_text(json.dumps({"origin": str(origin)}))
@@ -169,20 +170,6 @@ class MovedState:
             self._lock_fd = None
 
 
-def _lock(dir: Path, *, blocking: bool) -> int | None:
-    """An exclusive lock on dir's lock file: its fd, or None when another process holds it."""
-    fd = os.open(dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def sweep_stale(root: Path | None = None) -> None:
     """Put back state dirs of runs whose host died; delete farms whose source is gone."""
     base = root or view_root()
@@ -210,7 +197,7 @@ def _sweep_run(entry: Path) -> None:
     """Restore one run dir if its owner is dead (its lock is free)."""
     if entry.name.startswith(".new-") and time.time() - entry.stat().st_mtime < _ABANDONED_S:
         return  # being made right now, most likely
-    fd = _lock(entry, blocking=False)
+    fd = lock_dir(entry, blocking=False)
     if fd is None:
         return  # a live run (or another sweeper) holds it
     try:
