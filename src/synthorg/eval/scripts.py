@@ -67,20 +67,24 @@ def _next_action(work: list[Step], task: str) -> ScriptedTurn | None:
     if named is None:
         return None
     path = named.group(1)
-    tests = [s for s in work if s.name == "terminal" and s.result is not None]
+    # A step the host reports with its effect unknown (the run was killed mid-step) says
+    # nothing: tests are run again, a file is read again.
+    tests = [s for s in work if s.name == "terminal" and exit_code(s.result) is not None]
+    views = [s for s in work if s.arguments.get("command") == "view"]
     edits = [s for s in work if s.arguments.get("command") == "str_replace"]
-    if not tests:
+    last = work[-1] if work else None
+    if not tests or (last is not None and last.name == "terminal" and last is not tests[-1]):
         return ScriptedTurn.call("terminal", "Running the tests.", command=TEST_COMMAND)
     if exit_code(tests[-1].result) == 0:
         return None
-    last = work[-1]
+    read = ScriptedTurn.call("file_editor", "Reading it.", command="view", path=path)
     if last is tests[-1]:
         # Failing tests: read the file, or read it again once after a fix that did not take
-        # (a run killed mid-edit resumes with that edit's effect reported unknown).
-        if len(edits) >= _FIX_ATTEMPTS:
-            return None
-        return ScriptedTurn.call("file_editor", "Reading it.", command="view", path=path)
-    if last.arguments.get("command") == "view":
+        # (a run killed mid-edit resumes with that edit's effect unknown).
+        return None if len(edits) >= _FIX_ATTEMPTS else read
+    if views and last is views[-1]:
+        if "\t" not in (last.result or ""):  # no numbered listing came back
+            return read if len(views) <= _FIX_ATTEMPTS else None
         fix = find_fix(last.result or "", tests[-1].result or "")
         if fix is None or (edits and fix != _edit_of(edits[-1])):
             return None  # no wrong operator left, or one the earlier fix did not aim at
