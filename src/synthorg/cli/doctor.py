@@ -180,7 +180,7 @@ def check_openhands_runtime(settings: Settings) -> list[CheckResult]:
             "openhands runtime",
             Level.WARN,
             f"not built (lock {status.lock_hash}); the openhands loop is unavailable",
-            "uv run synthorg runtime build openhands",
+            "synthorg runtime build openhands",
         )
     ]
 
