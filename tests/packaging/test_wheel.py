@@ -47,6 +47,7 @@ def test_wheel_metadata_names_licence_urls_extras_and_entry_point(installed: Ins
     assert "synthorg = synthorg.cli.app:main" in entry_points
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "synthorg/py.typed" in names
+    assert "synthorg/templates/synthorg.toml" in names  # `synthorg init` renders it
     for required in REQUIRED:  # the OpenHands runtime's lockfile and entrypoint
         assert f"synthorg/runtime/openhands_files/{required}" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
@@ -94,8 +95,21 @@ def test_installed_doctor_and_demo_run(installed: Installed) -> None:
     )
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "store" in doctor.stdout and "bubblewrap" in doctor.stdout
+    repo = installed.workdir / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    init = subprocess.run(
+        [str(installed.synthorg), "init", "--no-check", str(repo)],
+        cwd=installed.workdir,
+        env=installed.env(home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert init.returncode == 0, init.stdout + init.stderr
+    config = repo / "synthorg.toml"
     demo = subprocess.run(
-        [str(installed.synthorg), "demo"],
+        [str(installed.synthorg), "demo", "--config", str(config)],
         cwd=installed.workdir,
         env=installed.env(home),
         capture_output=True,
