@@ -47,7 +47,7 @@ def test_wheel_metadata_names_licence_urls_extras_and_entry_point(installed: Ins
     assert "synthorg = synthorg.cli.app:main" in entry_points
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "synthorg/py.typed" in names
-    assert "synthorg/templates/synthorg.toml" in names  # `synthorg init` renders it
+    assert "synthorg/cli/templates/synthorg.toml" in names  # `synthorg init` renders it
     for required in REQUIRED:  # the OpenHands runtime's lockfile and entrypoint
         assert f"synthorg/runtime/openhands_files/{required}" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]

@@ -32,7 +32,7 @@ def project_id_for(repository: Path) -> str:
 
 def render_config(repository: Path) -> str:
     """The commented config for ``repository`` (an absolute path), from the packaged template."""
-    template = resources.files("synthorg.templates").joinpath(CONFIG_NAME).read_text()
+    template = resources.files("synthorg.cli").joinpath("templates", CONFIG_NAME).read_text()
     # A JSON string is a valid TOML basic string for any text; paths that are not UTF-8
     # (surrogate escapes) cannot be written in TOML at all.
     path = str(repository)
