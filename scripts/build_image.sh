@@ -57,7 +57,7 @@ CFG
       -cf - python3.12 | tar -C "$rootfs/usr/local/lib" -xf -
     for name in python3 python; do ln -sf python3.12 "$rootfs/usr/local/bin/$name"; done
     chroot "$rootfs" /sbin/ldconfig
-    chroot "$rootfs" /usr/local/bin/python3 -m ensurepip --default-pip >/dev/null
+    PIP_ROOT_USER_ACTION=ignore chroot "$rootfs" /usr/local/bin/python3 -m ensurepip --default-pip >/dev/null
     # Bytecode for the standard library: the image's user cannot write it, so without it every
     # start would compile the imports again.
     chroot "$rootfs" /usr/local/bin/python3 -m compileall -q -j 0 /usr/local/lib/python3.12 >/dev/null || true
