@@ -85,4 +85,6 @@ log "building $tag from deploy/Containerfile on $base"
 "${buildah[@]}" bud --isolation chroot --format docker --layers=false "${ca_bind[@]}" \
   --build-arg BASE="$base" --build-arg WITH_OPENHANDS="${WITH_OPENHANDS:-0}" \
   -f deploy/Containerfile -t "$tag" . >"$work/bud.log" 2>&1 || { tail -40 "$work/bud.log"; exit 1; }
+# The previous build of the same tag is now dangling: drop it, or vfs storage grows every run.
+"${buildah[@]}" rmi --prune >/dev/null 2>&1 || true
 log "built $tag"
