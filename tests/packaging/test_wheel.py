@@ -171,3 +171,26 @@ def test_installed_serve_answers_ready_and_stops_on_sigterm(installed: Installed
     # uvicorn re-raises SIGTERM after its graceful shutdown: exit by the signal, shutdown logged.
     assert process.returncode in (0, -signal.SIGTERM), stderr
     assert "SERVER_SHUTDOWN" in stderr
+
+
+def test_plain_install_has_no_psycopg_and_a_postgres_url_names_the_extra(
+    installed: Installed,
+) -> None:
+    home = installed.workdir / "home-pg"
+    env = {
+        **installed.env(home),
+        "SYNTHORG__STORE__URL": "postgresql://synthorg@127.0.0.1/x",
+        "COLUMNS": "500",  # one table row per check: the message is not wrapped
+    }
+    doctor = subprocess.run(
+        [str(installed.synthorg), "doctor"],
+        cwd=installed.workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    store = next(line for line in doctor.stdout.splitlines() if "│ store " in line)
+    assert "FAIL" in store and "pip install 'synthorg[postgres]'" in store, store
