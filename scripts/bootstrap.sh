@@ -52,6 +52,17 @@ if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; the
     for _ in $(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.5; done
   fi
 fi
+if [ "${1:-}" = "--tests" ] && [ "$(id -u)" = 0 ]; then
+  # The image test (tests/packaging/test_image.py) builds with buildah on a debootstrapped base.
+  img_need=()
+  command -v buildah >/dev/null || img_need+=(buildah)
+  command -v debootstrap >/dev/null || img_need+=(debootstrap)
+  if [ ${#img_need[@]} -gt 0 ]; then
+    log "installing ${img_need[*]} for the image test"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${img_need[@]}" >/dev/null
+  fi
+fi
 if [ "${1:-}" = "--tests" ]; then
   # The OpenHands runtime the test suite drives, built here rather than inside a test's
   # timeout: about a minute cold with uv's cache, a second when the lock is unchanged.

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("synthorg.cli.demo:demo", "Fix a failing test in a sample repo, end to end."),
     "eval": ("synthorg.cli.eval:app", "A/B loops over a task suite; promote the winner."),
     "gateway": ("synthorg.cli.gateway:app", "The LLM gateway: serve it, mint per-run bearers."),
+    "init": ("synthorg.cli.init:init", "Write a commented synthorg.toml for a repository."),
     "mcp": ("synthorg.cli.mcp:app", "The credentialed-tool MCP server."),
     "run": ("synthorg.cli.run:run", "Run a task on a repository: worktree, sandbox, loop, gate."),
     "runtime": ("synthorg.cli.runtime:app", "Isolated runtimes: build them, show their status."),

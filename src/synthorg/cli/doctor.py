@@ -80,8 +80,11 @@ def check_bwrap(_: Settings) -> list[CheckResult]:
             CheckResult(
                 "bubblewrap",
                 Level.FAIL,
-                f"cannot create namespaces: {probe.stderr.strip()}",
-                "enable unprivileged user namespaces or run as root",
+                f"cannot create namespaces: {probe.stderr.strip()}; runs are refused "
+                "(never started unsandboxed)",
+                "enable unprivileged user namespaces or run as root; in a container allow "
+                "them (seccomp=unconfined, apparmor=unconfined: deploy/compose.yaml); under "
+                "chroot isolation (buildah --isolation chroot) they cannot nest at all",
             )
         ]
     return [CheckResult("bubblewrap", Level.OK, bwrap)]
@@ -180,7 +183,7 @@ def check_openhands_runtime(settings: Settings) -> list[CheckResult]:
             "openhands runtime",
             Level.WARN,
             f"not built (lock {status.lock_hash}); the openhands loop is unavailable",
-            "uv run synthorg runtime build openhands",
+            "synthorg runtime build openhands",
         )
     ]
 

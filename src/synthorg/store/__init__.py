@@ -41,7 +41,15 @@ async def open_store(
     if not url.strip():
         raise ConfigError("the store url is empty: use sqlite:///path, a path, or postgresql://")
     if url.startswith(_POSTGRES_SCHEMES):
-        from synthorg.store.postgres import PostgresStore
+        try:
+            from synthorg.store.postgres import PostgresStore
+        except ModuleNotFoundError as exc:  # psycopg comes with the [postgres] extra
+            if not (exc.name or "").startswith("psycopg"):
+                raise
+            raise ConfigError(
+                f"store url {describe(url)!r} needs PostgreSQL support: "
+                "pip install 'synthorg[postgres]'"
+            ) from exc
 
         return await PostgresStore.open(
             url, cipher=cipher, max_size=config.pool_max_size, timeouts=config.pg_timeouts()

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Build the SynthOrg image here without a container engine or a registry (issue 22):
+#   1. a bookworm root filesystem with debootstrap (Debian's packages), plus this host's
+#      CPython 3.12 installed under /usr/local (the layout of python:3.12-slim-bookworm),
+#      imported as the base image localhost/synthorg-base:bookworm-py3.12;
+#   2. deploy/Containerfile built on it with buildah (vfs storage, chroot isolation).
+# Usage: scripts/build_image.sh [TAG]   (default localhost/synthorg:dev)
+# Env: SYNTHORG_IMAGE_WORK (default /var/tmp/synthorg-image): rootfs, buildah storage;
+#      WITH_OPENHANDS=1 to build the OpenHands runtime into the image.
+# Needs root, buildah and debootstrap (bootstrap.sh --image installs them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+log() { printf '[build_image] %s\n' "$*" >&2; }
+
+tag="${1:-localhost/synthorg:dev}"
+work="${SYNTHORG_IMAGE_WORK:-/var/tmp/synthorg-image}"
+base="localhost/synthorg-base:bookworm-py3.12"
+rootfs="$work/rootfs"
+buildah=(buildah --storage-driver vfs --root "$work/storage" --runroot "$work/run")
+mkdir -p "$work"
+
+# The interpreter to carry into the base: CPython 3.12, built with --enable-shared as the
+# official image is (libpython in <prefix>/lib, found through ld.so.conf's /usr/local/lib).
+py="$(command -v python3.12 || true)"
+[ -n "$py" ] || { log "python3.12 not found on PATH"; exit 1; }
+prefix="$("$py" -c 'import sys; print(sys.base_prefix)')"
+version="$("$py" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
+
+if ! "${buildah[@]}" inspect --type image "$base" >/dev/null 2>&1; then
+  if [ ! -f "$rootfs/.synthorg-base-done" ]; then
+    log "debootstrap bookworm into $rootfs"
+    rm -rf "$rootfs"
+    debootstrap --variant=minbase \
+      --include=ca-certificates,netbase,tzdata,libssl3,libffi8,libsqlite3-0,zlib1g,libbz2-1.0,liblzma5,libreadline8,libncursesw6,libtinfo6,libgdbm6,libgdbm-compat4,libuuid1,libexpat1,libdb5.3 \
+      bookworm "$rootfs" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
+    # Like Debian's slim images: no docs, man pages or translations from later apt installs.
+    cat >"$rootfs/etc/dpkg/dpkg.cfg.d/synthorg-slim" <<'CFG'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+path-exclude /usr/share/lintian/*
+CFG
+    rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/*/LC_MESSAGES
+    find "$rootfs/usr/share/doc" -type f ! -name copyright -delete
+    log "CPython $version from $prefix into /usr/local"
+    install -d "$rootfs/usr/local/bin" "$rootfs/usr/local/lib" "$rootfs/usr/local/include"
+    cp -a "$prefix/bin/python3.12" "$rootfs/usr/local/bin/"
+    cp -a "$prefix"/lib/libpython3.12.so* "$rootfs/usr/local/lib/"
+    cp -a "$prefix/include/python3.12" "$rootfs/usr/local/include/"
+    # The standard library without its tests, caches, or whatever this host installed.
+    tar -C "$prefix/lib" --exclude='python3.12/test' --exclude='python3.12/idlelib' \
+      --exclude='python3.12/tkinter' --exclude='python3.12/turtledemo' \
+      --exclude='__pycache__' --exclude='python3.12/site-packages/*' --exclude='*.a' \
+      -cf - python3.12 | tar -C "$rootfs/usr/local/lib" -xf -
+    for name in python3 python; do ln -sf python3.12 "$rootfs/usr/local/bin/$name"; done
+    chroot "$rootfs" /sbin/ldconfig
+    PIP_ROOT_USER_ACTION=ignore chroot "$rootfs" /usr/local/bin/python3 -m ensurepip --default-pip >/dev/null
+    # Bytecode for the standard library: the image's user cannot write it, so without it every
+    # start would compile the imports again.
+    chroot "$rootfs" /usr/local/bin/python3 -m compileall -q -j 0 /usr/local/lib/python3.12 >/dev/null || true
+    chroot "$rootfs" /usr/local/bin/python3 -c 'import ssl, sqlite3, ctypes, venv, zlib, lzma, bz2'
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb
+    touch "$rootfs/.synthorg-base-done"
+  fi
+  log "importing the base image $base"
+  ctr="$("${buildah[@]}" from scratch)"
+  mnt="$("${buildah[@]}" mount "$ctr")"
+  tar -C "$rootfs" --exclude=./.synthorg-base-done -cf - . | tar -C "$mnt" -xf -
+  "${buildah[@]}" umount "$ctr" >/dev/null
+  "${buildah[@]}" config --env PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --env LANG=C.UTF-8 --cmd python3 "$ctr"
+  "${buildah[@]}" commit --quiet --rm "$ctr" "$base" >/dev/null
+fi
+
+# A host whose TLS goes through an inspecting proxy trusts its CA through SSL_CERT_FILE: bind
+# that bundle over the build's system store for the RUN steps (a bind is never committed).
+ca_bind=()
+if [ -n "${SSL_CERT_FILE:-}" ] && [ -f "$SSL_CERT_FILE" ]; then
+  ca_bind=(--volume "$SSL_CERT_FILE:/etc/ssl/certs/ca-certificates.crt:ro")
+fi
+log "building $tag from deploy/Containerfile on $base"
+"${buildah[@]}" bud --isolation chroot --format docker --layers=false "${ca_bind[@]}" \
+  --build-arg BASE="$base" --build-arg WITH_OPENHANDS="${WITH_OPENHANDS:-0}" \
+  -f deploy/Containerfile -t "$tag" . >"$work/bud.log" 2>&1 || { tail -40 "$work/bud.log"; exit 1; }
+# The previous build of the same tag is now dangling: drop it, or vfs storage grows every run.
+"${buildah[@]}" rmi --prune >/dev/null 2>&1 || true
+log "built $tag"
