@@ -1,0 +1,59 @@
+"""Scripted models of the delegation tests: the task prompt says what each agent does.
+
+``DELEGATE <json list of sub-tasks>``: call ``delegate`` once, then finish quoting its result.
+``EDIT <json {path, old, new}>``: one str_replace, then finish.
+``SPIN``: a new command every turn, never finishes (cancel tests).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from synthorg.engine.native.scripts import Tools, steps_of
+from synthorg.gateway.scripted import ScriptedTurn
+from synthorg.gateway.wire import ChatMessage
+
+
+def _prompt(messages: Sequence[ChatMessage]) -> str:
+    for message in messages:
+        if message.role == "user":
+            return str(message.content or "").splitlines()[0]
+    raise AssertionError("no task prompt in the conversation")
+
+
+def delegating(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
+    """Acts on the task prompt (see the module docstring)."""
+    prompt = _prompt(messages)
+    steps = steps_of(messages)
+    verb, _, body = prompt.partition(" ")
+    if verb == "DELEGATE":
+        done = [s for s in steps if s.name == "delegate" and s.result is not None]
+        if not done:
+            return ScriptedTurn.call("delegate", tasks=json.loads(body))
+        return ScriptedTurn.call("finish", message=done[-1].result or "")
+    if verb == "EDIT":
+        spec = json.loads(body)
+        if not any(s.name == "file_editor" and s.result is not None for s in steps):
+            return ScriptedTurn.call(
+                "file_editor",
+                command="str_replace",
+                path=spec["path"],
+                old_str=spec["old"],
+                new_str=spec["new"],
+            )
+        return ScriptedTurn.call("finish", message=f"edited {spec['path']}")
+    if verb == "SPIN":
+        n = sum(1 for m in messages if m.role == "assistant") + 1
+        return ScriptedTurn.call("terminal", command=f"echo spin {n}")
+    raise AssertionError(f"unscripted prompt {prompt!r}")
+
+
+def edit(path: str, old: str, new: str) -> str:
+    """The prompt of an EDIT child."""
+    return "EDIT " + json.dumps({"path": path, "old": old, "new": new})
+
+
+def delegate(*tasks: dict[str, object]) -> str:
+    """The prompt of a DELEGATE parent."""
+    return "DELEGATE " + json.dumps(list(tasks))
