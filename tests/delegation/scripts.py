@@ -1,6 +1,7 @@
 """Scripted models of the delegation tests: the task prompt says what each agent does.
 
-``DELEGATE <json list of sub-tasks>``: call ``delegate`` once, then finish quoting its result.
+``DELEGATE <json list of sub-tasks>``: call ``delegate`` once, then finish quoting its result
+(``DELEGATE_THEN_SPIN``: spin afterwards, until the budget stops it).
 ``EDIT <json {path, old, new}>``: one str_replace, then finish.
 ``SPIN``: a new command every turn, never finishes (cancel tests).
 """
@@ -27,10 +28,12 @@ def delegating(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
     prompt = _prompt(messages)
     steps = steps_of(messages)
     verb, _, body = prompt.partition(" ")
-    if verb == "DELEGATE":
+    if verb in ("DELEGATE", "DELEGATE_THEN_SPIN"):
         done = [s for s in steps if s.name == "delegate" and s.result is not None]
         if not done:
             return ScriptedTurn.call("delegate", tasks=json.loads(body))
+        if verb == "DELEGATE_THEN_SPIN":
+            return _spin(messages)
         return ScriptedTurn.call("finish", message=done[-1].result or "")
     if verb == "EDIT":
         spec = json.loads(body)
@@ -44,9 +47,13 @@ def delegating(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
             )
         return ScriptedTurn.call("finish", message=f"edited {spec['path']}")
     if verb == "SPIN":
-        n = sum(1 for m in messages if m.role == "assistant") + 1
-        return ScriptedTurn.call("terminal", command=f"echo spin {n}")
+        return _spin(messages)
     raise AssertionError(f"unscripted prompt {prompt!r}")
+
+
+def _spin(messages: Sequence[ChatMessage]) -> ScriptedTurn:
+    n = sum(1 for m in messages if m.role == "assistant") + 1
+    return ScriptedTurn.call("terminal", command=f"echo spin {n}")
 
 
 def edit(path: str, old: str, new: str) -> str:
@@ -54,6 +61,7 @@ def edit(path: str, old: str, new: str) -> str:
     return "EDIT " + json.dumps({"path": path, "old": old, "new": new})
 
 
-def delegate(*tasks: dict[str, object]) -> str:
-    """The prompt of a DELEGATE parent."""
-    return "DELEGATE " + json.dumps(list(tasks))
+def delegate(*tasks: dict[str, object], then_spin: bool = False) -> str:
+    """The prompt of a DELEGATE parent (that spins afterwards with ``then_spin``)."""
+    verb = "DELEGATE_THEN_SPIN" if then_spin else "DELEGATE"
+    return f"{verb} " + json.dumps(list(tasks))
