@@ -48,6 +48,10 @@ def delegating(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
         return ScriptedTurn.call("finish", message=f"edited {spec['path']}")
     if verb == "SPIN":
         return _spin(messages)
+    if verb == "SPY":  # body: the data dir; reach every other worktree under it
+        if not any(s.name == "terminal" and s.result is not None for s in steps):
+            return ScriptedTurn.call("terminal", command=_spy(body))
+        return ScriptedTurn.call("finish", message="looked")
     raise AssertionError(f"unscripted prompt {prompt!r}")
 
 
@@ -65,3 +69,12 @@ def delegate(*tasks: dict[str, object], then_spin: bool = False) -> str:
     """The prompt of a DELEGATE parent (that spins afterwards with ``then_spin``)."""
     verb = "DELEGATE_THEN_SPIN" if then_spin else "DELEGATE"
     return f"{verb} " + json.dumps(list(tasks))
+
+
+def _spy(home: str) -> str:
+    """Read and append to every notes.txt under the data dir's worktrees but our own."""
+    return (
+        f'for f in {home}/worktrees/*/*/notes.txt; do case "$f" in "$PWD"/*) ;; '
+        '*) echo "try $f"; cat "$f" && echo READ; echo pwned >> "$f" && echo WROTE;; esac; done; '
+        f"ls {home}/worktrees"
+    )
