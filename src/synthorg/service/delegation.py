@@ -270,11 +270,8 @@ class RunDelegator:
             async with limit:
                 try:
                     current = await self._hub.store.get_conversation(child.record.id)
-                    if _finished(current):
-                        child.failure = _ended_note(current)
-                        child.record = current
-                        return
-                    child.result = await service.run(child.record.id)
+                    if not _finished(current):  # new, or resumed after the host died
+                        child.result = await service.run(child.record.id)
                 except ConflictError as exc:
                     child.failure = f"could not start: {exc}"
                 except SynthOrgError as exc:
@@ -355,11 +352,12 @@ class RunDelegator:
     # -- merging ----------------------------------------------------------------------------
     async def _merge(self, children: list[_Child]) -> MergeOutcome:
         commits = [
-            ChildCommit(label=c.record.id, sha=c.result.commit_sha)
+            ChildCommit(label=c.record.id, sha=c.record.commit_sha)
             for c in children
-            if c.result is not None
-            and c.result.termination_reason is TerminationReason.COMPLETED
-            and c.result.commit_sha
+            if c.failure is None
+            and c.record.status is ConversationStatus.FINISHED
+            and c.record.termination_reason is TerminationReason.COMPLETED
+            and c.record.commit_sha
         ]
         outcome = await merge_children(self._setup.workspace, commits, self._hub.checkpoints)
         _log.info(
@@ -402,35 +400,29 @@ def _finished(record: ConversationRecord) -> bool:
     )
 
 
-def _ended_note(record: ConversationRecord) -> str:
-    return f"ended earlier: {record.status.value}"
-
-
 def _observation(children: list[_Child], outcome: MergeOutcome, left: Decimal | None) -> str:
     lines = [f"delegated {len(children)} sub-task(s); merged by the host in this order:"]
     for child in children:
-        r = child.result
         record = child.record
         ceiling = f" of ${child.ceiling}" if child.ceiling is not None else ""
-        if r is None:
-            status = child.failure or record.status.value
-            lines.append(f"{child.index}. {record.id}: {status}; spent ${child.spent}{ceiling}")
+        if child.failure is not None:
+            lines.append(f"{child.index}. {record.id}: {child.failure}; spent ${child.spent}")
             continue
-        reason = r.termination_reason.value
+        reason = record.termination_reason.value if record.termination_reason else "not run"
         merged = (
             "merged"
             if record.id in outcome.merged
             else ("CONFLICT" if outcome.conflict_with == record.id else "not merged")
         )
-        commit = f", commit {r.commit_sha[:12]}" if r.commit_sha else ", no commit"
+        commit = f", commit {record.commit_sha[:12]}" if record.commit_sha else ", no commit"
         lines.append(
-            f"{child.index}. {record.id} [{r.loop_type}]: {reason}{commit}; spent "
+            f"{child.index}. {record.id} [{record.loop_type}]: {reason}{commit}; spent "
             f"${child.spent}{ceiling}; {merged}"
         )
-        if r.error:
-            lines.append(f"   error: {r.error[:300]}")
-        if r.final_message:
-            lines.append(f"   said: {r.final_message[:300]}")
+        if record.error:
+            lines.append(f"   error: {record.error[:300]}")
+        if child.result is not None and child.result.final_message:
+            lines.append(f"   said: {child.result.final_message[:300]}")
     if outcome.clean:
         lines.append(
             "merge: clean; your workspace now holds the merged changes"
@@ -446,7 +438,7 @@ def _observation(children: list[_Child], outcome: MergeOutcome, left: Decimal | 
         for conflict in outcome.conflicts:
             lines.append(f"--- {conflict.path} (yours):\n{conflict.ours}")
             lines.append(f"+++ {conflict.path} ({outcome.conflict_with}):\n{conflict.theirs}")
-        branches = ", ".join(f"synthorg/{c.record.id}" for c in children if c.result)
+        branches = ", ".join(f"synthorg/{c.record.id}" for c in children if c.record.commit_sha)
         lines.append(f"The children's work stays on their branches: {branches}")
     total = sum((c.spent for c in children), Decimal(0))
     lines.append(

@@ -68,7 +68,8 @@ def delegate_tool(delegator: Delegator) -> Tool:
             "Delegate sub-tasks to sub-agents that work in parallel, each on its own copy of "
             "the workspace as it is now. When they finish, the host merges their changes into "
             "your workspace in the order given; a conflict is reported (naming the files) and "
-            "nothing is merged. Each child's budget is carved out of yours."
+            "nothing is merged. Each child's budget is carved out of yours. Repeating the "
+            "same call after an interruption continues the same children."
         ),
         args_model=DelegateArgs,
         execute=lambda args: delegator.delegate(args.tasks),
