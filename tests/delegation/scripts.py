@@ -4,22 +4,30 @@
 (``DELEGATE_THEN_SPIN``: spin afterwards, until the budget stops it).
 ``EDIT <json {path, old, new}>``: one str_replace, then finish.
 ``SPIN``: a new command every turn, never finishes (cancel tests).
+``SLOWSED <expr>``: five warm-up commands, then ``sed -i <expr> notes.txt`` (idempotent), finish.
+``SPY <data dir>``: tries to read and write every other worktree under the data dir.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 
 from synthorg.engine.native.scripts import Tools, steps_of
 from synthorg.gateway.scripted import ScriptedTurn
 from synthorg.gateway.wire import ChatMessage
 
+_VERBS = ("DELEGATE", "DELEGATE_THEN_SPIN", "EDIT", "SPIN", "SLOWSED", "SPY")
+
 
 def _prompt(messages: Sequence[ChatMessage]) -> str:
+    # The task prompt; a resumed history may hold system notes (logged first) before it.
     for message in messages:
         if message.role == "user":
-            return str(message.content or "").splitlines()[0]
+            first = (str(message.content or "").splitlines() or [""])[0]
+            if first.partition(" ")[0] in _VERBS:
+                return first
     raise AssertionError("no task prompt in the conversation")
 
 
@@ -29,7 +37,8 @@ def delegating(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
     steps = steps_of(messages)
     verb, _, body = prompt.partition(" ")
     if verb in ("DELEGATE", "DELEGATE_THEN_SPIN"):
-        done = [s for s in steps if s.name == "delegate" and s.result is not None]
+        # A call the host's death interrupted is repeated (it continues the same children).
+        done = [s for s in steps if s.name == "delegate" and _ran(s.result)]
         if not done:
             return ScriptedTurn.call("delegate", tasks=json.loads(body))
         if verb == "DELEGATE_THEN_SPIN":
@@ -48,6 +57,15 @@ def delegating(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
         return ScriptedTurn.call("finish", message=f"edited {spec['path']}")
     if verb == "SPIN":
         return _spin(messages)
+    if verb == "SLOWSED":  # body: a sed expression for notes.txt, after five warm-ups
+        warm = [s for s in steps if s.name == "terminal" and "warm" in (s.result or "")]
+        if len(warm) < 5:
+            return ScriptedTurn.call("terminal", command=f"echo warm {len(warm) + 1}")
+        if not any(s.name == "terminal" and "edited" in (s.result or "") for s in steps):
+            return ScriptedTurn.call(
+                "terminal", command=f"sed -i {shlex.quote(body)} notes.txt && echo edited"
+            )
+        return ScriptedTurn.call("finish", message="edited notes.txt")
     if verb == "SPY":  # body: the data dir; reach every other worktree under it
         if not any(s.name == "terminal" and s.result is not None for s in steps):
             return ScriptedTurn.call("terminal", command=_spy(body))
@@ -78,3 +96,7 @@ def _spy(home: str) -> str:
         '*) echo "try $f"; cat "$f" && echo READ; echo pwned >> "$f" && echo WROTE;; esac; done; '
         f"ls {home}/worktrees"
     )
+
+
+def _ran(result: str | None) -> bool:
+    return result is not None and "died while" not in result
