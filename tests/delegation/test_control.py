@@ -8,7 +8,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from synthorg.domain import ConversationRecord, ConversationStatus, TerminationReason
+from synthorg.domain import (
+    ConfirmationPolicy,
+    ConversationRecord,
+    ConversationStatus,
+    TerminationReason,
+)
+from synthorg.engine import Decision
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
 from tests import support
@@ -129,3 +135,42 @@ async def test_depth_past_the_limit_is_refused(booted: Booter, repo: Path) -> No
         # The parent hears that its child did nothing (NO_OP is never a silent success).
         observation = (await _delegate_observation(components, parent.id)).content
         assert f"{child.id} [react]: no_op" in observation
+
+
+async def test_a_childs_confirmation_is_decided_by_the_childs_id(
+    booted: Booter, repo: Path
+) -> None:
+    prompt = delegate(
+        {"prompt": edit("notes.txt", "alpha\n", "A\n")},
+        {"prompt": edit("notes.txt", "hotel\n", "H\n")},
+    )
+    async with booted() as components:
+        service, store = components.service, components.store
+        parent = await service.create(
+            support.make_task(repo, prompt),
+            RunOptions(confirmation_policy=ConfirmationPolicy.ALWAYS),
+        )
+        await service.start(parent.id)
+        decided: dict[str, int] = {}
+
+        async def approve_until_done() -> None:
+            while service.is_active(parent.id):
+                ids = [parent.id, *(c.id for c in await store.list_children(parent.id))]
+                for cid in ids:
+                    active = service.active_run(cid)
+                    pending = active.control.pending_actions if active is not None else frozenset()
+                    if pending:
+                        await service.decide(cid, Decision(pending, frozenset(), "tester"))
+                        decided[cid] = decided.get(cid, 0) + 1
+                await asyncio.sleep(0.05)  # polled under the deadline below
+
+        await asyncio.wait_for(approve_until_done(), 120)
+        result = await service.wait(parent.id)
+        assert result is not None and result.termination_reason is TerminationReason.COMPLETED
+        children = await store.list_children(parent.id)
+        # The parent's delegate call and each child's edit waited, each under its own id.
+        assert set(decided) == {parent.id, *(c.id for c in children)}
+        for child in children:
+            events = await store.history(child.id, kinds=frozenset({"confirmation_decision"}))
+            assert events and all(e.event.approver == "tester" for e in events)  # type: ignore[union-attr]
+            assert (await store.get_conversation(child.id)).status is ConversationStatus.FINISHED
