@@ -174,3 +174,16 @@ async def test_a_childs_confirmation_is_decided_by_the_childs_id(
             events = await store.history(child.id, kinds=frozenset({"confirmation_decision"}))
             assert events and all(e.event.approver == "tester" for e in events)  # type: ignore[union-attr]
             assert (await store.get_conversation(child.id)).status is ConversationStatus.FINISHED
+
+
+async def test_delegating_to_openhands_is_refused(booted: Booter, repo: Path) -> None:
+    prompt = delegate({"prompt": edit("notes.txt", "alpha\n", "A\n"), "loop": "openhands"})
+    async with booted() as components:
+        parent = await components.service.create(support.make_task(repo, prompt), RunOptions())
+        await components.service.run(parent.id)
+        observation = await _delegate_observation(components, parent.id)
+        assert observation.is_error
+        assert observation.content.startswith(
+            "delegation refused: sub-tasks cannot run the openhands loop"
+        )
+        assert await components.store.list_children(parent.id) == []
