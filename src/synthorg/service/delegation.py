@@ -314,19 +314,28 @@ class RunDelegator:
             active.control.forwarders.remove(queue)
 
     async def _cascade_stop(self, parent_id: str, children: list[_Child]) -> None:
-        """The parent was stopped: cancel or interrupt its live children the same way."""
+        """The parent's delegate call ended abnormally: stop its live children the same way.
+
+        Interrupted parent: children interrupted (resumable). Shutdown: nothing, the service
+        stops every run itself and a resume continues them. Anything else (cancelled, or the
+        call failed): children cancelled, so none outlives the call that owns it.
+        """
         service = self._hub.service
         active = service.active_run(parent_id)
         reason = active.stop_requested if active is not None else None
-        if reason is TerminationReason.SHUTDOWN or reason is None:
-            return  # the service stops every run itself (a resume continues them)
+        if reason is TerminationReason.SHUTDOWN:
+            return
         for child in children:
             with contextlib.suppress(ConflictError):
-                if reason is TerminationReason.CANCELLED:
-                    await service.cancel(child.record.id, by=f"parent {parent_id}")
-                else:
+                if reason is TerminationReason.PAUSED:
                     await service.interrupt(child.record.id, by=f"parent {parent_id}")
-        _log.info("DELEGATION_CASCADED", parent_id=parent_id, reason=reason.value)
+                else:
+                    await service.cancel(child.record.id, by=f"parent {parent_id}")
+        _log.info(
+            "DELEGATION_CASCADED",
+            parent_id=parent_id,
+            reason=reason.value if reason is not None else "failed",
+        )
 
     async def _settle(self, children: list[_Child], before: Decimal | None) -> None:
         for child in children:
