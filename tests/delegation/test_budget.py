@@ -67,6 +67,8 @@ async def test_carve_out_enforcement_and_roll_up_match_the_ledger(
         children_total = sum(spent.values(), Decimal(0))
         reported = re.search(r"spend: children \$([0-9.]+) in total", observation)
         assert reported is not None and Decimal(reported.group(1)) == children_total
+        # The parent's result: its own spend in usage, its children's beside it.
+        assert result.delegated_cost_usd == children_total
 
         # The parent's ceiling at the gateway is its own minus what the children spent...
         parent_row = await components.gateway.usage(result.execution_id)

@@ -118,6 +118,10 @@ class RunDelegator:
     def __init__(self, hub: DelegationHub, setup: RunSetup) -> None:
         self._hub = hub
         self._setup = setup
+        self._spent: dict[str, Decimal] = {}
+
+    def spent(self) -> Decimal:
+        return sum(self._spent.values(), Decimal(0))
 
     async def delegate(self, tasks: Sequence[SubTask]) -> ToolResult:
         parent = await self._hub.store.get_conversation(self._setup.record.id)
@@ -341,16 +345,13 @@ class RunDelegator:
         for child in children:
             record = await self._hub.store.get_conversation(child.record.id)
             if record.execution_id is not None:
-                child.spent = await self._spent(record.id)
+                child.spent = await ledger_spend(self._hub.store, record.id)
+            self._spent[record.id] = child.spent
         if before is not None:
             spent = sum((c.spent for c in children), Decimal(0))
             await self._hub.gateway.set_ceiling(
                 self._setup.execution_id, max(before - spent, Decimal(0))
             )
-
-    async def _spent(self, conversation_id: str) -> Decimal:
-        """What the gateway's ledger says the conversation spent over all its runs."""
-        return await ledger_spend(self._hub.store, conversation_id)
 
     async def _left(self) -> Decimal | None:
         row = await self._hub.gateway.usage(self._setup.execution_id)

@@ -122,8 +122,11 @@ async def run_native(
             stuck_after=deps.settings.stuck_after,
         )
         work = ToolSet(tools)
-        return await engine.run(
+        result = await engine.run(
             prompt.format(workspace=deps.executor.workspace), lambda: body(engine, work, context)
         )
+        if deps.delegator is not None and deps.delegator.spent():
+            result = result.model_copy(update={"delegated_cost_usd": deps.delegator.spent()})
+        return result
     finally:
         await model.aclose()

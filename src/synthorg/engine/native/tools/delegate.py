@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -51,6 +52,10 @@ class Delegator(Protocol):
 
     async def delegate(self, tasks: Sequence[SubTask]) -> ToolResult:
         """Run the children, merge their commits; the observation says what happened."""
+        ...
+
+    def spent(self) -> Decimal:
+        """What the children of this run's delegate calls spent, from the ledger."""
         ...
 
 
