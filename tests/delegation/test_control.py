@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -187,3 +188,30 @@ async def test_delegating_to_openhands_is_refused(booted: Booter, repo: Path) ->
             "delegation refused: sub-tasks cannot run the openhands loop"
         )
         assert await components.store.list_children(parent.id) == []
+
+
+async def test_a_sub_task_that_cannot_run_refuses_the_whole_call(
+    booted: Booter, repo: Path
+) -> None:
+    prompt = delegate(
+        {"prompt": edit("notes.txt", "alpha\n", "A\n")},
+        {"prompt": edit("notes.txt", "hotel\n", "H\n"), "model": "no-such-model"},
+    )
+    async with booted() as components:
+        parent = await components.service.create(support.make_task(repo, prompt), RunOptions())
+        await components.service.run(parent.id)
+        observation = await _delegate_observation(components, parent.id)
+        assert observation.is_error
+        assert observation.content.startswith("delegation refused: sub-task 2 cannot run")
+        assert "no-such-model" in observation.content
+        # All or nothing: the first child, already made, is gone with its worktree and branch.
+        assert await components.store.list_children(parent.id) == []
+        home = components.settings.home
+        assert [p.name for p in (home / "worktrees").iterdir() if p.is_dir()] == [parent.id]
+        branches = subprocess.run(
+            ["git", "for-each-ref", "--format=%(refname:short)", "refs/heads/synthorg/"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        assert branches == [f"synthorg/{parent.id}"]

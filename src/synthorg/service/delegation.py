@@ -130,9 +130,14 @@ class RunDelegator:
             for task in tasks:
                 _check_loop(task, parent)
             key = _delegation_key(parent.id, tasks)
+            # Children this very call made before the host died are continued, never made
+            # twice; any it had not made yet (a crash mid-spawn) are made now.
             children = await self._existing(parent.id, key)
-            if not children:
-                children = await self._spawn(parent, tasks, key)
+            have = {c.index for c in children}
+            missing = [i for i in range(1, len(tasks) + 1) if i not in have]
+            if missing:
+                children += await self._spawn(parent, tasks, key, missing)
+            children.sort(key=lambda c: c.index)
         except _Refused as refusal:
             return ToolResult(content=f"delegation refused: {refusal}", is_error=True)
         execution_id = self._setup.execution_id
@@ -174,65 +179,93 @@ class RunDelegator:
     async def _existing(self, parent_id: str, key: str) -> list[_Child]:
         """Children of this very delegation made before a crash: resumed, never made twice."""
         children = await self._hub.store.list_children(parent_id)
-        found = [c for c in children if c.labels.get(_KEY_LABEL) == key]
-        found.sort(key=lambda c: int(c.labels.get(_INDEX_LABEL, "0")))
-        return [
-            _Child(record=c, index=i, ceiling=c.budget_usd) for i, c in enumerate(found, start=1)
-        ]
+        found: dict[int, ConversationRecord] = {}
+        for child in children:
+            index = child.labels.get(_INDEX_LABEL, "")
+            if child.labels.get(_KEY_LABEL) == key and index.isdigit():
+                found.setdefault(int(index), child)
+        return [_Child(record=c, index=i, ceiling=c.budget_usd) for i, c in sorted(found.items())]
 
     async def _spawn(
-        self, parent: ConversationRecord, tasks: Sequence[SubTask], key: str
+        self,
+        parent: ConversationRecord,
+        tasks: Sequence[SubTask],
+        key: str,
+        indices: Sequence[int],
     ) -> list[_Child]:
-        ceilings = await self._carve(tasks)
+        """Create the children ``indices`` (1-based) of ``tasks``: all of them, or none."""
+        chosen = [tasks[i - 1] for i in indices]
+        ceilings = await self._carve(chosen)
         base = await self._base()
-        service = self._hub.service
         children: list[_Child] = []
-        for index, (task, ceiling) in enumerate(zip(tasks, ceilings, strict=True), start=1):
-            prompt = task.prompt
-            if task.paths:
-                prompt += "\n\nPaths you are expected to touch: " + ", ".join(task.paths[:50])
-            child_task = Task(
-                id=new_id("task"),
-                project_id=parent.task.project_id,
-                prompt=prompt,
-                complexity=parent.task.complexity,
-                repository=parent.task.repository,
-            )
-            try:
-                options = RunOptions(
-                    loop=task.loop or parent.loop_type,
-                    model=task.model or parent.model,
-                    provider=None if task.model else parent.provider,
-                    max_turns=parent.max_turns,
-                    budget_usd=ceiling,
-                    confirmation_policy=parent.confirmation_policy,
-                    base_ref=base,
-                )
-                record = await service.create(child_task, options)
-            except (ValidationError, SynthOrgError) as exc:
-                raise _Refused(f"sub-task {index} cannot run: {exc}") from exc
-            record = record.model_copy(
-                update={
-                    "parent_id": parent.id,
-                    "root_id": parent.root_id or parent.id,
-                    "labels": {
-                        **record.labels,
-                        _KEY_LABEL: key,
-                        _INDEX_LABEL: str(index),
-                    },
-                }
-            )
-            await self._hub.store.save_conversation(record)
-            _log.info(
-                "DELEGATION_CHILD_CREATED",
-                parent_id=parent.id,
-                child_id=record.id,
-                index=index,
-                ceiling=str(ceiling),
-                base=base,
-            )
-            children.append(_Child(record=record, index=index, ceiling=ceiling))
+        try:
+            for index, task, ceiling in zip(indices, chosen, ceilings, strict=True):
+                children.append(await self._create(parent, task, index, ceiling, base, key))
+        except BaseException:
+            # No partial delegation: what was made is removed (worktree and branch too).
+            await asyncio.shield(self._remove([c.record.id for c in children]))
+            raise
         return children
+
+    async def _remove(self, child_ids: list[str]) -> None:
+        for child_id in child_ids:
+            with contextlib.suppress(SynthOrgError):
+                await self._hub.service.delete(child_id, delete_branch=True)
+
+    async def _create(
+        self,
+        parent: ConversationRecord,
+        task: SubTask,
+        index: int,
+        ceiling: Decimal | None,
+        base: str,
+        key: str,
+    ) -> _Child:
+        service = self._hub.service
+        prompt = task.prompt
+        if task.paths:
+            prompt += "\n\nPaths you are expected to touch: " + ", ".join(task.paths[:50])
+        child_task = Task(
+            id=new_id("task"),
+            project_id=parent.task.project_id,
+            prompt=prompt,
+            complexity=parent.task.complexity,
+            repository=parent.task.repository,
+        )
+        try:
+            options = RunOptions(
+                loop=task.loop or parent.loop_type,
+                model=task.model or parent.model,
+                provider=None if task.model else parent.provider,
+                max_turns=parent.max_turns,
+                budget_usd=ceiling,
+                confirmation_policy=parent.confirmation_policy,
+                base_ref=base,
+            )
+            record = await service.create(child_task, options)
+        except (ValidationError, SynthOrgError) as exc:
+            raise _Refused(f"sub-task {index} cannot run: {exc}") from exc
+        record = record.model_copy(
+            update={
+                "parent_id": parent.id,
+                "root_id": parent.root_id or parent.id,
+                "labels": {
+                    **record.labels,
+                    _KEY_LABEL: key,
+                    _INDEX_LABEL: str(index),
+                },
+            }
+        )
+        await self._hub.store.save_conversation(record)
+        _log.info(
+            "DELEGATION_CHILD_CREATED",
+            parent_id=parent.id,
+            child_id=record.id,
+            index=index,
+            ceiling=str(ceiling),
+            base=base,
+        )
+        return _Child(record=record, index=index, ceiling=ceiling)
 
     async def _carve(self, tasks: Sequence[SubTask]) -> list[Decimal | None]:
         """Each child's ceiling: its share of what the parent has left now."""
