@@ -44,7 +44,7 @@ async def _children_working(
     async def all_there() -> list[ConversationRecord]:
         while len(children := await components.store.list_children(parent_id)) < count:
             await asyncio.sleep(0.05)  # polled with the deadline below
-        await asyncio.gather(*(observed(c.id) for c in children))
+        await asyncio.gather(*(observed(c.id) for c in children[:count]))
         return children
 
     return await asyncio.wait_for(all_there(), timeout)
@@ -215,3 +215,26 @@ async def test_a_sub_task_that_cannot_run_refuses_the_whole_call(
             text=True,
         ).stdout.split()
         assert branches == [f"synthorg/{parent.id}"]
+
+
+async def test_cancel_also_ends_children_still_waiting_for_their_turn(
+    booted: Booter, repo: Path
+) -> None:
+    async with booted(latency_ms=20, delegation={"max_concurrent": 1}) as components:
+        service, store = components.service, components.store
+        parent = await service.create(
+            support.make_task(repo, delegate({"prompt": "SPIN"}, {"prompt": "SPIN"})),
+            RunOptions(max_turns=500),
+        )
+        await service.start(parent.id)
+        await _children_working(components, parent.id, 1)
+        first, second = await store.list_children(parent.id)
+        assert (await store.get_conversation(second.id)).status is ConversationStatus.CREATED
+        await service.cancel(parent.id, by="tester")
+        await service.wait(parent.id)
+        ran = await store.get_conversation(first.id)
+        waited = await store.get_conversation(second.id)
+        assert ran.status is ConversationStatus.CANCELLED and ran.runs == 1
+        assert waited.status is ConversationStatus.CANCELLED and waited.runs == 0
+        assert waited.termination_reason is TerminationReason.CANCELLED
+    assert not _sandboxes_alive()

@@ -16,6 +16,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from synthorg.domain import (
     TerminationReason,
     new_id,
 )
+from synthorg.engine.lifecycle import transition
 from synthorg.engine.native.tools import ToolResult
 from synthorg.engine.native.tools.delegate import Delegator, SubTask
 from synthorg.errors import ConflictError, SynthOrgError
@@ -368,11 +370,29 @@ class RunDelegator:
                     await service.interrupt(child.record.id, by=f"parent {parent_id}")
                 else:
                     await service.cancel(child.record.id, by=f"parent {parent_id}")
+            if reason is not TerminationReason.PAUSED:
+                await self._cancel_unstarted(child.record.id, parent_id)
         _log.info(
             "DELEGATION_CASCADED",
             parent_id=parent_id,
             reason=reason.value if reason is not None else "failed",
         )
+
+    async def _cancel_unstarted(self, child_id: str, parent_id: str) -> None:
+        """A child still waiting for its turn (never started) ends CANCELLED with its parent;
+        an interrupted parent's waiting children stay CREATED, for the resume to start."""
+        record = await self._hub.store.get_conversation(child_id)
+        if record.status is ConversationStatus.CREATED and not self._hub.service.is_active(
+            child_id
+        ):
+            await transition(
+                self._hub.store,
+                child_id,
+                ConversationStatus.CANCELLED,
+                f"parent {parent_id} stopped before this child started",
+                clock=lambda: datetime.now(UTC),
+                termination_reason=TerminationReason.CANCELLED,
+            )
 
     async def _settle(self, children: list[_Child], before: Decimal | None) -> None:
         for child in children:
