@@ -200,24 +200,14 @@ class RunDelegator:
         ceilings = await self._carve(chosen)
         base = await self._base()
         children: list[_Child] = []
-
-        async def make(index: int, task: SubTask, ceiling: Decimal | None) -> None:
-            children.append(await self._create(parent, task, index, ceiling, base, key))
-
         try:
-            # Concurrently: worktree creations overlap (only their registration is serialised).
-            async with asyncio.TaskGroup() as group:
-                for index, task, ceiling in zip(indices, chosen, ceilings, strict=True):
-                    group.create_task(make(index, task, ceiling))
-        except BaseException as exc:
+            for index, task, ceiling in zip(indices, chosen, ceilings, strict=True):
+                children.append(await self._create(parent, task, index, ceiling, base, key))
+        except BaseException:
             # No partial delegation: what was made is removed (worktree and branch too).
             await asyncio.shield(self._remove([c.record.id for c in children]))
-            if isinstance(exc, BaseExceptionGroup):
-                refused, _ = exc.split(_Refused)
-                if refused is not None:  # the model's mistake: say the first one
-                    raise min(_leaves(refused), key=str) from exc
             raise
-        return sorted(children, key=lambda c: c.index)
+        return children
 
     async def _remove(self, child_ids: list[str]) -> None:
         for child_id in child_ids:
@@ -446,13 +436,6 @@ async def ledger_spend(store: Store, conversation_id: str) -> Decimal:
     """The conversation's spend over all its runs, from the gateway's ledger rows."""
     rows = await store.executions_of(conversation_id)
     return sum((row.cost_usd for row in rows), Decimal(0))
-
-
-def _leaves(group: BaseExceptionGroup[_Refused]) -> list[_Refused]:
-    out: list[_Refused] = []
-    for exc in group.exceptions:
-        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
-    return out
 
 
 def _delegation_key(parent_id: str, tasks: Sequence[SubTask]) -> str:
