@@ -66,6 +66,39 @@ def show(conversation_id: str, config: Path | None = ConfigOption) -> None:
 
 
 @app.command()
+def tree(conversation_id: str, config: Path | None = ConfigOption) -> None:
+    """The conversation and the runs it delegated: status, loop and ledger spend of each."""
+    from rich.tree import Tree
+
+    from synthorg.cli.untrusted import visible
+    from synthorg.service.store import opened_store
+    from synthorg.service.tree import RunNode, run_tree
+
+    settings = settings_from(config)
+
+    def label(node: RunNode) -> Text:
+        reason = node.termination_reason.value if node.termination_reason else "-"
+        title = visible(node.title, newlines=False)
+        return Text(
+            f"{node.id}  {node.status.value} ({reason})  {node.loop_type}  "
+            f"${node.cost_usd} own / ${node.tree_cost_usd} tree  {title}"
+        )
+
+    def grow(branch: Tree, node: RunNode) -> None:
+        for child in node.children:
+            grow(branch.add(label(child)), child)
+
+    async def go() -> None:
+        async with opened_store(settings) as store:
+            root = await run_tree(store, conversation_id)
+        top = Tree(label(root))
+        grow(top, root)
+        console.print(top)
+
+    run_async(go())
+
+
+@app.command()
 def events(
     conversation_id: str,
     after: int = typer.Option(0, min=0, help="Only events after this sequence number."),

@@ -59,3 +59,9 @@ class ConversationRecord(BaseModel):
         description="Secret values (encrypted at rest with a key, else redacted and lost).",
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Free-form labels.")
+    parent_id: ConversationId | None = Field(
+        default=None, description="The conversation that delegated this one (None: a root)."
+    )
+    root_id: ConversationId | None = Field(
+        default=None, description="The root of its delegation tree (None: it is a root)."
+    )

@@ -47,6 +47,12 @@ class ExecutionResult(BaseModel):
     commit_sha: str | None = Field(default=None, description="Commit landed by the commit gate.")
     branch: str | None = Field(default=None, description="The conversation's branch.")
     tool_calls: int = Field(default=0, ge=0, description="Number of tool calls made.")
+    delegated_cost_usd: Decimal = Field(
+        default=Decimal(0),
+        ge=0,
+        description="What the children this run delegated to spent (the gateway's ledger); "
+        "``usage`` is the run's own spend.",
+    )
 
     @property
     def succeeded(self) -> bool:

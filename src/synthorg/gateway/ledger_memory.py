@@ -67,6 +67,21 @@ class MemoryLedger:
         """The row; NotFoundError if unknown."""
         return self._get(execution_id)
 
+    async def executions_of(self, conversation_id: str) -> list[ExecutionUsage]:
+        """The conversation's rows."""
+        return [r for r in self._rows.values() if r.conversation_id == conversation_id]
+
+    async def set_cost_ceiling(
+        self, execution_id: str, cost_ceiling_usd: Decimal | None
+    ) -> ExecutionUsage:
+        """Change the ceiling."""
+        async with self._lock:
+            row = self._get(execution_id).model_copy(
+                update={"cost_ceiling_usd": cost_ceiling_usd, "updated_at": datetime.now(UTC)}
+            )
+            self._rows[execution_id] = row
+            return row
+
     async def set_execution_status(
         self, execution_id: str, status: ExecutionStatus, reason: str = ""
     ) -> ExecutionUsage:

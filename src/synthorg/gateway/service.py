@@ -184,6 +184,20 @@ class Gateway:
         self._executions.pop(execution_id, None)
         return row
 
+    async def set_ceiling(self, execution_id: str, ceiling: Decimal | None) -> ExecutionUsage:
+        """Change a run's cost ceiling at once (delegation lends part of it to children).
+
+        Admission reads the in-memory row, so the new ceiling holds from the next request on;
+        the ledger keeps it for other processes and after a restart.
+        """
+        row = await self.ledger.set_cost_ceiling(execution_id, ceiling)
+        state = self._executions.get(execution_id)
+        if state is not None:
+            async with state.cond:
+                state.row = state.row.model_copy(update={"cost_ceiling_usd": ceiling})
+                state.cond.notify_all()
+        return row
+
     async def kill_execution(self, execution_id: str, reason: str) -> ExecutionUsage:
         """Kill the run (operator or ceiling): its bearer is refused from now on."""
         return await self._set_status(execution_id, ExecutionStatus.KILLED, reason)

@@ -110,6 +110,8 @@ class ConversationView(BaseModel):
     commit_sha: str | None = Field(description="Latest commit landed by the gate.")
     error: str | None = Field(description="Latest error.")
     labels: dict[str, str] = Field(description="Free-form labels.")
+    parent_id: str | None = Field(default=None, description="The conversation that delegated it.")
+    root_id: str | None = Field(default=None, description="The root of its delegation tree.")
 
     @classmethod
     def of(cls, record: ConversationRecord, *, active: bool) -> ConversationView:

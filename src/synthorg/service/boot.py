@@ -21,6 +21,7 @@ from synthorg.mcp.server import create_mcp_app
 from synthorg.mcp.vault import CredentialVault
 from synthorg.sandbox import SandboxStreamer, make_sandbox
 from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
+from synthorg.service.delegation import DelegationHub, DelegationSettings
 from synthorg.service.provisioning import LoopProvisioner
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.service.rundirs import sweep_dead_run_dirs
@@ -69,6 +70,7 @@ class ProvisionContext:
     mcp_endpoints: McpEndpoints
     mcp_config: McpConfig
     checkpoints: CheckpointStore
+    delegation: DelegationHub | None = None
 
 
 def _socket_dir(home: Path) -> Path:
@@ -139,6 +141,12 @@ async def boot(
             serve_mcp(mcp_app, uds=sockets / "mcp.sock", host=None)
         )
         checkpoints = CheckpointStore()
+        delegation = DelegationHub(
+            section(settings, "delegation", DelegationSettings),
+            store=store,
+            gateway=gateway_app.gateway,
+            checkpoints=checkpoints,
+        )
         provision = provisioner(
             ProvisionContext(
                 settings=settings,
@@ -149,6 +157,7 @@ async def boot(
                 mcp_endpoints=mcp_endpoints,
                 mcp_config=mcp_config,
                 checkpoints=checkpoints,
+                delegation=delegation,
             )
         )
         worktrees = WorktreeManager(settings.home)
@@ -170,6 +179,7 @@ async def boot(
             isolation_warnings=_isolation_warnings(sandbox),
             repositories=repositories,
         )
+        delegation.bind(service)
         stack.push_async_callback(service.shutdown)
         _log.info(
             "SYNTHORG_BOOTED",

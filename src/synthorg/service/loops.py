@@ -62,6 +62,7 @@ async def _native(
             checkpoint=_checkpoint_hook(ctx.checkpoints, setup.workspace),
             mcp_client_factory=partial(McpToolClient, uds=mcp_uds),
             model_client_factory=partial(http_model_client, uds=gateway_uds),
+            delegator=ctx.delegation.for_run(setup) if ctx.delegation is not None else None,
         )
         # Credentialed tools exist only for projects configured in [mcp]; others get none.
         has_tools = ctx.mcp_config.project(setup.record.task.project_id) is not None

@@ -340,6 +340,14 @@ class LocalRunService:
         )
 
     # -- control ------------------------------------------------------------------------------
+    def active_run(self, conversation_id: str) -> ActiveRun | None:
+        """The run of this conversation in progress here (delegation cascades through it)."""
+        return (
+            None
+            if not self._runs.is_active(conversation_id)
+            else self._runs.require(conversation_id)
+        )
+
     def _require_active(self, conversation_id: str) -> ActiveRun:
         return self._runs.require(conversation_id)
 

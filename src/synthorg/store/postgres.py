@@ -244,8 +244,8 @@ class PostgresStore(PostgresEvalItems, LiveTail):
     async def create_conversation(self, record: ConversationRecord) -> None:
         try:
             await self._all(
-                "INSERT INTO conversations (id, project_id, status, state, created_at, updated_at)"
-                " VALUES (%s, %s, %s, %s::jsonb, %s, %s) RETURNING id",
+                "INSERT INTO conversations (id, project_id, status, state, created_at, updated_at,"
+                " parent_id, root_id) VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s) RETURNING id",
                 (
                     record.id,
                     record.task.project_id,
@@ -253,6 +253,8 @@ class PostgresStore(PostgresEvalItems, LiveTail):
                     codec.record_json(record, self._cipher),
                     codec.utc(record.created_at),
                     codec.utc(record.updated_at),
+                    record.parent_id,
+                    record.root_id,
                 ),
             )
         except pg_errors.UniqueViolation as exc:
@@ -276,12 +278,14 @@ class PostgresStore(PostgresEvalItems, LiveTail):
             previous = row[0] if row else None
         cur = await conn.execute(
             "UPDATE conversations SET project_id = %s, status = %s, state = %s::jsonb,"
-            " updated_at = %s WHERE id = %s RETURNING id",
+            " updated_at = %s, parent_id = %s, root_id = %s WHERE id = %s RETURNING id",
             (
                 record.task.project_id,
                 record.status.value,
                 codec.record_json(record, self._cipher, previous),
                 codec.utc(record.updated_at),
+                record.parent_id,
+                record.root_id,
                 record.id,
             ),
         )
@@ -385,6 +389,13 @@ class PostgresStore(PostgresEvalItems, LiveTail):
             last = rows[limit - 1]
             next_cursor = codec.encode_cursor(last[1], last[2])
         return ConversationPage(items=items, next_cursor=next_cursor)
+
+    async def list_children(self, parent_id: str) -> list[ConversationRecord]:
+        rows = await self._all(
+            "SELECT state::text FROM conversations WHERE parent_id = %s ORDER BY created_at, id",
+            (parent_id,),
+        )
+        return [codec.record_from_json(r[0], self._cipher) for r in rows]
 
     async def count_conversations(
         self, *, status: ConversationStatus | None = None, project_id: str | None = None
@@ -522,6 +533,24 @@ class PostgresStore(PostgresEvalItems, LiveTail):
         if row is None:
             raise NotFoundError(f"no execution {execution_id} in the ledger")
         return codec.execution_from_row(row)
+
+    async def executions_of(self, conversation_id: str) -> list[ExecutionUsage]:
+        async with self._conn() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(
+                "SELECT * FROM executions WHERE conversation_id = %s ORDER BY created_at",
+                (conversation_id,),
+            )
+            return [codec.execution_from_row(row) for row in await cur.fetchall()]
+
+    async def set_cost_ceiling(
+        self, execution_id: str, cost_ceiling_usd: Decimal | None
+    ) -> ExecutionUsage:
+        await self._all(
+            "UPDATE executions SET cost_ceiling_usd = %s, updated_at = now()"
+            " WHERE execution_id = %s RETURNING execution_id",
+            (cost_ceiling_usd, execution_id),
+        )
+        return await self.get_execution(execution_id)
 
     async def set_execution_status(
         self, execution_id: str, status: ExecutionStatus, reason: str = ""

@@ -118,6 +118,10 @@ class ConversationStore(Protocol):
         """Conversations newest first, filtered, cursor-paginated (stable under inserts)."""
         ...
 
+    async def list_children(self, parent_id: str) -> list[ConversationRecord]:
+        """The conversations ``parent_id`` delegated to, oldest first."""
+        ...
+
     async def count_conversations(
         self, *, status: ConversationStatus | None = None, project_id: str | None = None
     ) -> int:
@@ -227,6 +231,16 @@ class LedgerStore(Protocol):
         self, execution_id: str, status: ExecutionStatus, reason: str = ""
     ) -> ExecutionUsage:
         """Mark finished or killed (a killed execution stays killed)."""
+        ...
+
+    async def executions_of(self, conversation_id: str) -> list[ExecutionUsage]:
+        """Every ledger row of the conversation's runs, oldest first."""
+        ...
+
+    async def set_cost_ceiling(
+        self, execution_id: str, cost_ceiling_usd: Decimal | None
+    ) -> ExecutionUsage:
+        """Change an execution's ceiling (delegation carves children's out of it)."""
         ...
 
 

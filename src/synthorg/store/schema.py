@@ -122,6 +122,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        4,
+        "delegation: a conversation's parent and the root of its tree",
+        (
+            "ALTER TABLE conversations ADD COLUMN parent_id TEXT",
+            "ALTER TABLE conversations ADD COLUMN root_id TEXT",
+            "CREATE INDEX conversations_by_parent ON conversations (parent_id, created_at, id)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

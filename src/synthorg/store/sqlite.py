@@ -131,7 +131,7 @@ class SqliteStore(SqliteEvalItems, LiveTail):
             try:
                 conn.execute(
                     "INSERT INTO conversations (id, project_id, status, state, created_at,"
-                    " updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    " updated_at, parent_id, root_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         record.id,
                         record.task.project_id,
@@ -139,6 +139,8 @@ class SqliteStore(SqliteEvalItems, LiveTail):
                         state,
                         codec.ts_text(record.created_at),
                         codec.ts_text(record.updated_at),
+                        record.parent_id,
+                        record.root_id,
                     ),
                 )
             except sqlite3.IntegrityError as exc:
@@ -168,13 +170,15 @@ class SqliteStore(SqliteEvalItems, LiveTail):
                 ).fetchone()
                 saved = codec.record_json(record, self._cipher, row[0] if row else None)
             cur = conn.execute(
-                "UPDATE conversations SET project_id = ?, status = ?, state = ?, updated_at = ?"
-                " WHERE id = ?",
+                "UPDATE conversations SET project_id = ?, status = ?, state = ?, updated_at = ?,"
+                " parent_id = ?, root_id = ? WHERE id = ?",
                 (
                     record.task.project_id,
                     record.status.value,
                     saved,
                     codec.ts_text(record.updated_at),
+                    record.parent_id,
+                    record.root_id,
                     record.id,
                 ),
             )
@@ -314,6 +318,15 @@ class SqliteStore(SqliteEvalItems, LiveTail):
             last = rows[limit - 1]
             next_cursor = codec.encode_cursor(codec.parse_ts(last[1]), last[2])
         return ConversationPage(items=items, next_cursor=next_cursor)
+
+    async def list_children(self, parent_id: str) -> list[ConversationRecord]:
+        rows = await self._readers.run(
+            lambda c: c.execute(
+                "SELECT state FROM conversations WHERE parent_id = ? ORDER BY created_at, id",
+                (parent_id,),
+            ).fetchall()
+        )
+        return [codec.record_from_json(r[0], self._cipher) for r in rows]
 
     async def count_conversations(
         self, *, status: ConversationStatus | None = None, project_id: str | None = None
@@ -460,6 +473,33 @@ class SqliteStore(SqliteEvalItems, LiveTail):
     async def get_execution(self, execution_id: str) -> ExecutionUsage:
         row = await self._readers.run(lambda c: _execution_row(c, execution_id))
         return codec.execution_from_row(row)
+
+    async def executions_of(self, conversation_id: str) -> list[ExecutionUsage]:
+        def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            cur = conn.cursor()
+            cur.row_factory = sqlite3.Row
+            rows = cur.execute(
+                "SELECT * FROM executions WHERE conversation_id = ? ORDER BY created_at",
+                (conversation_id,),
+            ).fetchall()
+            return [dict(row) for row in rows]
+
+        return [codec.execution_from_row(row) for row in await self._readers.run(read)]
+
+    async def set_cost_ceiling(
+        self, execution_id: str, cost_ceiling_usd: Decimal | None
+    ) -> ExecutionUsage:
+        stamp = codec.ts_text(codec.now())
+        ceiling = None if cost_ceiling_usd is None else str(cost_ceiling_usd)
+
+        def work(conn: sqlite3.Connection) -> dict[str, Any]:
+            conn.execute(
+                "UPDATE executions SET cost_ceiling_usd = ?, updated_at = ? WHERE execution_id = ?",
+                (ceiling, stamp, execution_id),
+            )
+            return _execution_row(conn, execution_id)
+
+        return codec.execution_from_row(await self._writer.submit(work))
 
     async def set_execution_status(
         self, execution_id: str, status: ExecutionStatus, reason: str = ""

@@ -24,6 +24,7 @@ from synthorg.engine.native.tools import (
     think_tool,
     write_plan_tool,
 )
+from synthorg.engine.native.tools.delegate import Delegator, delegate_tool
 from synthorg.engine.native.turn import CheckpointHook, TurnEngine
 from synthorg.engine.protocol import GatewayAccess, LoopContext
 
@@ -64,11 +65,13 @@ class NativeLoopDeps:
     """Builds the model client; the default talks HTTP to the gateway."""
     settings: NativeLoopSettings = field(default_factory=NativeLoopSettings)
     """Model call, tool and loop bounds."""
+    delegator: Delegator | None = None
+    """Runs sub-tasks as child conversations (None: no delegate tool is offered)."""
 
     def work_tools(self) -> list[Tool]:
-        """Terminal, file editor and think."""
+        """Terminal, file editor and think (and delegate, when this run may delegate)."""
         s = self.settings
-        return [
+        tools = [
             terminal_tool(
                 self.executor,
                 default_timeout_s=s.command_timeout_s,
@@ -78,6 +81,9 @@ class NativeLoopDeps:
             file_editor_tool(self.executor),
             think_tool(),
         ]
+        if self.delegator is not None:
+            tools.append(delegate_tool(self.delegator))
+        return tools
 
 
 CONTROL_TOOLS: dict[str, Callable[[], Tool]] = {
@@ -116,8 +122,11 @@ async def run_native(
             stuck_after=deps.settings.stuck_after,
         )
         work = ToolSet(tools)
-        return await engine.run(
+        result = await engine.run(
             prompt.format(workspace=deps.executor.workspace), lambda: body(engine, work, context)
         )
+        if deps.delegator is not None and deps.delegator.spent():
+            result = result.model_copy(update={"delegated_cost_usd": deps.delegator.spent()})
+        return result
     finally:
         await model.aclose()

@@ -20,6 +20,7 @@ from synthorg.server.wire import (
     CreateConversation,
     Deleted,
 )
+from synthorg.service.tree import RunNode, TreeStore, run_tree
 
 router = APIRouter(prefix="/api/conversations", tags=["conversations"])
 
@@ -107,6 +108,17 @@ async def get_conversation(
     """Status, loop, usage, branch and termination of one conversation."""
     record = await state.conversation(conversation_id, principal)
     return ConversationView.of(record, active=state.service.is_active(conversation_id))
+
+
+@router.get("/{conversation_id}/tree", response_model=RunNode, responses=responses(401, 403, 404))
+async def conversation_tree(
+    conversation_id: Identifier, state: State, principal: Viewer
+) -> RunNode:
+    """The conversation and the runs it delegated (recursively): status and ledger spend."""
+    await state.conversation(conversation_id, principal)
+    if not isinstance(state.store, TreeStore):  # every real backend serves the ledger too
+        raise HTTPException(501, "this server's store keeps no cost ledger")
+    return await run_tree(state.store, conversation_id)
 
 
 @router.delete(

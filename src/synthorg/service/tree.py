@@ -1,0 +1,72 @@
+"""The tree of runs a conversation delegated: statuses and spend, from the store and the ledger."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from synthorg.domain import ConversationRecord, ConversationStatus, TerminationReason
+from synthorg.store.protocol import ExecutionUsage
+
+MAX_NODES = 1000
+"""Largest tree returned (depth and fan-out are capped by config; this bounds a bad store)."""
+
+
+@runtime_checkable
+class TreeStore(Protocol):
+    """What the tree reads: conversations, their children, and the ledger (one backend)."""
+
+    async def get_conversation(self, conversation_id: str) -> ConversationRecord: ...
+
+    async def list_children(self, parent_id: str) -> list[ConversationRecord]: ...
+
+    async def executions_of(self, conversation_id: str) -> list[ExecutionUsage]: ...
+
+
+class RunNode(BaseModel):
+    """One conversation of a delegation tree, with its children."""
+
+    id: str = Field(description="Conversation id.")
+    parent_id: str | None = Field(description="The conversation that delegated it.")
+    status: ConversationStatus = Field(description="Lifecycle status.")
+    loop_type: str = Field(description="Execution loop.")
+    termination_reason: TerminationReason | None = Field(description="Why its last run ended.")
+    budget_usd: Decimal | None = Field(description="Its cost ceiling (a child's was carved).")
+    cost_usd: Decimal = Field(description="Its own spend, from the gateway's ledger.")
+    tree_cost_usd: Decimal = Field(description="Its spend plus all its descendants'.")
+    commit_sha: str | None = Field(description="Its latest landed commit.")
+    title: str = Field(description="First line of its task.")
+    children: list[RunNode] = Field(description="Conversations it delegated, oldest first.")
+
+
+async def run_tree(store: TreeStore, conversation_id: str) -> RunNode:
+    """``conversation_id`` and everything it delegated (NotFoundError when unknown)."""
+    budget = [MAX_NODES]
+
+    async def node(record_id: str, depth: int) -> RunNode:
+        record = await store.get_conversation(record_id)
+        budget[0] -= 1
+        children: list[RunNode] = []
+        if depth < 16:
+            for child in await store.list_children(record.id):
+                if budget[0] <= 0:
+                    break
+                children.append(await node(child.id, depth + 1))
+        own = sum((row.cost_usd for row in await store.executions_of(record.id)), Decimal(0))
+        return RunNode(
+            id=record.id,
+            parent_id=record.parent_id,
+            status=record.status,
+            loop_type=record.loop_type,
+            termination_reason=record.termination_reason,
+            budget_usd=record.budget_usd,
+            cost_usd=own,
+            tree_cost_usd=own + sum((c.tree_cost_usd for c in children), Decimal(0)),
+            commit_sha=record.commit_sha,
+            title=record.task.title,
+            children=children,
+        )
+
+    return await node(conversation_id, 0)

@@ -1,0 +1,54 @@
+"""The real service (store, gateway, bwrap sandbox, worktrees) around the delegation scripts."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from synthorg.service.boot import Components, boot
+from synthorg.service.loops import default_provisioner, default_registry
+from tests.support import scripted_settings
+
+SCRIPT = "tests.delegation.scripts:delegating"
+MODEL = "scripted-test"
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+
+Booter = Callable[..., AbstractAsyncContextManager[Components]]
+
+
+@pytest.fixture
+def booted(tmp_path: Path) -> Booter:
+    """``async with booted(latency_ms=0, delegation={...}) as components``."""
+
+    @asynccontextmanager
+    async def start(
+        latency_ms: float = 0.0, **sections: dict[str, object]
+    ) -> AsyncIterator[Components]:
+        settings = scripted_settings(
+            tmp_path / "home", SCRIPT, model=MODEL, latency_ms=latency_ms, **sections
+        )
+        async with boot(
+            settings, registry=default_registry(), provisioner=default_provisioner
+        ) as components:
+            yield components
+
+    return start
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository whose notes.txt has one distinct word per line."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    (path / "notes.txt").write_text("".join(f"{w}\n" for w in WORDS))
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "notes.txt"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "notes"],
+    ):
+        subprocess.run(["git", *args], cwd=path, check=True)
+    return path

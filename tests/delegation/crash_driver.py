@@ -1,0 +1,30 @@
+"""A host to be SIGKILLed mid-delegation: boots the service, starts the parent, prints its id.
+
+Usage: python crash_driver.py HOME REPO PROMPT_FILE
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from synthorg.service.boot import boot
+from synthorg.service.loops import default_provisioner, default_registry
+from synthorg.service.options import RunOptions
+from tests import support
+from tests.delegation.conftest import MODEL, SCRIPT
+
+
+async def main(home: Path, repo: Path, prompt: str) -> None:
+    settings = support.scripted_settings(home, SCRIPT, model=MODEL, latency_ms=150)
+    async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
+        record = await c.service.create(support.make_task(repo, prompt), RunOptions())
+        print(record.id, flush=True)
+        await c.service.run(record.id)  # killed long before it ends
+
+
+if __name__ == "__main__":
+    asyncio.run(main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]).read_text()))

@@ -1,0 +1,52 @@
+"""Store contract for delegation: lineage columns, children, a conversation's ledger rows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from store_helpers import record, uid
+
+from synthorg.store import Store
+
+
+async def test_children_are_listed_by_parent_in_creation_order(store: Store) -> None:
+    root = record()
+    await store.create_conversation(root)
+    start = datetime.now(UTC)
+    first = record(parent_id=root.id, root_id=root.id, created_at=start)
+    second = record(created_at=start + timedelta(seconds=1))
+    await store.create_conversation(second)
+    await store.create_conversation(first)
+    # Lineage set after creation (as delegation does) is kept in the column too.
+    await store.save_conversation(
+        second.model_copy(update={"parent_id": root.id, "root_id": root.id})
+    )
+    grandchild = record(parent_id=first.id, root_id=root.id)
+    await store.create_conversation(grandchild)
+    children = await store.list_children(root.id)
+    assert [c.id for c in children] == [first.id, second.id]
+    assert all(c.parent_id == root.id and c.root_id == root.id for c in children)
+    assert [c.id for c in await store.list_children(first.id)] == [grandchild.id]
+    assert await store.list_children(grandchild.id) == []
+
+
+async def test_ceiling_changes_and_a_conversations_rows(store: Store) -> None:
+    conversation = uid()
+    ids = [uid("e"), uid("e")]
+    for execution_id in ids:
+        await store.open_execution(
+            execution_id=execution_id,
+            conversation_id=conversation,
+            model="m",
+            provider="p",
+            cost_ceiling_usd=Decimal("1.5"),
+        )
+        await store.record_usage(execution_id, tokens_in=1, tokens_out=1, cost_usd=Decimal("0.25"))
+    row = await store.set_cost_ceiling(ids[0], Decimal("0.75"))
+    assert row.cost_ceiling_usd == Decimal("0.75")
+    assert (await store.get_execution(ids[0])).cost_ceiling_usd == Decimal("0.75")
+    rows = await store.executions_of(conversation)
+    assert sorted(r.execution_id for r in rows) == sorted(ids)
+    assert sum(r.cost_usd for r in rows) == Decimal("0.5")
+    assert await store.executions_of(uid()) == []
