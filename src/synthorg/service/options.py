@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from synthorg.domain import ConfirmationPolicy
-from synthorg.engine.config import check_loop_type
+from synthorg.engine.config import LoopType
 
 
 class RunOptions(BaseModel):
@@ -15,7 +15,9 @@ class RunOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    loop: str | None = Field(default=None, description="Force a loop; None = selection/default.")
+    loop: LoopType | None = Field(
+        default=None, description="Force a loop; None = selection/default."
+    )
     model: str | None = Field(default=None, description="Model id; None = the configured default.")
     provider: str | None = Field(
         default=None, description="Provider serving the model; None = the one configured for it."
@@ -33,8 +35,3 @@ class RunOptions(BaseModel):
         pattern=r"^[^\x00]+$",
         description="Branch/commit to start from.",
     )
-
-    @field_validator("loop")
-    @classmethod
-    def _known_loop(cls, value: str | None) -> str | None:
-        return None if value is None else check_loop_type(value)
