@@ -37,6 +37,7 @@ from synthorg.store.config import PgTimeouts, describe
 from synthorg.store.errors import RESUME_HINT, ConversationOwnedError, StoreUnavailableError
 from synthorg.store.pg_listen import Listener, Notifier
 from synthorg.store.postgres_eval import PostgresEvalItems
+from synthorg.store.postgres_idempotency import PostgresIdempotencyKeys
 from synthorg.store.protocol import (
     ConversationPage,
     ExecutionStatus,
@@ -96,7 +97,7 @@ def _filters(status: ConversationStatus | None, project_id: str | None) -> tuple
     return " AND ".join(clauses) or "TRUE", params
 
 
-class PostgresStore(PostgresEvalItems, LiveTail):
+class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
     """Conversations, the event log and the ledger in a PostgreSQL database."""
 
     def __init__(

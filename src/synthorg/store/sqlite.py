@@ -37,6 +37,7 @@ from synthorg.store.schema import VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
 from synthorg.store.sqlite_engine import BUSY_TIMEOUT_S, SqliteReaders, SqliteWriter
 from synthorg.store.sqlite_eval import SqliteEvalItems
+from synthorg.store.sqlite_idempotency import SqliteIdempotencyKeys
 from synthorg.store.tail import LiveTail, TailHub
 
 _OWNER_COLUMNS = "owner_id, host, pid, since, heartbeat_at, expires_at"
@@ -69,7 +70,7 @@ def _filters(status: ConversationStatus | None, project_id: str | None) -> tuple
     return " AND ".join(clauses) or "1", params
 
 
-class SqliteStore(SqliteEvalItems, LiveTail):
+class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
     """Conversations, the event log and the ledger in one SQLite file."""
 
     def __init__(
