@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -16,12 +16,13 @@ from pydantic import TypeAdapter
 from synthorg.domain import (
     ConversationEvent,
     ConversationRecord,
+    ConversationStatus,
     StatusChangeEvent,
     StoredEvent,
 )
 from synthorg.domain.events import EVENT_ADAPTER
 from synthorg.errors import UsageError
-from synthorg.store.protocol import ExecutionStatus, ExecutionUsage
+from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, RunOwner
 from synthorg.store.secrets import REDACTED, SecretCipher, open_secrets, seal_secrets
 
 RESTART_OBSERVATION = (
@@ -41,6 +42,36 @@ def check_transition(record: ConversationRecord, event: StatusChangeEvent) -> No
             f"transition of {record.id}: the record says {record.status.value}, "
             f"the event {event.new.value}"
         )
+
+
+def filters(
+    status: ConversationStatus | None, project_id: str | None, *, mark: str, true: str
+) -> tuple[str, list[Any]]:
+    """The WHERE clause of a conversation listing (``mark`` is the backend's placeholder,
+    ``true`` its literal for "no filter") and its parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if status is not None:
+        clauses.append(f"status = {mark}")
+        params.append(status.value)
+    if project_id is not None:
+        clauses.append(f"project_id = {mark}")
+        params.append(project_id)
+    return " AND ".join(clauses) or true, params
+
+
+def owner(row: Sequence[Any], *, ts: Callable[[Any], datetime], expired: bool) -> RunOwner:
+    """A run owner from the row ``owner_id, host, pid, since, heartbeat_at, expires_at``
+    (``ts`` reads the backend's timestamps)."""
+    return RunOwner(
+        owner_id=row[0],
+        host=row[1],
+        pid=int(row[2]),
+        since=ts(row[3]),
+        heartbeat_at=ts(row[4]),
+        expires_at=ts(row[5]),
+        expired=expired,
+    )
 
 
 def utc(moment: datetime) -> datetime:
