@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from synthorg.domain import Complexity
 
@@ -25,7 +27,16 @@ def check_loop_type(value: str) -> str:
     return value
 
 
-LoopType = Annotated[str, AfterValidator(check_loop_type)]
+class _LoopTypeSchema:
+    """The JSON schema of a loop type: an enum of the catalogue's names (made on use)."""
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {**handler(schema), "enum": sorted(known_loop_types())}
+
+
+LoopType = Annotated[str, AfterValidator(check_loop_type), _LoopTypeSchema()]
 """A loop type name, validated against the catalogue: the one loop-name validator."""
 
 

@@ -1,6 +1,9 @@
 """Conversation creation: choose the loop, model and provider, check the repository, record it.
 
 A conversation is created all-or-nothing: its worktree and branch exist only if its record does.
+A well-formed choice this server does not offer (a model no provider serves, a loop whose
+runtime is not installed, a repository that does not exist) is NotFoundError, as an API that
+names a missing object in a request body answers; a malformed one is the caller's UsageError.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from datetime import datetime
 
 from synthorg.domain import AgentIdentity, ConversationRecord, Task, new_id
 from synthorg.engine import EngineConfig, LoopRegistry, select_loop_type
-from synthorg.errors import UsageError
+from synthorg.errors import ConfigError, NotFoundError, UsageError
 from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
 from synthorg.service.config import RunDefaults
@@ -22,6 +25,10 @@ from synthorg.store.protocol import ConversationStore
 from synthorg.workspace.worktrees import WorktreeManager
 
 _log = get_logger("synthorg.service")
+
+
+class NotOffered(NotFoundError):
+    """A well-formed choice this server does not offer (answered 404 by the server)."""
 
 
 class ConversationCreator:
@@ -58,12 +65,15 @@ class ConversationCreator:
                 f"loop {loop_type!r} cannot be built here; buildable: "
                 f"{sorted(self._registry.buildable)}"
             )
-        self._provision.check(loop_type)
+        try:
+            self._provision.check(loop_type)
+        except ConfigError as exc:  # a loop this host lacks the runtime of: not offered here
+            raise NotOffered(str(exc)) from exc
         model = options.model or self._defaults.model
         provider = options.provider or self._provider_for(model)
         repo = self._repositories.check(task.repository)
         if not repo.is_dir():
-            raise UsageError(f"repository {repo} is not a directory")
+            raise NotOffered(f"repository {repo} is not a directory")
         conversation_id = new_id("conv")
         workspace = await self._worktrees.create(
             repo, conversation_id, base_ref=options.base_ref, enabled=options.worktree
@@ -104,7 +114,7 @@ class ConversationCreator:
     def _provider_for(self, model: str) -> str:
         serving = [p.name for p in self._gateway.config.providers if model in p.models]
         if not serving:
-            raise UsageError(
+            raise NotOffered(
                 f"no configured provider serves model {model!r}; add it to a provider's models "
                 "in the [gateway] config"
             )

@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from synthorg.domain import ConfirmationPolicy
 from synthorg.engine.config import LoopType
+
+_DECIMAL_TEXT = r"^[0-9]{1,15}(\.[0-9]{1,15})?$"
+
+
+def _plain_decimal(value: object) -> object:
+    """Text must be a plain decimal (as the schema says): no exponent, sign or spaces."""
+    if isinstance(value, str) and re.fullmatch(_DECIMAL_TEXT, value) is None:
+        raise ValueError("an amount given as text must be a plain decimal such as 2.50")
+    return value
+
+
+Usd = Annotated[
+    Decimal,
+    BeforeValidator(_plain_decimal),
+    Field(ge=0),
+    WithJsonSchema(
+        {"anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": _DECIMAL_TEXT}]}
+    ),
+]
+"""A non-negative amount in USD, as a JSON number or plain decimal text (exact either way)."""
 
 
 class RunOptions(BaseModel):
@@ -23,7 +45,7 @@ class RunOptions(BaseModel):
         default=None, description="Provider serving the model; None = the one configured for it."
     )
     max_turns: int | None = Field(default=None, ge=1, le=10_000, description="Turn cap per run.")
-    budget_usd: Decimal | None = Field(default=None, ge=0, description="Hard cost ceiling per run.")
+    budget_usd: Usd | None = Field(default=None, description="Hard cost ceiling per run.")
     confirmation_policy: ConfirmationPolicy = Field(
         default=ConfirmationPolicy.NEVER, description="When actions wait for a person."
     )

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -179,22 +178,27 @@ def stored_events(conversation_id: str, rows: Sequence[Sequence[Any]]) -> list[S
     ]
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+CURSOR_PATTERN = r"^[0-9]{1,16}\.[A-Za-z0-9._-]{1,128}$"
+"""Every text of this shape is a cursor (microseconds since the epoch, a dot, an id), so a
+schema that states it admits no cursor the store then refuses."""
+
+
 def encode_cursor(created_at: datetime, conversation_id: str) -> str:
-    """An opaque cursor pointing just past this conversation in newest-first order."""
-    raw = f"{ts_text(created_at)}|{conversation_id}".encode()
-    return base64.urlsafe_b64encode(raw).decode("ascii")
+    """A cursor pointing just past this conversation in newest-first order."""
+    return f"{(utc(created_at) - _EPOCH) // _MICROSECOND}.{conversation_id}"
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
     """The (created_at, id) a cursor points past."""
-    try:
-        text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode()
-        stamp, conversation_id = text.split("|", 1)
-        return datetime.fromisoformat(stamp), conversation_id
-    except (ValueError, binascii.Error, UnicodeError) as exc:
+    if re.fullmatch(CURSOR_PATTERN, cursor) is None:
         raise UsageError(
             "invalid conversation list cursor; pass the next_cursor of a previous page"
-        ) from exc
+        )
+    micros, conversation_id = cursor.split(".", 1)
+    return _EPOCH + int(micros) * _MICROSECOND, conversation_id
 
 
 def check_limit(limit: int) -> None:
