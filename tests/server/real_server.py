@@ -9,9 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -111,3 +112,30 @@ async def wait_for(check: Callable[[], Awaitable[bool]], what: str, timeout: flo
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"condition never held: {what}")
+
+
+@asynccontextmanager
+async def served_client(
+    home: Path, log: Path, headers: dict[str, str], *, end: Literal["stop", "kill"] = "stop"
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of a server started over ``home``; the server is stopped (or SIGKILLed) after."""
+    proc, url = await start_server(home, log)
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
+            yield client
+    finally:
+        if end == "kill":
+            kill(proc)
+        else:
+            stop(proc, log)
+
+
+async def create_conversation(
+    client: httpx.AsyncClient, repo: Path, model: str, **fields: Any
+) -> dict[str, Any]:
+    """POST a conversation on ``repo`` (prompt "write progress" unless given); its body."""
+    request = {"repository": str(repo), "prompt": "write progress", "model": model, **fields}
+    created = await client.post("/api/conversations", json=request)
+    assert created.status_code == 201, created.text
+    body: dict[str, Any] = created.json()
+    return body
