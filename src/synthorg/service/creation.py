@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from synthorg.domain import AgentIdentity, ConversationRecord, Task, new_id
@@ -31,54 +32,42 @@ class NotOffered(NotFoundError):
     """A well-formed choice this server does not offer (answered 404 by the server)."""
 
 
+@dataclass(frozen=True, kw_only=True)
 class ConversationCreator:
     """Creates conversations (not started) for the run service."""
 
-    def __init__(
-        self,
-        *,
-        store: ConversationStore,
-        gateway: Gateway,
-        worktrees: WorktreeManager,
-        registry: LoopRegistry,
-        provision: LoopProvisioner,
-        engine: EngineConfig,
-        defaults: RunDefaults,
-        repositories: RepositoryPolicy,
-        clock: Callable[[], datetime],
-    ) -> None:
-        self._store = store
-        self._gateway = gateway
-        self._worktrees = worktrees
-        self._registry = registry
-        self._provision = provision
-        self._engine = engine
-        self._defaults = defaults
-        self._repositories = repositories
-        self._clock = clock
+    store: ConversationStore
+    gateway: Gateway
+    worktrees: WorktreeManager
+    registry: LoopRegistry
+    provision: LoopProvisioner
+    engine: EngineConfig
+    defaults: RunDefaults
+    repositories: RepositoryPolicy
+    clock: Callable[[], datetime]
 
     async def create(self, task: Task, options: RunOptions) -> ConversationRecord:
         """Persist a new conversation with its worktree (not started)."""
-        loop_type = select_loop_type(task, self._engine, forced=options.loop)
-        if loop_type not in self._registry.buildable:
+        loop_type = select_loop_type(task, self.engine, forced=options.loop)
+        if loop_type not in self.registry.buildable:
             raise UsageError(
                 f"loop {loop_type!r} cannot be built here; buildable: "
-                f"{sorted(self._registry.buildable)}"
+                f"{sorted(self.registry.buildable)}"
             )
         try:
-            self._provision.check(loop_type)
+            self.provision.check(loop_type)
         except ConfigError as exc:  # a loop this host lacks the runtime of: not offered here
             raise NotOffered(str(exc)) from exc
-        model = options.model or self._defaults.model
+        model = options.model or self.defaults.model
         provider = options.provider or self._provider_for(model)
-        repo = self._repositories.check(task.repository)
+        repo = self.repositories.check(task.repository)
         if not repo.is_dir():
             raise NotOffered(f"repository {repo} is not a directory")
         conversation_id = new_id("conv")
-        workspace = await self._worktrees.create(
+        workspace = await self.worktrees.create(
             repo, conversation_id, base_ref=options.base_ref, enabled=options.worktree
         )
-        now = self._clock()
+        now = self.clock()
         record = ConversationRecord(
             id=conversation_id,
             task=task,
@@ -89,17 +78,17 @@ class ConversationCreator:
             created_at=now,
             updated_at=now,
             workspace=workspace.info(),
-            max_turns=options.max_turns or self._engine.max_turns,
+            max_turns=options.max_turns or self.engine.max_turns,
             budget_usd=options.budget_usd
             if options.budget_usd is not None
-            else self._defaults.budget_usd,
+            else self.defaults.budget_usd,
             confirmation_policy=options.confirmation_policy,
         )
         try:
-            await self._store.create_conversation(record)
+            await self.store.create_conversation(record)
         except BaseException:
             # All-or-nothing: no worktree or branch outlives a conversation never recorded.
-            await asyncio.shield(self._worktrees.remove(workspace, delete_branch=True))
+            await asyncio.shield(self.worktrees.remove(workspace, delete_branch=True))
             raise
         _log.info(
             "CONVERSATION_CREATED",
@@ -112,7 +101,7 @@ class ConversationCreator:
         return record
 
     def _provider_for(self, model: str) -> str:
-        serving = [p.name for p in self._gateway.config.providers if model in p.models]
+        serving = [p.name for p in self.gateway.config.providers if model in p.models]
         if not serving:
             raise NotOffered(
                 f"no configured provider serves model {model!r}; add it to a provider's models "
