@@ -8,13 +8,13 @@ import pytest
 
 from synthorg.domain import ExecutionResult
 from synthorg.engine import (
-    KNOWN_LOOP_TYPES,
     ExecutionLoop,
     LoopContext,
     LoopDependencies,
     LoopRegistry,
     MissingLoopDepsError,
     UnknownLoopError,
+    known_loop_types,
 )
 from synthorg.errors import ConfigError
 
@@ -42,8 +42,8 @@ def _factory(deps: LoopDependencies) -> ExecutionLoop:
 
 def test_known_and_buildable() -> None:
     registry = LoopRegistry({"react": _factory})
-    assert registry.known == KNOWN_LOOP_TYPES
-    assert {"react", "plan_execute", "hybrid", "openhands"} <= KNOWN_LOOP_TYPES
+    assert registry.known == known_loop_types()
+    assert {"react", "plan_execute", "hybrid", "openhands"} <= known_loop_types()
     assert registry.buildable == frozenset({"react"})
 
 
@@ -72,3 +72,11 @@ def test_factory_building_the_wrong_loop_is_refused() -> None:
     registry = LoopRegistry({"hybrid": lambda deps: _Loop(_Deps("x"), "react")})
     with pytest.raises(ConfigError, match="built a 'react' loop"):
         registry.build("hybrid", LoopDependencies())
+
+
+def test_known_loop_types_are_the_catalogue_and_every_one_has_a_plugin() -> None:
+    from synthorg.engine.catalogue import LOOP_FACTORIES
+    from synthorg.service.loops import PLUGINS
+
+    assert known_loop_types() == frozenset(LOOP_FACTORIES)
+    assert {plugin.loop_type for plugin in PLUGINS} == known_loop_types()

@@ -28,3 +28,11 @@ def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "data" / "worktrees" / "run-a"
     ws.mkdir(parents=True)
     return ws
+
+
+@pytest.fixture
+def marker(tmp_path: Path) -> Path:
+    """A host directory outside every sandbox; anything appearing in it ran on the host."""
+    path = tmp_path / "markers"
+    path.mkdir()
+    return path

@@ -11,23 +11,20 @@ appears, host code ran something the agent wrote.
 from __future__ import annotations
 
 import json
-import secrets
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import httpx
 import pytest
 
-from synthorg.domain import ConversationStatus, Task, new_id
-from synthorg.service.boot import Components, boot
+from synthorg.domain import ConversationStatus
+from synthorg.service.boot import Components
 from synthorg.service.demo import create_demo_repo
-from synthorg.service.loops import default_provisioner, default_registry
-from synthorg.service.options import RunOptions
-from tests.support import scripted_settings
 
+from . import redteam_support
 from .redteam_git_scripts import PLANS
+from .redteam_support import create_planned, ran_on_host
 
 pytestmark = pytest.mark.bwrap
 
@@ -73,41 +70,17 @@ def plant_metadata(conversation_id: str, target: Path) -> str:
     return f"mkdir -p {evil} && printf '%s' '{meta}' > {evil}/workspace.json"
 
 
-@pytest.fixture
-def marker(tmp_path: Path) -> Path:
-    """A host directory outside every sandbox; anything appearing in it ran on the host."""
-    path = tmp_path / "markers"
-    path.mkdir()
-    return path
-
-
-@asynccontextmanager
-async def booted(home: Path) -> AsyncIterator[Components]:
-    settings = scripted_settings(home, SCRIPT, model=MODEL)
-    async with boot(
-        settings, registry=default_registry(), provisioner=default_provisioner
-    ) as components:
-        yield components
+def booted(home: Path) -> AbstractAsyncContextManager[Components]:
+    return redteam_support.booted(home, SCRIPT, MODEL)
 
 
 async def start_attack(
     components: Components, repo: Path, plan: list[str] | None = None, **options: object
 ) -> tuple[str, str]:
     """Create a conversation whose model runs ``plan`` (filled in by the caller via PLANS)."""
-    token = secrets.token_hex(8)
-    task = Task(
-        id=new_id("task"),
-        project_id="proj",
-        prompt=f"Red team git attack PLAN:{token}",
-        repository=str(repo),
-    )
-    record = await components.service.create(task, RunOptions(loop="react", **options))  # type: ignore[arg-type]
+    record, token = await create_planned(components, repo, "Red team git attack", **options)
     PLANS[token] = plan or []
     return record.id, token
-
-
-def ran_on_host(marker: Path) -> list[str]:
-    return sorted(p.name for p in marker.iterdir())
 
 
 async def kinds(components: Components, conversation_id: str) -> list[tuple[str, str]]:

@@ -10,25 +10,22 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import secrets
 import subprocess
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
 
-from synthorg.domain import Task, new_id
 from synthorg.engine.native.scripts import Tools, steps_of
 from synthorg.gateway.scripted import ScriptedTurn
 from synthorg.gateway.wire import ChatMessage
-from synthorg.service.boot import Components, boot
+from synthorg.service.boot import Components
 from synthorg.service.demo import create_demo_repo
-from synthorg.service.loops import default_provisioner, default_registry
-from synthorg.service.options import RunOptions
-from tests.support import scripted_settings
 
+from . import redteam_support
 from .redteam_git_scripts import PLANS
+from .redteam_support import create_planned, ran_on_host
 
 pytestmark = pytest.mark.bwrap
 
@@ -63,20 +60,8 @@ def planned_commands(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedT
     return ScriptedTurn.call("finish", message=f"ran {len(plan)} commands")
 
 
-@pytest.fixture
-def marker(tmp_path: Path) -> Path:
-    path = tmp_path / "markers"
-    path.mkdir()
-    return path
-
-
-@asynccontextmanager
-async def booted(home: Path) -> AsyncIterator[Components]:
-    settings = scripted_settings(home, SCRIPT, model=MODEL)
-    async with boot(
-        settings, registry=default_registry(), provisioner=default_provisioner
-    ) as components:
-        yield components
+def booted(home: Path) -> AbstractAsyncContextManager[Components]:
+    return redteam_support.booted(home, SCRIPT, MODEL)
 
 
 async def attack(
@@ -84,22 +69,11 @@ async def attack(
 ) -> tuple[str, list[str], object]:
     """Run ``plan`` in a fresh conversation; return its id, what each command printed and
     the run's result."""
-    token = secrets.token_hex(8)
-    task = Task(
-        id=new_id("task"),
-        project_id="proj",
-        prompt=f"Red team PLAN:{token}",
-        repository=str(repo),
-    )
-    record = await components.service.create(task, RunOptions(loop="react", **options))  # type: ignore[arg-type]
+    record, token = await create_planned(components, repo, "Red team", **options)
     PLANS[token] = plan
     CURRENT.append(token)
     result = await asyncio.wait_for(components.service.run(record.id), timeout=240)
     return record.id, OUTPUTS.get(token, []), result
-
-
-def ran_on_host(marker: Path) -> list[str]:
-    return sorted(p.name for p in marker.iterdir())
 
 
 def git(repo: Path, *args: str) -> str:

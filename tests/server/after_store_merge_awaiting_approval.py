@@ -16,13 +16,13 @@ import pytest
 from synthorg.server import KeyStore, Role
 
 from .helpers import events
-from .test_restart import home, start_server, stop  # noqa: F401 (fixture)
+from .real_server import start_server, stop
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
 
 async def test_an_action_awaiting_approval_is_void_after_a_restart(
-    home: Path,  # noqa: F811
+    home: Path,
     repo: Path,
     tmp_path: Path,
 ) -> None:

@@ -66,8 +66,8 @@ async def test_create_refuses_unknown_loop_and_bad_input(
     missing = await operator.post(
         "/api/conversations", json={"repository": str(repo / "absent"), "prompt": "x"}
     )
-    assert missing.status_code == 400
-    assert missing.json()["code"] == "bad_request"
+    assert missing.status_code == 404  # well-formed, names no repository: as a missing object
+    assert missing.json()["code"] == "not_found"
 
 
 async def test_list_filters_and_cursor_pagination(operator: httpx.AsyncClient, repo: Path) -> None:
@@ -95,7 +95,7 @@ async def test_list_filters_and_cursor_pagination(operator: httpx.AsyncClient, r
     none = (await operator.get("/api/conversations", params={"status": "running"})).json()
     assert none == {"items": [], "next_cursor": None}
     bad = await operator.get("/api/conversations", params={"cursor": "%%%"})
-    assert bad.status_code == 400
+    assert bad.status_code == 422  # the schema states the cursor's shape
 
 
 async def test_get_unknown_is_404(operator: httpx.AsyncClient) -> None:

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import signal
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from synthorg.server import KeyStore, Role
-
 from .helpers import events
-from .test_restart import home, start_server, stop  # noqa: F401 (fixture)
+from .real_server import create_conversation, operator_headers, served_client, wait_for
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
@@ -36,44 +32,30 @@ def assert_one_chain(chain: list[tuple[str | None, str]], status: str) -> None:
 
 @pytest.mark.parametrize("kill_after_s", [0.0, 0.3])
 async def test_killed_right_after_create_then_restart_and_resume_agree(
-    home: Path,  # noqa: F811
+    home: Path,
     repo: Path,
     tmp_path: Path,
     kill_after_s: float,
 ) -> None:
-    key = KeyStore(home / "server" / "keys.json").create("olga", {Role.OPERATOR})[1]
-    headers = {"Authorization": f"Bearer {key}"}
+    headers = operator_headers(home)
     log = tmp_path / "server.log"
-    proc, url = await start_server(home, log)
-    try:
-        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
-            created = await client.post(
-                "/api/conversations",
-                json={"repository": str(repo), "prompt": "write progress", "model": "slow50"},
-            )
-            assert created.status_code == 201, created.text
-            cid = created.json()["id"]
-            if kill_after_s:
-                await asyncio.sleep(kill_after_s)  # the moment under test, not a sync point
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+    async with served_client(home, log, headers, end="kill") as client:
+        cid = (await create_conversation(client, repo, "slow50"))["id"]
+        if kill_after_s:
+            await asyncio.sleep(kill_after_s)  # the moment under test, not a sync point
 
-    proc, url = await start_server(home, log)
-    try:
-        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
-            body = (await client.get(f"/api/conversations/{cid}")).json()
-            assert body["active"] is False
-            assert_one_chain(transitions(await events(client, cid)), body["status"])
-            resumed = await client.post(f"/api/conversations/{cid}/resume")
-            assert resumed.status_code == 200, resumed.text
-            for _ in range(600):
-                if len(await events(client, cid, kind="observation")) >= 1:
-                    break
-                await asyncio.sleep(0.05)
-            assert (await client.post(f"/api/conversations/{cid}/cancel")).status_code == 200
-            final = (await client.get(f"/api/conversations/{cid}")).json()
-            assert final["status"] == "cancelled"
-            assert_one_chain(transitions(await events(client, cid)), "cancelled")
-    finally:
-        stop(proc, log)
+    async with served_client(home, log, headers) as client:
+        body = (await client.get(f"/api/conversations/{cid}")).json()
+        assert body["active"] is False
+        assert_one_chain(transitions(await events(client, cid)), body["status"])
+        resumed = await client.post(f"/api/conversations/{cid}/resume")
+        assert resumed.status_code == 200, resumed.text
+
+        async def observed() -> bool:
+            return len(await events(client, cid, kind="observation")) >= 1
+
+        await wait_for(observed, f"{cid} observed", timeout=30)
+        assert (await client.post(f"/api/conversations/{cid}/cancel")).status_code == 200
+        final = (await client.get(f"/api/conversations/{cid}")).json()
+        assert final["status"] == "cancelled"
+        assert_one_chain(transitions(await events(client, cid)), "cancelled")

@@ -17,7 +17,8 @@ from synthorg.domain import (
 )
 from synthorg.engine import Decision
 from synthorg.engine.openhands import OpenHandsUnavailableError
-from synthorg.errors import ConflictError, UsageError
+from synthorg.errors import ConflictError
+from synthorg.service.creation import NotOffered
 from synthorg.service.options import RunOptions
 
 from .conftest import Booter, make_task
@@ -209,12 +210,13 @@ async def test_delete_removes_the_worktree_keeps_the_branch(
 async def test_bad_requests_fail_clearly(booted: Booter, demo_repo: Path, tmp_path: Path) -> None:
     async with booted("demo_fix_script") as components:
         service = components.service
-        with pytest.raises(UsageError, match="not a directory"):
+        with pytest.raises(NotOffered, match="not a directory"):
             await service.create(make_task(tmp_path / "missing"), RunOptions())
-        with pytest.raises(UsageError, match="no configured provider serves model"):
+        with pytest.raises(NotOffered, match="no configured provider serves model"):
             await service.create(make_task(demo_repo), RunOptions(model="gpt-nope"))
-        with pytest.raises(OpenHandsUnavailableError, match="synthorg runtime build openhands"):
+        with pytest.raises(NotOffered, match="synthorg runtime build openhands") as refused:
             await service.create(make_task(demo_repo), RunOptions(loop="openhands"))
+        assert isinstance(refused.value.__cause__, OpenHandsUnavailableError)
         assert await components.store.count_conversations() == 0  # nothing left behind
 
 

@@ -1,7 +1,7 @@
 """The engine: the ExecutionLoop protocol, registry, selection, checkers and the runner."""
 
 from synthorg.engine.checkers import RunCheckers, budget_checker, flag_checker
-from synthorg.engine.config import KNOWN_LOOP_TYPES, EngineConfig
+from synthorg.engine.config import EngineConfig, LoopType, known_loop_types
 from synthorg.engine.control import Decision, RunControl
 from synthorg.engine.no_op import is_no_op
 from synthorg.engine.protocol import EventSink, ExecutionLoop, GatewayAccess, LoopContext
@@ -23,7 +23,6 @@ from synthorg.engine.termination import EXECUTION_LOOP_TERMINATED, Terminated, T
 __all__ = [
     "DEFAULT_COMPLEXITY_RULES",
     "EXECUTION_LOOP_TERMINATED",
-    "KNOWN_LOOP_TYPES",
     "AutoLoopConfig",
     "Decision",
     "EngineConfig",
@@ -36,6 +35,7 @@ __all__ = [
     "LoopDependencies",
     "LoopRegistry",
     "LoopRunner",
+    "LoopType",
     "MissingLoopDepsError",
     "RunCheckers",
     "RunControl",
@@ -47,5 +47,6 @@ __all__ = [
     "build_auto_loop_config",
     "flag_checker",
     "is_no_op",
+    "known_loop_types",
     "select_loop_type",
 ]

@@ -2,19 +2,42 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from synthorg.domain import Complexity
 
-KNOWN_LOOP_TYPES: frozenset[str] = frozenset({"react", "plan_execute", "hybrid", "openhands"})
-"""Every loop type SynthOrg knows of, whether or not this deployment can build it."""
+
+def known_loop_types() -> frozenset[str]:
+    """Every loop type SynthOrg knows of: the names in the loop catalogue."""
+    # Imported on use: the catalogue imports the loops, and they import this module.
+    from synthorg.engine.catalogue import LOOP_FACTORIES
+
+    return frozenset(LOOP_FACTORIES)
 
 
 def check_loop_type(value: str) -> str:
     """``value`` if it names a known loop, else a ValueError listing the known ones."""
-    if value not in KNOWN_LOOP_TYPES:
-        raise ValueError(f"unknown loop type {value!r}; known: {sorted(KNOWN_LOOP_TYPES)}")
+    known = known_loop_types()
+    if value not in known:
+        raise ValueError(f"unknown loop type {value!r}; known: {sorted(known)}")
     return value
+
+
+class _LoopTypeSchema:
+    """The JSON schema of a loop type: an enum of the catalogue's names (made on use)."""
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {**handler(schema), "enum": sorted(known_loop_types())}
+
+
+LoopType = Annotated[str, AfterValidator(check_loop_type), _LoopTypeSchema()]
+"""A loop type name, validated against the catalogue: the one loop-name validator."""
 
 
 class EngineConfig(BaseModel):
@@ -25,22 +48,10 @@ class EngineConfig(BaseModel):
     loop_auto_select_enabled: bool = Field(
         default=False, description="Pick the loop from the task's complexity."
     )
-    loop_complexity_overrides: dict[Complexity, str] = Field(
+    loop_complexity_overrides: dict[Complexity, LoopType] = Field(
         default_factory=dict, description="Complexity -> loop type, merged over the defaults."
     )
-    default_loop_type: str = Field(
+    default_loop_type: LoopType = Field(
         default="react", description="The loop used when selection is off or no rule matches."
     )
     max_turns: int = Field(default=30, ge=1, le=10_000, description="Default turn cap of a run.")
-
-    @field_validator("default_loop_type")
-    @classmethod
-    def _known_default(cls, value: str) -> str:
-        return check_loop_type(value)
-
-    @field_validator("loop_complexity_overrides")
-    @classmethod
-    def _known_overrides(cls, value: dict[Complexity, str]) -> dict[Complexity, str]:
-        for loop_type in value.values():
-            check_loop_type(loop_type)
-        return value

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from synthorg.engine.config import KNOWN_LOOP_TYPES
+from synthorg.engine.config import known_loop_types
 from synthorg.engine.protocol import ExecutionLoop
 from synthorg.errors import ConfigError
 
@@ -49,7 +49,7 @@ class LoopRegistry:
     """Factories by loop type."""
 
     def __init__(self, factories: Mapping[str, LoopFactory]) -> None:
-        unknown = set(factories) - KNOWN_LOOP_TYPES
+        unknown = set(factories) - known_loop_types()
         if unknown:
             raise ConfigError(f"factories registered for unknown loop types: {sorted(unknown)}")
         self._factories = dict(factories)
@@ -57,7 +57,7 @@ class LoopRegistry:
     @property
     def known(self) -> frozenset[str]:
         """Every loop type SynthOrg knows of."""
-        return KNOWN_LOOP_TYPES
+        return known_loop_types()
 
     @property
     def buildable(self) -> frozenset[str]:
@@ -66,7 +66,7 @@ class LoopRegistry:
 
     def build(self, loop_type: str, deps: LoopDependencies) -> ExecutionLoop:
         """A loop of ``loop_type``; fails loud when unknown, unbuildable or missing deps."""
-        if loop_type not in KNOWN_LOOP_TYPES:
+        if loop_type not in self.known:
             raise UnknownLoopError(f"unknown loop type {loop_type!r}; known: {sorted(self.known)}")
         factory = self._factories.get(loop_type)
         if factory is None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from synthorg.domain import Complexity
-from synthorg.engine.config import check_loop_type
+from synthorg.engine.config import LoopType
 
 
 class Arm(BaseModel):
@@ -15,13 +15,8 @@ class Arm(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    loop: str = Field(description="Loop type run for every task of this arm.")
+    loop: LoopType = Field(description="Loop type run for every task of this arm.")
     model: str | None = Field(None, description="Model for this arm; None = the eval's model.")
-
-    @field_validator("loop")
-    @classmethod
-    def _known(cls, value: str) -> str:
-        return check_loop_type(value)
 
     @property
     def name(self) -> str:

@@ -13,10 +13,9 @@ from synthorg.server.errors import install_error_handlers
 from synthorg.server.http_limits import HttpLimits
 from synthorg.server.metrics import ObserveRequests, ServerMetrics
 from synthorg.server.routes import control, conversations, events, git, keys, ops, ws
-from synthorg.server.state import Authenticator, ServerState
+from synthorg.server.state import Authenticator, ServerState, ServerStore
 from synthorg.server.stream import WS_PROTOCOL
 from synthorg.service.protocol import RunService
-from synthorg.store.protocol import ConversationStore
 
 log = get_logger("synthorg.server")
 
@@ -24,7 +23,7 @@ log = get_logger("synthorg.server")
 def create_app(
     settings: ServerSettings,
     *,
-    store: ConversationStore,
+    store: ServerStore,
     run_service: RunService,
     auth: Authenticator,
 ) -> FastAPI:

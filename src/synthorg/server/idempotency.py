@@ -5,24 +5,23 @@ conversation, send a message). The first request with a key runs; a retry with t
 and the same body gets the first response again (``Idempotent-Replayed: true``) and has no
 second effect; the same key with a different body is refused (409), and while the first is
 still in flight a retry is refused (409, retry later). Keys are per API key and per route,
-remembered for ``ttl_s`` in this server process (a restart forgets them), at most
-``capacity`` of them (the oldest go first). Only successful responses are remembered: a
-refused request changed nothing, so its retry may succeed.
+kept in the store for ``ttl_s`` (so a restarted server, or another one on the same store,
+still knows them). Only successful responses are remembered: a refused request changed
+nothing, so its retry may succeed. A request cut off by a crash leaves its key in progress
+until it expires: its effect is unknown, so it is refused rather than done twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
 
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from synthorg.errors import ConflictError
+from synthorg.store.protocol import IdempotencySlot, IdempotencyStore
 
 REPLAYED = "Idempotent-Replayed"
 
@@ -31,28 +30,12 @@ class IdempotencyKeyReused(ConflictError):
     """The key was used before with another request body (answered 409)."""
 
 
-@dataclass
-class _Entry:
-    fingerprint: str
-    created: float
-    status: int | None = None
-    body: Any = None
-
-
 class IdempotencyKeys:
-    """The remembered keys of one app."""
+    """The remembered keys of one app, kept in its store."""
 
-    def __init__(self, *, ttl_s: float = 24 * 3600, capacity: int = 10_000) -> None:
+    def __init__(self, store: IdempotencyStore, *, ttl_s: float = 24 * 3600) -> None:
+        self.store = store
         self.ttl_s = ttl_s
-        self.capacity = capacity
-        self._entries: OrderedDict[tuple[str, str, str], _Entry] = OrderedDict()
-
-    def _prune(self, now: float) -> None:
-        while self._entries:
-            key, entry = next(iter(self._entries.items()))
-            if now - entry.created < self.ttl_s and len(self._entries) <= self.capacity:
-                return
-            del self._entries[key]
 
     async def once[M: BaseModel](
         self,
@@ -67,28 +50,28 @@ class IdempotencyKeys:
         """Run ``call`` once per (caller, route, key); replay its response to a retry."""
         if key is None:
             return await call()
-        now = time.monotonic()
-        self._prune(now)
-        slot = (caller, route, key)
+        slot = IdempotencySlot(caller=caller, route=route, key=key)
         fingerprint = hashlib.sha256(request.model_dump_json().encode()).hexdigest()
-        entry = self._entries.get(slot)
-        if entry is not None:
-            if entry.fingerprint != fingerprint:
+        first = await self.store.claim_idempotency_key(slot, fingerprint, ttl_s=self.ttl_s)
+        if first is not None:
+            if first.fingerprint != fingerprint:
                 raise IdempotencyKeyReused(
                     "this Idempotency-Key was used with a different request body; use a new "
                     "key for a new request"
                 )
-            if entry.status is None:
+            if first.status is None:
                 raise ConflictError(
-                    "a request with this Idempotency-Key is still in progress; retry later"
+                    "a request with this Idempotency-Key is still in progress (or was cut off "
+                    "by a server restart, its effect unknown); retry later, or check and use "
+                    "a new key"
                 )
-            return JSONResponse(entry.body, status_code=entry.status, headers={REPLAYED: "true"})
-        entry = _Entry(fingerprint=fingerprint, created=now)
-        self._entries[slot] = entry
+            return JSONResponse(first.body, status_code=first.status, headers={REPLAYED: "true"})
         try:
             result = await call()
         except BaseException:
-            self._entries.pop(slot, None)
+            await asyncio.shield(self.store.release_idempotency_key(slot))
             raise
-        entry.status, entry.body = status, result.model_dump(mode="json")
+        await asyncio.shield(
+            self.store.complete_idempotency_key(slot, status, result.model_dump(mode="json"))
+        )
         return result

@@ -17,7 +17,11 @@ from synthorg.server.idempotency import IdempotencyKeys
 from synthorg.server.metrics import ServerMetrics
 from synthorg.server.subscribers import SubscriberLimit
 from synthorg.service.protocol import RunService
-from synthorg.store.protocol import ConversationStore
+from synthorg.store.protocol import ConversationStore, IdempotencyStore
+
+
+class ServerStore(ConversationStore, IdempotencyStore, Protocol):
+    """What the server keeps in the store: conversations and the idempotency keys."""
 
 
 class Authenticator(Protocol):
@@ -50,15 +54,16 @@ class ServerState:
     """The app's collaborators (one per app, on ``app.state.server``)."""
 
     settings: ServerSettings
-    store: ConversationStore
+    store: ServerStore
     service: RunService
     auth: Authenticator
     metrics: ServerMetrics
     subscribers: SubscriberLimit = field(init=False)
     starting: set[str] = field(default_factory=set)
-    idempotency: IdempotencyKeys = field(default_factory=IdempotencyKeys)
+    idempotency: IdempotencyKeys = field(init=False)
 
     def __post_init__(self) -> None:
+        self.idempotency = IdempotencyKeys(self.store)
         self.subscribers = SubscriberLimit(self.settings.ws_subscribers_per_conversation)
 
     async def conversation(self, conversation_id: str, principal: Principal) -> ConversationRecord:

@@ -1,7 +1,8 @@
 """Every loop type, registered once as a plugin: its factory, per-run provisioning, host check.
 
-Adding a loop adds one ``LoopPlugin`` to ``PLUGINS``; the registry and the provisioner are
-derived from them.
+The loop names come from the engine's catalogue (``engine/catalogue.py``): a loop added to its
+family's factory table gets its family's plugin here; a new family adds one line to ``PLUGINS``.
+The registry and the provisioner are derived from the plugins.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from synthorg.domain import CheckpointEvent
-from synthorg.engine import KNOWN_LOOP_TYPES, LoopDependencies, LoopRegistry
+from synthorg.engine import LoopDependencies, LoopRegistry, known_loop_types
 from synthorg.engine.native import NATIVE_FACTORIES, NativeLoopDeps, http_model_client
 from synthorg.engine.native.turn import CheckpointHook
 from synthorg.engine.openhands import OPENHANDS_FACTORIES
@@ -105,10 +106,10 @@ PLUGINS: tuple[LoopPlugin, ...] = (
 """Every loop this build can construct, registered once."""
 
 _BY_TYPE = {plugin.loop_type: plugin for plugin in PLUGINS}
-if set(_BY_TYPE) != KNOWN_LOOP_TYPES:  # a loop added in one place but not the other
+if set(_BY_TYPE) != known_loop_types():  # a loop family in the catalogue with no plugin
     raise ConfigError(
-        f"loop plugins {sorted(_BY_TYPE)} do not match the known loop types "
-        f"{sorted(KNOWN_LOOP_TYPES)}: register the loop in both"
+        f"loop plugins {sorted(_BY_TYPE)} do not match the loop catalogue "
+        f"{sorted(known_loop_types())}: give the family a plugin here"
     )
 
 

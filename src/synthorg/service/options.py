@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from synthorg.domain import ConfirmationPolicy
-from synthorg.engine.config import check_loop_type
+from synthorg.engine.config import LoopType
+
+_DECIMAL_TEXT = r"^[0-9]{1,15}(\.[0-9]{1,15})?$"
+
+
+def _plain_decimal(value: object) -> object:
+    """Text must be a plain decimal (as the schema says): no exponent, sign or spaces."""
+    if isinstance(value, str) and re.fullmatch(_DECIMAL_TEXT, value) is None:
+        raise ValueError("an amount given as text must be a plain decimal such as 2.50")
+    return value
+
+
+Usd = Annotated[
+    Decimal,
+    BeforeValidator(_plain_decimal),
+    Field(ge=0),
+    WithJsonSchema(
+        {"anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": _DECIMAL_TEXT}]}
+    ),
+]
+"""A non-negative amount in USD, as a JSON number or plain decimal text (exact either way)."""
 
 
 class RunOptions(BaseModel):
@@ -15,13 +37,15 @@ class RunOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    loop: str | None = Field(default=None, description="Force a loop; None = selection/default.")
+    loop: LoopType | None = Field(
+        default=None, description="Force a loop; None = selection/default."
+    )
     model: str | None = Field(default=None, description="Model id; None = the configured default.")
     provider: str | None = Field(
         default=None, description="Provider serving the model; None = the one configured for it."
     )
     max_turns: int | None = Field(default=None, ge=1, le=10_000, description="Turn cap per run.")
-    budget_usd: Decimal | None = Field(default=None, ge=0, description="Hard cost ceiling per run.")
+    budget_usd: Usd | None = Field(default=None, description="Hard cost ceiling per run.")
     confirmation_policy: ConfirmationPolicy = Field(
         default=ConfirmationPolicy.NEVER, description="When actions wait for a person."
     )
@@ -33,8 +57,3 @@ class RunOptions(BaseModel):
         pattern=r"^[^\x00]+$",
         description="Branch/commit to start from.",
     )
-
-    @field_validator("loop")
-    @classmethod
-    def _known_loop(cls, value: str | None) -> str | None:
-        return None if value is None else check_loop_type(value)

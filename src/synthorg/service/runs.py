@@ -1,4 +1,8 @@
-"""The local run service: conversations, their runs, live control and the commit gate."""
+"""The local run service: conversations' runs in this process, their live control and end.
+
+Creation is ``service/creation.py``; ownership ``ownership.py``; landing ``landing.py``;
+which control applies ``control.py``; the run's lifecycle itself is ``engine/runner.py``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,6 @@ from functools import partial
 from pathlib import Path
 
 from synthorg.domain import (
-    AgentIdentity,
     CancelEvent,
     ConversationRecord,
     ConversationStatus,
@@ -34,16 +37,16 @@ from synthorg.engine import (
     RunCheckers,
     budget_checker,
     flag_checker,
-    select_loop_type,
 )
 from synthorg.engine.bearers import BearerMinter, RunGrant
 from synthorg.engine.lifecycle import events_after, transition
-from synthorg.errors import ConflictError, UsageError
+from synthorg.errors import ConflictError
 from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
 from synthorg.service.active import ActiveRun, ActiveRuns
 from synthorg.service.bearers import GatewayMinter
 from synthorg.service.config import RunDefaults
+from synthorg.service.creation import ConversationCreator
 from synthorg.service.landing import land, workspace_changed
 from synthorg.service.options import RunOptions
 from synthorg.service.ownership import claim_run
@@ -85,7 +88,6 @@ class LocalRunService:
         self.gate = gate
         self.registry = registry
         self._provision = provision
-        self._engine = engine
         self._defaults = defaults
         self._isolation_warnings = tuple(isolation_warnings)
         self._clock = clock
@@ -94,72 +96,22 @@ class LocalRunService:
         self._minter: BearerMinter = GatewayMinter(gateway)
         self._runs = ActiveRuns()
         self._shutdown = asyncio.Event()
+        self._creator = ConversationCreator(
+            store=store,
+            gateway=gateway,
+            worktrees=worktrees,
+            registry=registry,
+            provision=provision,
+            engine=engine,
+            defaults=defaults,
+            repositories=self.repositories,
+            clock=clock,
+        )
 
     # -- creation -------------------------------------------------------------------------
     async def create(self, task: Task, options: RunOptions) -> ConversationRecord:
         """Persist a new conversation with its worktree (not started)."""
-        loop_type = select_loop_type(task, self._engine, forced=options.loop)
-        if loop_type not in self.registry.buildable:
-            raise UsageError(
-                f"loop {loop_type!r} cannot be built here; buildable: "
-                f"{sorted(self.registry.buildable)}"
-            )
-        self._provision.check(loop_type)
-        model = options.model or self._defaults.model
-        provider = options.provider or self._provider_for(model)
-        repo = self.repositories.check(task.repository)
-        if not repo.is_dir():
-            raise UsageError(f"repository {repo} is not a directory")
-        conversation_id = new_id("conv")
-        workspace = await self.worktrees.create(
-            repo, conversation_id, base_ref=options.base_ref, enabled=options.worktree
-        )
-        now = self._clock()
-        record = ConversationRecord(
-            id=conversation_id,
-            task=task,
-            agent=AgentIdentity(id=f"agent-{loop_type}"),
-            loop_type=loop_type,
-            model=model,
-            provider=provider,
-            created_at=now,
-            updated_at=now,
-            workspace=workspace.info(),
-            max_turns=options.max_turns or self._engine.max_turns,
-            budget_usd=options.budget_usd
-            if options.budget_usd is not None
-            else self._defaults.budget_usd,
-            confirmation_policy=options.confirmation_policy,
-        )
-        try:
-            await self.store.create_conversation(record)
-        except BaseException:
-            # All-or-nothing: no worktree or branch outlives a conversation never recorded.
-            await asyncio.shield(self.worktrees.remove(workspace, delete_branch=True))
-            raise
-        _log.info(
-            "CONVERSATION_CREATED",
-            conversation_id=conversation_id,
-            loop_type=loop_type,
-            model=model,
-            workspace=str(workspace.path),
-            note=workspace.note,
-        )
-        return record
-
-    def _provider_for(self, model: str) -> str:
-        serving = [p.name for p in self.gateway.config.providers if model in p.models]
-        if not serving:
-            raise UsageError(
-                f"no configured provider serves model {model!r}; add it to a provider's models "
-                "in the [gateway] config"
-            )
-        if len(serving) > 1:
-            raise UsageError(
-                f"model {model!r} is served by several providers {serving}; choose one "
-                "explicitly (--provider)"
-            )
-        return serving[0]
+        return await self._creator.create(task, options)
 
     # -- runs -------------------------------------------------------------------------------
     def is_active(self, conversation_id: str) -> bool:

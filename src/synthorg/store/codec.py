@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -16,12 +15,13 @@ from pydantic import TypeAdapter
 from synthorg.domain import (
     ConversationEvent,
     ConversationRecord,
+    ConversationStatus,
     StatusChangeEvent,
     StoredEvent,
 )
 from synthorg.domain.events import EVENT_ADAPTER
 from synthorg.errors import UsageError
-from synthorg.store.protocol import ExecutionStatus, ExecutionUsage
+from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, RunOwner
 from synthorg.store.secrets import REDACTED, SecretCipher, open_secrets, seal_secrets
 
 RESTART_OBSERVATION = (
@@ -41,6 +41,36 @@ def check_transition(record: ConversationRecord, event: StatusChangeEvent) -> No
             f"transition of {record.id}: the record says {record.status.value}, "
             f"the event {event.new.value}"
         )
+
+
+def filters(
+    status: ConversationStatus | None, project_id: str | None, *, mark: str, true: str
+) -> tuple[str, list[Any]]:
+    """The WHERE clause of a conversation listing (``mark`` is the backend's placeholder,
+    ``true`` its literal for "no filter") and its parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if status is not None:
+        clauses.append(f"status = {mark}")
+        params.append(status.value)
+    if project_id is not None:
+        clauses.append(f"project_id = {mark}")
+        params.append(project_id)
+    return " AND ".join(clauses) or true, params
+
+
+def owner(row: Sequence[Any], *, ts: Callable[[Any], datetime], expired: bool) -> RunOwner:
+    """A run owner from the row ``owner_id, host, pid, since, heartbeat_at, expires_at``
+    (``ts`` reads the backend's timestamps)."""
+    return RunOwner(
+        owner_id=row[0],
+        host=row[1],
+        pid=int(row[2]),
+        since=ts(row[3]),
+        heartbeat_at=ts(row[4]),
+        expires_at=ts(row[5]),
+        expired=expired,
+    )
 
 
 def utc(moment: datetime) -> datetime:
@@ -148,22 +178,27 @@ def stored_events(conversation_id: str, rows: Sequence[Sequence[Any]]) -> list[S
     ]
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+CURSOR_PATTERN = r"^[0-9]{1,16}\.[A-Za-z0-9._-]{1,128}$"
+"""Every text of this shape is a cursor (microseconds since the epoch, a dot, an id), so a
+schema that states it admits no cursor the store then refuses."""
+
+
 def encode_cursor(created_at: datetime, conversation_id: str) -> str:
-    """An opaque cursor pointing just past this conversation in newest-first order."""
-    raw = f"{ts_text(created_at)}|{conversation_id}".encode()
-    return base64.urlsafe_b64encode(raw).decode("ascii")
+    """A cursor pointing just past this conversation in newest-first order."""
+    return f"{(utc(created_at) - _EPOCH) // _MICROSECOND}.{conversation_id}"
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
     """The (created_at, id) a cursor points past."""
-    try:
-        text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode()
-        stamp, conversation_id = text.split("|", 1)
-        return datetime.fromisoformat(stamp), conversation_id
-    except (ValueError, binascii.Error, UnicodeError) as exc:
+    if re.fullmatch(CURSOR_PATTERN, cursor) is None:
         raise UsageError(
             "invalid conversation list cursor; pass the next_cursor of a previous page"
-        ) from exc
+        )
+    micros, conversation_id = cursor.split(".", 1)
+    return _EPOCH + int(micros) * _MICROSECOND, conversation_id
 
 
 def check_limit(limit: int) -> None:

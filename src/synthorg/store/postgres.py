@@ -37,6 +37,7 @@ from synthorg.store.config import PgTimeouts, describe
 from synthorg.store.errors import RESUME_HINT, ConversationOwnedError, StoreUnavailableError
 from synthorg.store.pg_listen import Listener, Notifier
 from synthorg.store.postgres_eval import PostgresEvalItems
+from synthorg.store.postgres_idempotency import PostgresIdempotencyKeys
 from synthorg.store.protocol import (
     ConversationPage,
     ExecutionStatus,
@@ -84,19 +85,7 @@ RETURNING owner_id, host, pid, since, heartbeat_at, expires_at, FALSE
 """
 
 
-def _filters(status: ConversationStatus | None, project_id: str | None) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if status is not None:
-        clauses.append("status = %s")
-        params.append(status.value)
-    if project_id is not None:
-        clauses.append("project_id = %s")
-        params.append(project_id)
-    return " AND ".join(clauses) or "TRUE", params
-
-
-class PostgresStore(PostgresEvalItems, LiveTail):
+class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
     """Conversations, the event log and the ledger in a PostgreSQL database."""
 
     def __init__(
@@ -334,7 +323,7 @@ class PostgresStore(PostgresEvalItems, LiveTail):
             except pg_errors.ForeignKeyViolation as exc:
                 raise NotFoundError(f"no conversation {conversation_id}") from exc
             if rows:
-                return _owner(rows[0])
+                return codec.owner(rows[0], ts=codec.utc, expired=bool(rows[0][6]))
             holder = await self.conversation_owner(conversation_id)
             if holder is not None:
                 raise ConversationOwnedError(conversation_id, holder)
@@ -362,7 +351,7 @@ class PostgresStore(PostgresEvalItems, LiveTail):
             " WHERE conversation_id = %s",
             (conversation_id,),
         )
-        return _owner(rows[0]) if rows else None
+        return codec.owner(rows[0], ts=codec.utc, expired=bool(rows[0][6])) if rows else None
 
     async def list_conversations(
         self,
@@ -373,7 +362,7 @@ class PostgresStore(PostgresEvalItems, LiveTail):
         cursor: str | None = None,
     ) -> ConversationPage:
         codec.check_limit(limit)
-        where, params = _filters(status, project_id)
+        where, params = codec.filters(status, project_id, mark="%s", true="TRUE")
         if cursor is not None:
             created, last_id = codec.decode_cursor(cursor)
             where += " AND (created_at, id) < (%s, %s)"
@@ -400,7 +389,7 @@ class PostgresStore(PostgresEvalItems, LiveTail):
     async def count_conversations(
         self, *, status: ConversationStatus | None = None, project_id: str | None = None
     ) -> int:
-        where, params = _filters(status, project_id)
+        where, params = codec.filters(status, project_id, mark="%s", true="TRUE")
         rows = await self._all(f"SELECT COUNT(*) FROM conversations WHERE {where}", params)  # noqa: S608
         return int(rows[0][0])
 
@@ -562,15 +551,3 @@ class PostgresStore(PostgresEvalItems, LiveTail):
             (status.value, reason, execution_id, ExecutionStatus.KILLED.value),
         )
         return await self.get_execution(execution_id)
-
-
-def _owner(row: tuple[Any, ...]) -> RunOwner:
-    return RunOwner(
-        owner_id=row[0],
-        host=row[1],
-        pid=int(row[2]),
-        since=codec.utc(row[3]),
-        heartbeat_at=codec.utc(row[4]),
-        expires_at=codec.utc(row[5]),
-        expired=bool(row[6]),
-    )

@@ -261,5 +261,45 @@ class EvalRecordStore(Protocol):
         ...
 
 
-class Store(ConversationStore, LedgerStore, EvalRecordStore, Protocol):
+class IdempotencySlot(BaseModel):
+    """Where an idempotency key lives: per caller (API key) and per route."""
+
+    model_config = ConfigDict(frozen=True)
+
+    caller: str = Field(description="The API key's id (keys are per caller).")
+    route: str = Field(description="The route the key was sent to.")
+    key: str = Field(description="The client's Idempotency-Key.")
+
+
+class IdempotencyRecord(BaseModel):
+    """What is remembered of the first request with a key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fingerprint: str = Field(description="Hash of the first request's body.")
+    status: int | None = Field(description="Its response status; None while it is in progress.")
+    body: Any = Field(default=None, description="Its response body (JSON), once it succeeded.")
+
+
+@runtime_checkable
+class IdempotencyStore(Protocol):
+    """Idempotency keys that outlive the server process (exactly-once across a restart)."""
+
+    async def claim_idempotency_key(
+        self, slot: IdempotencySlot, fingerprint: str, *, ttl_s: float
+    ) -> IdempotencyRecord | None:
+        """Claim ``slot`` for a new request (None), or the record already there. Keys older
+        than their ``ttl_s`` are forgotten first."""
+        ...
+
+    async def complete_idempotency_key(self, slot: IdempotencySlot, status: int, body: Any) -> None:
+        """Remember the response of the request that claimed ``slot``."""
+        ...
+
+    async def release_idempotency_key(self, slot: IdempotencySlot) -> None:
+        """Forget a claim whose request failed (it changed nothing; a retry may run)."""
+        ...
+
+
+class Store(ConversationStore, LedgerStore, EvalRecordStore, IdempotencyStore, Protocol):
     """One backend serves both: conversations and the ledger share a database."""

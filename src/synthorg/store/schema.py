@@ -131,6 +131,26 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX conversations_by_parent ON conversations (parent_id, created_at, id)",
         ),
     ),
+    Migration(
+        5,
+        "idempotency keys: a retried request has its effect once, across restarts",
+        (
+            """
+            CREATE TABLE idempotency_keys (
+                caller TEXT NOT NULL,
+                route TEXT NOT NULL,
+                key TEXT NOT NULL,
+                fingerprint TEXT NOT NULL,
+                status INTEGER, -- NULL while the first request is in progress
+                body {json},
+                created_at {ts} NOT NULL,
+                expires_at {ts} NOT NULL,
+                PRIMARY KEY (caller, route, key)
+            )
+            """,
+            "CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

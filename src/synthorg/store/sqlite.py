@@ -37,6 +37,7 @@ from synthorg.store.schema import VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
 from synthorg.store.sqlite_engine import BUSY_TIMEOUT_S, SqliteReaders, SqliteWriter
 from synthorg.store.sqlite_eval import SqliteEvalItems
+from synthorg.store.sqlite_idempotency import SqliteIdempotencyKeys
 from synthorg.store.tail import LiveTail, TailHub
 
 _OWNER_COLUMNS = "owner_id, host, pid, since, heartbeat_at, expires_at"
@@ -57,19 +58,7 @@ def _migrate(conn: sqlite3.Connection) -> int:
     return applied
 
 
-def _filters(status: ConversationStatus | None, project_id: str | None) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if status is not None:
-        clauses.append("status = ?")
-        params.append(status.value)
-    if project_id is not None:
-        clauses.append("project_id = ?")
-        params.append(project_id)
-    return " AND ".join(clauses) or "1", params
-
-
-class SqliteStore(SqliteEvalItems, LiveTail):
+class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
     """Conversations, the event log and the ledger in one SQLite file."""
 
     def __init__(
@@ -249,9 +238,9 @@ class SqliteStore(SqliteEvalItems, LiveTail):
             return True, row
 
         won, row = await self._writer.submit(work)
-        owner = _owner(row, expired=False)
+        owner = codec.owner(row, ts=codec.parse_ts, expired=False)
         if not won:
-            raise ConversationOwnedError(conversation_id, _owner(row, expired=False))
+            raise ConversationOwnedError(conversation_id, owner)
         return owner
 
     async def renew_claim(self, conversation_id: str, owner_id: str, *, lease_s: float) -> bool:
@@ -291,7 +280,7 @@ class SqliteStore(SqliteEvalItems, LiveTail):
         )
         if row is None:
             return None
-        return _owner(row, expired=row[5] < codec.ts_text(codec.now()))
+        return codec.owner(row, ts=codec.parse_ts, expired=row[5] < codec.ts_text(codec.now()))
 
     async def list_conversations(
         self,
@@ -302,7 +291,7 @@ class SqliteStore(SqliteEvalItems, LiveTail):
         cursor: str | None = None,
     ) -> ConversationPage:
         codec.check_limit(limit)
-        where, params = _filters(status, project_id)
+        where, params = codec.filters(status, project_id, mark="?", true="1")
         if cursor is not None:
             created, last_id = codec.decode_cursor(cursor)
             where += " AND (created_at, id) < (?, ?)"
@@ -331,7 +320,7 @@ class SqliteStore(SqliteEvalItems, LiveTail):
     async def count_conversations(
         self, *, status: ConversationStatus | None = None, project_id: str | None = None
     ) -> int:
-        where, params = _filters(status, project_id)
+        where, params = codec.filters(status, project_id, mark="?", true="1")
         sql = f"SELECT COUNT(*) FROM conversations WHERE {where}"  # noqa: S608
         return int(await self._readers.run(lambda c: c.execute(sql, params).fetchone()[0]))
 
@@ -534,18 +523,6 @@ def _insert_event(
     except sqlite3.IntegrityError as exc:  # the foreign key: no such conversation
         raise NotFoundError(f"no conversation {conversation_id}") from exc
     return int(row[0]), moment
-
-
-def _owner(row: tuple[Any, ...], *, expired: bool) -> RunOwner:
-    return RunOwner(
-        owner_id=row[0],
-        host=row[1],
-        pid=int(row[2]),
-        since=codec.parse_ts(row[3]),
-        heartbeat_at=codec.parse_ts(row[4]),
-        expires_at=codec.parse_ts(row[5]),
-        expired=expired,
-    )
 
 
 def _execution_row(conn: sqlite3.Connection, execution_id: str) -> dict[str, Any]:

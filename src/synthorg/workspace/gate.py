@@ -19,7 +19,7 @@ from synthorg.workspace.errors import (
 from synthorg.workspace.locks import in_process_lock
 from synthorg.workspace.models import GateResult, GateSummary, Workspace
 from synthorg.workspace.snapshot import SnapshotIndex, open_git
-from synthorg.workspace.views import parse_raw_numstat
+from synthorg.workspace.views import changed_between
 
 DEFAULT_SECRET_PATTERNS = (
     ".env",
@@ -129,20 +129,7 @@ class CommitGate:
             async with SnapshotIndex(checkout).locked() as index:
                 snap = await index.snapshot(full=True)
             base = snap.head or _EMPTY_TREE
-            out = await checkout.run(
-                [
-                    "diff-tree",
-                    "--ignore-submodules=all",
-                    "-r",
-                    "-z",
-                    "-M",
-                    "--raw",
-                    "--numstat",
-                    base,
-                    snap.tree,
-                ]
-            )
-            changed = parse_raw_numstat(out.text)
+            changed = await changed_between(checkout, base, snap.tree)
             nested = await _gitlinks(checkout, snap.tree)
             if nested:  # an agent's `git init sub` or planted .gitmodules: never a commit
                 raise NestedRepositoryError(nested)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from synthorg.workspace.checkout import Checkout
 from synthorg.workspace.models import ChangeStatus, CommitInfo, FileChange, Workspace
 from synthorg.workspace.snapshot import head_sha, open_git, snapshot_tree
 
@@ -77,18 +78,14 @@ async def changes(ws: Workspace) -> list[FileChange]:
     """Every path that differs between the base ref and the worktree (untracked included)."""
     checkout = await open_git(ws)
     snap = await snapshot_tree(checkout)
+    return await changed_between(checkout, _base(ws), snap.tree)
+
+
+async def changed_between(checkout: Checkout, base: str, tree: str) -> list[FileChange]:
+    """Every path that differs between two trees, renames detected (submodules ignored: an
+    agent's .gitmodules cannot make the host read another repository)."""
     out = await checkout.run(
-        [
-            "diff-tree",
-            "--ignore-submodules=all",
-            "-r",
-            "-z",
-            "-M",
-            "--raw",
-            "--numstat",
-            _base(ws),
-            snap.tree,
-        ]
+        ["diff-tree", "--ignore-submodules=all", "-r", "-z", "-M", "--raw", "--numstat", base, tree]
     )
     return parse_raw_numstat(out.text)
 

@@ -8,6 +8,7 @@ import pytest
 
 from synthorg.engine.openhands import OpenHandsUnavailableError
 from synthorg.service.boot import boot
+from synthorg.service.creation import NotOffered
 from synthorg.service.demo import create_demo_repo
 from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.openhands import require_runtime, state_dir
@@ -31,6 +32,7 @@ async def test_a_run_without_the_runtime_fails_loud(tmp_path: Path) -> None:
     repo = create_demo_repo(tmp_path / "calc")
     settings = make_settings(tmp_path / "home", "openhands_fix_script")
     async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
-        with pytest.raises(OpenHandsUnavailableError, match="not built"):
+        with pytest.raises(NotOffered, match="not built") as refused:
             await c.service.create(make_task(repo), RunOptions(loop="openhands"))
+        assert isinstance(refused.value.__cause__, OpenHandsUnavailableError)
         assert await c.store.count_conversations() == 0

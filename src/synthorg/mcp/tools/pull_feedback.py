@@ -48,6 +48,13 @@ def _items(data: Any) -> list[dict[str, Any]]:
     return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
 
 
+async def _listed(client: ForgeClient, path: str, what: str) -> list[dict[str, Any]]:
+    """The objects of a GitHub list endpoint (first 100); ToolFailedError saying ``what``."""
+    reply = await client.call("GET", path, params={"per_page": "100"})
+    client.expect(reply, 200, what)
+    return _items(reply.data)
+
+
 async def _pull(ctx: ToolContext, args: PullArgs, tool: str) -> tuple[ForgeClient, dict[str, Any]]:
     ctx.scope.check_project(args.project_id)
     client = ForgeClient(ctx, forge_of(ctx, tool))
@@ -72,21 +79,17 @@ class PullRequestReviewsTool:
         client, pull = await _pull(ctx, args, self.name)
         number = pull["number"]
         lines = [f"pull request #{number} ({pull.get('state', '?')}): {pull.get('title', '')}"]
-        reviews = await client.call("GET", f"/pulls/{number}/reviews", params={"per_page": "100"})
-        client.expect(reviews, 200, "reading reviews")
-        for review in _items(reviews.data):
+        for review in await _listed(client, f"/pulls/{number}/reviews", "reading reviews"):
             lines.append(
                 f"review by {_who(review)} [{review.get('state', '?')}]: {review.get('body') or ''}"
             )
-        comments = await client.call("GET", f"/pulls/{number}/comments", params={"per_page": "100"})
-        client.expect(comments, 200, "reading review comments")
-        for comment in _items(comments.data):
+        comments = await _listed(client, f"/pulls/{number}/comments", "reading review comments")
+        for comment in comments:
             line = comment.get("line") or comment.get("original_line") or "?"
             where = f"{comment.get('path', '?')}:{line}"
             lines.append(f"comment by {_who(comment)} on {where}: {comment.get('body', '')}")
-        talk = await client.call("GET", f"/issues/{number}/comments", params={"per_page": "100"})
-        client.expect(talk, 200, "reading conversation comments")
-        for comment in _items(talk.data):
+        talk = await _listed(client, f"/issues/{number}/comments", "reading conversation comments")
+        for comment in talk:
             lines.append(f"conversation comment by {_who(comment)}: {comment.get('body', '')}")
         if len(lines) == 1:
             lines.append("no reviews or comments yet")

@@ -133,8 +133,6 @@ async def decide(
 ) -> DecisionResult:
     """Accept and/or reject pending actions by id; the caller is recorded as approver."""
     accepted, rejected = set(body.accepted), set(body.rejected)
-    if accepted & rejected:
-        raise UsageError(f"action ids both accepted and rejected: {sorted(accepted & rejected)}")
     record = await state.conversation(conversation_id, principal)
     _, pending = await pending_actions(
         state.store, record, active=state.service.is_active(conversation_id)
@@ -147,6 +145,8 @@ async def decide(
             "(already decided, stale, or of another conversation); GET the confirmation "
             "route for what is pending now"
         )
+    if accepted & rejected:  # after the checks of what exists: a stale id is 409 either way
+        raise UsageError(f"action ids both accepted and rejected: {sorted(accepted & rejected)}")
     decision = Decision(
         accepted=frozenset(accepted),
         rejected=frozenset(rejected),

@@ -21,6 +21,7 @@ from synthorg.server.wire import (
     Deleted,
 )
 from synthorg.service.tree import RunNode, TreeStore, run_tree
+from synthorg.store.codec import CURSOR_PATTERN
 
 router = APIRouter(prefix="/api/conversations", tags=["conversations"])
 
@@ -72,7 +73,7 @@ async def list_conversations(
     status: ConversationStatus | None = None,
     project: Identifier | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(min_length=1, max_length=1000)] = None,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
 ) -> ConversationList:
     """Conversations newest first, filtered by status and project; pass next_cursor on."""
     page = await state.store.list_conversations(
