@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from synthorg.sandbox.errors import SandboxStartError
 from synthorg.sandbox.quota import WorkspaceQuota, sweep_stale, unavailable_reason
 
 FILES = 1500
@@ -118,3 +119,52 @@ def test_sandboxes_of_one_process_share_the_worktree_quota(tmp_path: Path) -> No
     finally:
         while worktree.is_mount():
             subprocess.run(["umount", "-l", str(worktree)], check=False)
+
+
+def test_a_covered_quota_never_copies_its_stale_image_over_the_live_tree(tmp_path: Path) -> None:
+    """A zombie's quota released under its successor's: deferred, and the tree ends as theirs.
+
+    (A worker stopped mid-run, its run taken over by another that mounted its own quota over
+    the same worktree; then the zombie resumes and tears down.)
+    """
+    worktree, root = tmp_path / "wt", tmp_path / "quota"
+    worktree.mkdir()
+    (worktree / "f.txt").write_text("base\n")
+    zombie = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+    (worktree / "f.txt").write_text("zombie's stale edit\n")
+    script = (
+        "import sys; from pathlib import Path; "
+        "from synthorg.sandbox.quota import WorkspaceQuota; "
+        f"q = WorkspaceQuota.mount(Path({str(worktree)!r}), 8 * 1024**2, "
+        f"root=Path({str(root)!r})); print('mounted', flush=True); "
+        "sys.stdin.readline(); q.release(); print('released', flush=True)"
+    )
+    successor = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert successor.stdout is not None and successor.stdin is not None
+        assert successor.stdout.readline() == "mounted\n"
+        (worktree / "f.txt").write_text("successor's edit\n")
+        (worktree / "new.txt").write_text("successor's new file\n")
+
+        with pytest.raises(SandboxStartError, match="covered by another quota"):
+            zombie.release()
+        assert (worktree / "f.txt").read_text() == "successor's edit\n"
+
+        successor.stdin.write("go\n")
+        successor.stdin.flush()
+        assert successor.stdout.readline() == "released\n"
+        assert sweep_stale(root) == 1  # the zombie's, now uncovered
+        assert not worktree.is_mount()
+        assert (worktree / "f.txt").read_text() == "successor's edit\n"
+        assert (worktree / "new.txt").read_text() == "successor's new file\n"
+        assert list(root.iterdir()) == []
+    finally:
+        successor.kill()
+        successor.wait()
+        for pipe in (successor.stdout, successor.stdin):
+            if pipe is not None:
+                pipe.close()
+        for leftover in [*sorted(root.glob("*/mnt"), reverse=True), worktree]:
+            while leftover.is_mount():
+                subprocess.run(["umount", "-l", str(leftover)], check=False)

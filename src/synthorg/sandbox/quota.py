@@ -171,8 +171,19 @@ class WorkspaceQuota:
                 self._lock_fd = None
 
     def _release(self) -> None:
-        if self.worktree.is_mount() and _mounted_from(self.worktree, self.mnt):
-            _run("umount", str(self.worktree))
+        if self.worktree.is_mount():
+            if _mounted_from(self.worktree, self.mnt):
+                _run("umount", str(self.worktree))
+            elif self.mnt.is_mount():
+                # Another run's quota covers ours (a successor took the run over while this
+                # process was stopped), so our image is stale: copying it back would overwrite
+                # the live tree, unmounting would remove theirs. Keep ours and its record;
+                # when theirs is released its copy-back lands in our image, which a later
+                # sweep puts back.
+                raise SandboxStartError(
+                    f"quota {self.dir} is covered by another quota on {self.worktree}; "
+                    "left for a later sweep"
+                )
         if not self.mnt.is_mount() and self.image.exists() and self.mnt.exists():
             _run("mount", "-o", "loop,nosuid,nodev", str(self.image), str(self.mnt))
         if self.mnt.is_mount():
