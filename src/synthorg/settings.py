@@ -35,7 +35,9 @@ else:
 ENV_PREFIX = "SYNTHORG__"
 CONFIG_ENV = "SYNTHORG_CONFIG"
 _TOP_LEVEL = frozenset({"home", "engine"})
-SECTIONS = frozenset({"gateway", "mcp", "sandbox", "gate", "run", "server", "store", "openhands"})
+SECTIONS = frozenset(
+    {"gateway", "mcp", "sandbox", "gate", "run", "server", "store", "openhands", "distributed"}
+)
 """Component sections a config may have; anything else is a typo or a stale key (an error)."""
 
 

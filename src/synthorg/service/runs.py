@@ -24,6 +24,7 @@ from synthorg.domain import (
     TokenUsage,
     new_id,
 )
+from synthorg.domain.ids import is_valid_id
 from synthorg.engine import (
     Decision,
     EngineConfig,
@@ -96,8 +97,14 @@ class LocalRunService:
         self._shutdown = asyncio.Event()
 
     # -- creation -------------------------------------------------------------------------
-    async def create(self, task: Task, options: RunOptions) -> ConversationRecord:
-        """Persist a new conversation with its worktree (not started)."""
+    async def create(
+        self, task: Task, options: RunOptions, *, conversation_id: str | None = None
+    ) -> ConversationRecord:
+        """Persist a new conversation with its worktree (not started).
+
+        ``conversation_id`` is chosen by the caller only when something else is keyed by it
+        first (a Temporal workflow id); it must be a valid id and not taken.
+        """
         loop_type = select_loop_type(task, self._engine, forced=options.loop)
         if loop_type not in self.registry.buildable:
             raise UsageError(
@@ -110,7 +117,10 @@ class LocalRunService:
         repo = self.repositories.check(task.repository)
         if not repo.is_dir():
             raise UsageError(f"repository {repo} is not a directory")
-        conversation_id = new_id("conv")
+        if conversation_id is None:
+            conversation_id = new_id("conv")
+        elif not is_valid_id(conversation_id):
+            raise UsageError(f"invalid conversation id {conversation_id!r}")
         workspace = await self.worktrees.create(
             repo, conversation_id, base_ref=options.base_ref, enabled=options.worktree
         )
