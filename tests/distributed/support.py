@@ -4,24 +4,49 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from temporalio.client import Client
 
-from tests.faults.harness import Proc, World, synthorg
+from synthorg.distributed.config import DistributedConfig
+from tests.faults.harness import ENDLESS, SCRIPT, Proc, World, synthorg
+
+SLOW = "tests.distributed.scripts:slow_then_fix"
 
 READY_S = 300.0  # a worker boots the whole stack; on a loaded 2-core machine that takes a while
 HEARTBEAT_S = 4.0
 
 
-def temporal_world(root: Path, store_url: str, address: str) -> World:
+@dataclass(frozen=True)
+class TemporalWorld(World):
     """A world whose config sends runs to Temporal on its own task queue."""
-    queue = f"q-{secrets.token_hex(4)}"
-    extra = (
-        f'[distributed]\nengine = "temporal"\naddress = "{address}"\n'
-        f'task_queue = "{queue}"\nheartbeat_timeout_s = {HEARTBEAT_S}\n'
-    )
-    return World(root, store_url, store_extra=extra)
+
+    address: str = ""
+    task_queue: str = field(default_factory=lambda: f"q-{secrets.token_hex(4)}")
+
+    @property
+    def config(self) -> Path:
+        path = self.root / "synthorg.toml"
+        if not path.exists():
+            path.write_text(
+                '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\n'
+                'models = ["m", "endless", "slow"]\n'
+                f'script = "{SCRIPT}"\nlatency_ms = 100\n'
+                f'scripts = {{ endless = "{ENDLESS}", slow = "{SLOW}" }}\n'
+                '[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n'
+                '[sandbox]\nbackend = "bwrap"\n'
+                f'[store]\nurl = "{self.store_url}"\n'
+                f'[distributed]\nengine = "temporal"\naddress = "{self.address}"\n'
+                f'task_queue = "{self.task_queue}"\nheartbeat_timeout_s = {HEARTBEAT_S}\n'
+            )
+        return path
+
+    def distributed(self) -> DistributedConfig:
+        """The same settings, for a client in the test."""
+        return DistributedConfig(
+            address=self.address, task_queue=self.task_queue, heartbeat_timeout_s=HEARTBEAT_S
+        )
 
 
 async def start_worker(world: World) -> Proc:
@@ -38,6 +63,6 @@ async def start_worker(world: World) -> Proc:
     return worker
 
 
-async def client_of(world: World, address: str) -> Client:
+async def client_of(world: TemporalWorld) -> Client:
     """A Temporal client of the world's namespace."""
-    return await Client.connect(address)
+    return await Client.connect(world.address)
