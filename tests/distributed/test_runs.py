@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from synthorg.cli.app import app
 from synthorg.distributed.client import start_run
 from synthorg.errors import ConflictError
 from synthorg.service.demo import DEMO_TASK
@@ -34,6 +37,11 @@ async def test_run_is_a_workflow_that_lands_and_cannot_start_twice(
     with pytest.raises(ConflictError, match="already has an active run"):
         await start_run(client, world.distributed(), conversation)
     worker = await start_worker(world)
+    # The operator's view: doctor sees the server and this worker polling the run queue.
+    doctor = await synthorg(world, "doctor")
+    await doctor.exit()
+    name = worker.output.split("worker ", 1)[1].split(" ready", 1)[0]
+    assert "temporal workers" in doctor.output and name in doctor.output, doctor.output
     assert await run.exit() == 0, run.output + worker.output
     assert "termination: completed" in run.output
     await check_log(world, conversation)
@@ -41,3 +49,14 @@ async def test_run_is_a_workflow_that_lands_and_cannot_start_twice(
     described = await client.get_workflow_handle(conversation).describe()
     assert described.workflow_type == "SynthorgRun"
     assert described.status is not None and described.status.name == "COMPLETED"
+
+
+def test_doctor_fails_loudly_when_temporal_is_unreachable(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = tmp_path / "t.toml"
+    config.write_text(f'[distributed]\nengine = "temporal"\naddress = "127.0.0.1:{port}"\n')
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)], env={"COLUMNS": "250"})
+    assert result.exit_code == 1, result.output
+    assert "temporal" in result.output and f"127.0.0.1:{port}" in result.output
