@@ -92,3 +92,73 @@ async def test_sigkill_mid_tool_call_resumes_on_another_worker_and_lands(
     assert len(starts) == 2, starts  # the killed worker's run, then the successor's
     (survivor,) = [w for w in workers if w is not holder]
     assert survivor.proc.returncode is None
+
+
+async def _until(world: TemporalWorld, conversation: str, matches: object) -> None:
+    store = await open_store(world.store_url)
+    try:
+        async with asyncio.timeout(300):
+            async for stored in store.tail(conversation):
+                if callable(matches) and matches(stored.event):
+                    return
+    finally:
+        await store.close()
+
+
+@pytest.mark.timeout(600)
+async def test_a_zombie_worker_cannot_write_or_spend_for_a_run_taken_over(
+    world: TemporalWorld,
+) -> None:
+    workers = list(await asyncio.gather(start_worker(world), start_worker(world)))
+    repo = world.repo("zombie")
+    run = await synthorg(
+        world,
+        "run",
+        DEMO_TASK,
+        "--repo",
+        str(repo),
+        "--loop",
+        "react",
+        "--model",
+        "slow",
+        "--engine",
+        "temporal",
+    )
+    conversation = await run.conversation_id()
+    slow = await _slow_action(world, conversation)
+    store = await open_store(world.store_url)
+    try:
+        owner = await store.conversation_owner(conversation)
+        first_execution = (await store.get_conversation(conversation)).execution_id
+    finally:
+        await store.close()
+    assert owner is not None and first_execution is not None
+    (zombie,) = [w for w in workers if w.proc.pid == owner.pid]
+    os.kill(owner.pid, signal.SIGSTOP)  # frozen mid tool call: its sleep ends meanwhile
+    try:
+        # Temporal moves the activity after the heartbeat timeout; the successor takes the
+        # conversation over once the frozen owner's lease has run out.
+        await _until(
+            world,
+            conversation,
+            lambda e: (
+                isinstance(e, StatusChangeEvent)
+                and e.new is ConversationStatus.RUNNING
+                and e.old is ConversationStatus.INTERRUPTED
+            ),
+        )
+    finally:
+        os.kill(owner.pid, signal.SIGCONT)
+    assert await run.exit(timeout=300) == 0, run.output + "".join(w.output for w in workers)
+    await check_log(world, conversation)  # the zombie's late observation was refused
+    branch_tests_pass(repo, conversation)
+    store = await open_store(world.store_url)
+    try:
+        events = [s.event for s in await store.history(conversation, limit=10_000)]
+        ledger = await store.get_execution(first_execution)
+    finally:
+        await store.close()
+    (answer,) = [e for e in events if isinstance(e, ObservationEvent) and e.action_id == slow]
+    assert "effect is unknown" in answer.content, answer  # the successor's, not the zombie's
+    assert ledger.status.value == "killed" and "superseded" in ledger.status_reason
+    assert zombie.proc.returncode is None  # alive, fenced, not crashed

@@ -16,9 +16,11 @@ from synthorg.distributed.activities import RunActivities
 from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.names import worker_queue
 from synthorg.distributed.workflow import RunWorkflow
+from synthorg.errors import ConfigError
 from synthorg.logging import get_logger
 from synthorg.service.boot import boot
 from synthorg.service.loops import default_provisioner, default_registry
+from synthorg.service.store import store_config
 from synthorg.settings import Settings
 
 _log = get_logger("synthorg.distributed")
@@ -42,9 +44,17 @@ async def serve_worker(
     A run stopped by this worker's shutdown ends SHUTDOWN, which its activity reports as a
     retryable failure: Temporal resumes it on another worker from the durable log.
     """
+    if not store_config(settings).resolved_url(settings.home).startswith("postgresql"):
+        raise ConfigError(
+            "a worker needs the PostgreSQL store every worker and server shares: set "
+            '[store] url = "postgresql://..."'
+        )
     client = await connect(config)
     async with boot(
-        settings, registry=default_registry(), provisioner=default_provisioner
+        settings,
+        registry=default_registry(),
+        provisioner=default_provisioner,
+        fence_runs=True,
     ) as components:
         name = worker_id()
         own = worker_queue(config.task_queue, name)

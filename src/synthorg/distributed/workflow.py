@@ -31,7 +31,8 @@ _LOOP_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500),
     maximum_interval=timedelta(seconds=5),
     maximum_attempts=20,
-    non_retryable_error_types=["ConversationOwned", "NotFound", "Usage"],
+    # A conversation still owned elsewhere (a frozen owner's lease) is retried until free.
+    non_retryable_error_types=["NotFound", "Usage"],
 )
 
 

@@ -97,11 +97,13 @@ async def boot(
     provisioner: ProvisionerFactory,
     store: Store | None = None,
     repositories: RepositoryPolicy | None = None,
+    fence_runs: bool = False,
 ) -> AsyncIterator[Components]:
     """Open the store, serve the gateway and MCP server in-process, and build the service.
 
     ``repositories`` defaults to the terminal's policy (the data dir refused, any other path
-    the caller names); a server passes ``RepositoryPolicy.for_server``.
+    the caller names); a server passes ``RepositoryPolicy.for_server``. ``fence_runs``
+    (workers): a run taken over by another process can no longer write or spend.
     """
     gateway_config = section(settings, "gateway", GatewayConfig)
     if "signing_key_file" not in settings.sections.get("gateway", {}):
@@ -169,6 +171,7 @@ async def boot(
             defaults=defaults,
             isolation_warnings=_isolation_warnings(sandbox),
             repositories=repositories,
+            fence_runs=fence_runs,
         )
         stack.push_async_callback(service.shutdown)
         _log.info(

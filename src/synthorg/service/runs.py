@@ -39,7 +39,7 @@ from synthorg.engine import (
 )
 from synthorg.engine.bearers import BearerMinter, RunGrant
 from synthorg.engine.lifecycle import events_after, transition
-from synthorg.errors import ConflictError, UsageError
+from synthorg.errors import ConflictError, NotFoundError, UsageError
 from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
 from synthorg.service.active import ActiveRun, ActiveRuns
@@ -50,7 +50,7 @@ from synthorg.service.options import RunOptions
 from synthorg.service.ownership import claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
-from synthorg.store.protocol import Store
+from synthorg.store.protocol import ExecutionStatus, Store
 from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
 from synthorg.workspace.worktrees import WorktreeManager
@@ -79,6 +79,7 @@ class LocalRunService:
         isolation_warnings: Sequence[str] = (),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         repositories: RepositoryPolicy | None = None,
+        fence_runs: bool = False,
     ) -> None:
         self.store = store
         self.gateway = gateway
@@ -95,6 +96,9 @@ class LocalRunService:
         self._minter: BearerMinter = GatewayMinter(gateway)
         self._runs = ActiveRuns()
         self._shutdown = asyncio.Event()
+        # Workers (several processes, one store): a taken-over run's writes and model calls
+        # are refused (store.fence; the previous execution killed in the ledger).
+        self._fence_runs = fence_runs
 
     # -- creation -------------------------------------------------------------------------
     async def create(
@@ -185,8 +189,10 @@ class LocalRunService:
         ownership = None
         try:
             # Across processes: one live owner (refused naming it; a dead one is reconciled).
-            ownership = await claim_run(self.store, conversation_id)
+            ownership = await claim_run(self.store, conversation_id, fence=self._fence_runs)
             record = await self.store.get_conversation(conversation_id)
+            if self._fence_runs:
+                await self._supersede(record)
             self.repositories.check(record.task.repository)  # resume: the rule holds now too
             if message:
                 await self.store.append(conversation_id, MessageEvent(role="user", text=message))
@@ -198,6 +204,25 @@ class LocalRunService:
         active.task = asyncio.create_task(
             ownership.hold(self._run(record, active)), name=f"run-{conversation_id}"
         )
+
+    async def _supersede(self, record: ConversationRecord) -> None:
+        """Kill the previous run's execution if it is still open: it belonged to an owner we
+        just took over from (a finished run closes its own), so its bearer must be refused."""
+        if record.execution_id is None:
+            return
+        try:
+            row = await self.gateway.ledger.get_execution(record.execution_id)
+        except NotFoundError:
+            return
+        if row.status is ExecutionStatus.ACTIVE:
+            await self.gateway.kill_execution(
+                record.execution_id, "superseded: the conversation was taken over by a new run"
+            )
+            _log.info(
+                "EXECUTION_SUPERSEDED",
+                conversation_id=record.id,
+                execution_id=record.execution_id,
+            )
 
     async def run(self, conversation_id: str, *, message: str | None = None) -> ExecutionResult:
         """Start a run and wait for its end (commit gate included)."""
