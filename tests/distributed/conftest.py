@@ -100,7 +100,22 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tempor
 
 
 @pytest.fixture(autouse=True)
-async def _reaped() -> AsyncIterator[None]:
-    """Every process a test started is gone when it ends, pass or fail."""
+async def _reaped(tmp_path: Path) -> AsyncIterator[None]:
+    """Every process a test started is gone when it ends, pass or fail; so are its mounts.
+
+    Known leak (sandbox/quota.py, not ours to change here): a zombie worker's quota release
+    finds the successor's bind mount on top of the worktree, skips its own unbind and leaves
+    its bind (and loop device) under it. Unmounted here so CI does not run out of loop devices.
+    """
     yield
     await reap_all()
+    for mount in _mounts_under(tmp_path):
+        subprocess.run(["umount", mount], check=False, capture_output=True)
+
+
+def _mounts_under(root: Path) -> list[str]:
+    """Mount points below ``root``, deepest (and latest) first."""
+    prefix = str(root) + "/"
+    with open("/proc/self/mounts") as mounts:
+        points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
+    return sorted(points, key=lambda p: (p.count("/"), points.index(p)), reverse=True)

@@ -20,6 +20,7 @@ from synthorg.errors import ConfigError
 from synthorg.logging import get_logger
 from synthorg.service.boot import boot
 from synthorg.service.loops import default_provisioner, default_registry
+from synthorg.service.ownership import OwnershipPolicy
 from synthorg.service.store import store_config
 from synthorg.settings import Settings
 
@@ -54,7 +55,9 @@ async def serve_worker(
         settings,
         registry=default_registry(),
         provisioner=default_provisioner,
-        fence_runs=True,
+        # The lease follows the heartbeat timeout: a frozen or cut-off worker's run is taken
+        # over soon after Temporal moved its activity, not 30 s later.
+        ownership=OwnershipPolicy(lease_s=2 * config.heartbeat_timeout_s, fence=True),
     ) as components:
         name = worker_id()
         own = worker_queue(config.task_queue, name)

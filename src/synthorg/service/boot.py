@@ -21,6 +21,7 @@ from synthorg.mcp.server import create_mcp_app
 from synthorg.mcp.vault import CredentialVault
 from synthorg.sandbox import SandboxStreamer, make_sandbox
 from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
+from synthorg.service.ownership import OwnershipPolicy
 from synthorg.service.provisioning import LoopProvisioner
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.service.rundirs import sweep_dead_run_dirs
@@ -97,13 +98,13 @@ async def boot(
     provisioner: ProvisionerFactory,
     store: Store | None = None,
     repositories: RepositoryPolicy | None = None,
-    fence_runs: bool = False,
+    ownership: OwnershipPolicy | None = None,
 ) -> AsyncIterator[Components]:
     """Open the store, serve the gateway and MCP server in-process, and build the service.
 
     ``repositories`` defaults to the terminal's policy (the data dir refused, any other path
-    the caller names); a server passes ``RepositoryPolicy.for_server``. ``fence_runs``
-    (workers): a run taken over by another process can no longer write or spend.
+    the caller names); a server passes ``RepositoryPolicy.for_server``. ``ownership``
+    (workers): the run lease, and fencing of runs another process took over.
     """
     gateway_config = section(settings, "gateway", GatewayConfig)
     if "signing_key_file" not in settings.sections.get("gateway", {}):
@@ -171,7 +172,7 @@ async def boot(
             defaults=defaults,
             isolation_warnings=_isolation_warnings(sandbox),
             repositories=repositories,
-            fence_runs=fence_runs,
+            ownership=ownership,
         )
         stack.push_async_callback(service.shutdown)
         _log.info(

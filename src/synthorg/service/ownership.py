@@ -26,6 +26,16 @@ _log = get_logger("synthorg.ownership")
 
 
 @dataclass(frozen=True)
+class OwnershipPolicy:
+    """How a process owns its runs: the lease, and whether its writes are fenced."""
+
+    lease_s: float = LEASE_S
+    """Without a renewal for this long, another process may take the conversation over."""
+    fence: bool = False
+    """Refuse this process's writes for a run once another owner holds it (store.fence)."""
+
+
+@dataclass(frozen=True)
 class RunOwnership:
     """This process's claim on one conversation."""
 

@@ -47,7 +47,7 @@ from synthorg.service.bearers import GatewayMinter
 from synthorg.service.config import RunDefaults
 from synthorg.service.landing import land, workspace_changed
 from synthorg.service.options import RunOptions
-from synthorg.service.ownership import claim_run
+from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.store.protocol import ExecutionStatus, Store
@@ -79,7 +79,7 @@ class LocalRunService:
         isolation_warnings: Sequence[str] = (),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         repositories: RepositoryPolicy | None = None,
-        fence_runs: bool = False,
+        ownership: OwnershipPolicy | None = None,
     ) -> None:
         self.store = store
         self.gateway = gateway
@@ -98,7 +98,7 @@ class LocalRunService:
         self._shutdown = asyncio.Event()
         # Workers (several processes, one store): a taken-over run's writes and model calls
         # are refused (store.fence; the previous execution killed in the ledger).
-        self._fence_runs = fence_runs
+        self._ownership = ownership or OwnershipPolicy()
 
     # -- creation -------------------------------------------------------------------------
     async def create(
@@ -189,9 +189,14 @@ class LocalRunService:
         ownership = None
         try:
             # Across processes: one live owner (refused naming it; a dead one is reconciled).
-            ownership = await claim_run(self.store, conversation_id, fence=self._fence_runs)
+            ownership = await claim_run(
+                self.store,
+                conversation_id,
+                lease_s=self._ownership.lease_s,
+                fence=self._ownership.fence,
+            )
             record = await self.store.get_conversation(conversation_id)
-            if self._fence_runs:
+            if self._ownership.fence:
                 await self._supersede(record)
             self.repositories.check(record.task.repository)  # resume: the rule holds now too
             if message:
