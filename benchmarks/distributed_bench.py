@@ -31,11 +31,12 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import psutil
 import psycopg
 
-from synthorg.distributed.client import start_run
+from synthorg.distributed.client import control, start_run
 from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.worker import connect
 from synthorg.domain import ActionEvent, Task, new_id
@@ -68,8 +69,9 @@ class Bench:
         self.config = root / "synthorg.toml"
         self.config.write_text(
             '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\n'
-            'models = ["m", "slow"]\nscript = "tests.faults.scripts:resilient_fix"\n'
-            'latency_ms = 0\nscripts = { slow = "tests.distributed.scripts:slow_then_fix" }\n'
+            'models = ["m", "slow", "endless"]\nscript = "tests.faults.scripts:resilient_fix"\n'
+            'latency_ms = 0\nscripts = { slow = "tests.distributed.scripts:slow_then_fix", '
+            'endless = "synthorg.engine.native.scripts:endless_script" }\n'
             '[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n[sandbox]\nbackend = "bwrap"\n'
             f'[store]\nurl = "{store_url}"\n'
             f'[distributed]\nengine = "temporal"\naddress = "{address}"\n'
@@ -78,6 +80,9 @@ class Bench:
         self.home = root / "home"
         self.count = 0
         self.workers: list[subprocess.Popen[bytes]] = []
+        self.orchestration: list[float] = []
+        """Per Temporal run: wall time minus the time inside the activities that do the
+        embedded mode's work (prepare_workspace = create, run_loop = run + gate)."""
 
     @property
     def distributed(self) -> DistributedConfig:
@@ -124,6 +129,7 @@ class Bench:
         self.workers.clear()
 
     async def temporal_runs(self, n: int, options: RunOptions) -> list[float]:
+        """Wall seconds per run (start to result), and each run's orchestration overhead."""
         client = await connect(self.distributed)
 
         async def one() -> float:
@@ -132,8 +138,10 @@ class Bench:
                 client, self.distributed, new_id("conv"), task=self.task(), options=options
             )
             result = await handle.result()
+            wall = time.perf_counter() - started
             assert result["termination_reason"] == "completed", result
-            return time.perf_counter() - started
+            self.orchestration.append(wall - await _work_s(handle))
+            return wall
 
         return list(await asyncio.gather(*(one() for _ in range(n))))
 
@@ -161,6 +169,26 @@ class Bench:
         return list(await asyncio.gather(*(one() for _ in range(n))))
 
 
+async def _work_s(handle: Any) -> float:
+    """Seconds the run spent executing prepare_workspace and run_loop (from its history)."""
+    scheduled: dict[int, str] = {}
+    began: dict[int, float] = {}
+    work = 0.0
+    async for event in handle.fetch_history_events():
+        attrs = event.activity_task_scheduled_event_attributes
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            scheduled[event.event_id] = attrs.activity_type.name
+        elif event.HasField("activity_task_started_event_attributes"):
+            began[event.activity_task_started_event_attributes.scheduled_event_id] = (
+                event.event_time.ToDatetime().timestamp()
+            )
+        elif event.HasField("activity_task_completed_event_attributes"):
+            sid = event.activity_task_completed_event_attributes.scheduled_event_id
+            if scheduled.get(sid) in ("prepare_workspace", "run_loop"):
+                work += event.event_time.ToDatetime().timestamp() - began[sid]
+    return work
+
+
 def _cpu(pids: list[int]) -> float:
     total = 0.0
     for pid in pids:
@@ -174,6 +202,37 @@ def _cpu(pids: list[int]) -> float:
         except psutil.NoSuchProcess:
             pass
     return total
+
+
+async def control_latency(bench: Bench, commands: int) -> list[float]:
+    """Seconds per steer update answered by the worker holding an endless run."""
+    bench.start_worker()
+    client = await connect(bench.distributed)
+    cid = new_id("conv")
+    handle = await start_run(
+        client, bench.distributed, cid, task=bench.task(), options=RunOptions(model="endless")
+    )
+    store = await open_store(bench.store_url)
+    try:
+        while True:
+            try:
+                async for stored in store.tail(cid):
+                    if stored.event.kind == "observation":
+                        break
+                break
+            except Exception:
+                await asyncio.sleep(0.1)
+    finally:
+        await store.close()
+    seconds = []
+    for n in range(commands):
+        started = time.perf_counter()
+        await control(client, cid, {"action": "steer", "text": f"note {n}"})
+        seconds.append(time.perf_counter() - started)
+    await control(client, cid, {"action": "cancel"})
+    await handle.result()
+    bench.stop_workers()
+    return seconds
 
 
 async def failover(bench: Bench) -> float:
@@ -258,10 +317,17 @@ async def main(runs: int, burst: int) -> None:
         async with bench.embedded() as service:
             await bench.embedded_runs(service, 1, options)  # warm-up
             await bench.temporal_runs(1, options)
+            bench.orchestration.clear()
             for _ in range(runs):
                 embedded_s += await bench.embedded_runs(service, 1, options)
                 temporal_s += await bench.temporal_runs(1, options)
             e, t = statistics.median(embedded_s), statistics.median(temporal_s)
+            orchestration = statistics.median(bench.orchestration)
+            print(
+                f"orchestration added by Temporal per run (wall minus the activities doing "
+                f"the embedded work, from the workflow history): p50 "
+                f"{orchestration * 1000:.0f} ms, max {max(bench.orchestration) * 1000:.0f} ms"
+            )
             print(
                 f"overhead: embedded p50 {e * 1000:.0f} ms, temporal p50 {t * 1000:.0f} ms, "
                 f"added {(t - e) * 1000:.0f} ms per run ({t / e:.2f}x), {runs} runs each"
@@ -287,6 +353,13 @@ async def main(runs: int, burst: int) -> None:
                 f"embedded), {cpu / burst:.2f} CPU s/run (workers + Temporal)"
             )
         bench.stop_workers()
+        latency = sorted(await control_latency(bench, 40))
+        print(
+            f"control (steer update -> holding worker -> answered): p50 "
+            f"{statistics.median(latency) * 1000:.0f} ms, p95 "
+            f"{latency[int(len(latency) * 0.95) - 1] * 1000:.0f} ms, max "
+            f"{latency[-1] * 1000:.0f} ms over {len(latency)}"
+        )
         gap = await failover(bench)
         print(
             f"failover: SIGKILL -> successor's first event {gap:.1f} s "
