@@ -210,7 +210,11 @@ async def control_latency(bench: Bench, commands: int) -> list[float]:
     client = await connect(bench.distributed)
     cid = new_id("conv")
     handle = await start_run(
-        client, bench.distributed, cid, task=bench.task(), options=RunOptions(model="endless")
+        client,
+        bench.distributed,
+        cid,
+        task=bench.task(),
+        options=RunOptions(model="endless", max_turns=10_000),
     )
     store = await open_store(bench.store_url)
     try:

@@ -19,7 +19,7 @@ from synthorg.domain import (
     Task,
     new_id,
 )
-from synthorg.errors import NotFoundError
+from synthorg.errors import ConflictError, NotFoundError
 from synthorg.service.options import RunOptions
 from synthorg.store import Store, open_store
 from tests.distributed.conftest import TemporalServer
@@ -96,6 +96,8 @@ async def test_decide_steer_and_cancel_reach_the_worker_holding_the_run(
         result = await handle.result()
         assert result["termination_reason"] == "cancelled"
         assert _sandboxes_under(worker.proc.pid) == []
+        with pytest.raises(ConflictError, match="no active run"):
+            await control(client, gated, {"action": "pause"})
 
         # Temporal's own cancellation of a running workflow stops the run the same way.
         endless = new_id("conv")

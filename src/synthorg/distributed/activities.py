@@ -23,13 +23,14 @@ from synthorg.distributed.names import (
     PREPARE_WORKSPACE,
     RUN_LOOP,
 )
-from synthorg.domain import ExecutionResult, Task, TerminationReason
+from synthorg.domain import ConversationStatus, ExecutionResult, Task, TerminationReason
 from synthorg.engine import Decision
 from synthorg.errors import ConflictError, NotFoundError, UsageError
 from synthorg.logging import get_logger
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
 from synthorg.store.errors import LeaseLostError
+from synthorg.store.protocol import Store
 from synthorg.workspace.git import run_git_sync
 
 _log = get_logger("synthorg.distributed")
@@ -74,6 +75,9 @@ class RunActivities:
         info = activity.info()
         if info.heartbeat_details:
             message = None  # an earlier attempt started the run: its message is in the log
+            ended = await _ended_meanwhile(store, conversation_id)
+            if ended is not None:
+                return ended  # its result was lost with its worker: never run it again
         await self._client.get_workflow_handle(conversation_id).signal(HELD_BY, self._own_queue)
         _log.info(
             "DISTRIBUTED_RUN_ATTEMPT",
@@ -164,6 +168,27 @@ class RunActivities:
         except ConflictError as exc:
             raise ApplicationError(str(exc), type="Conflict", non_retryable=True) from exc
         return (await self._components.store.get_conversation(conversation_id)).status.value
+
+
+async def _ended_meanwhile(store: Store, conversation_id: str) -> dict[str, Any] | None:
+    """The outcome of a run an earlier attempt started and that ended by itself (finished,
+    failed, paused, cancelled); None when it must be resumed (a dead or stopped worker)."""
+    record = await store.get_conversation(conversation_id)
+    reason = record.termination_reason
+    if (
+        record.status.is_active
+        or record.status is ConversationStatus.INTERRUPTED
+        or reason is None
+        or reason in _RETRY_ELSEWHERE
+    ):
+        return None
+    return {
+        "termination_reason": reason.value,
+        "commit_sha": record.commit_sha,
+        "branch": record.workspace.branch if record.workspace else None,
+        "error": record.error,
+        "resumed": True,
+    }
 
 
 def _summary(result: ExecutionResult) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.names import CONTROL, WORKFLOW
@@ -62,4 +63,10 @@ async def control(client: Client, conversation_id: str, command: dict[str, Any])
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         raise ConflictError(f"{command.get('action')}: {getattr(cause, 'message', cause)}") from exc
+    except RPCError as exc:
+        if exc.status is not RPCStatusCode.NOT_FOUND:
+            raise
+        raise ConflictError(
+            f"conversation {conversation_id} has no active run ({exc.message})"
+        ) from exc
     return answer

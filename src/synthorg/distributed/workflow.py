@@ -63,7 +63,9 @@ class RunWorkflow:
             # Cancel waits for the worker to stop the run: no sandbox outlives it.
             cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
-        landed: dict[str, Any] = await workflow.execute_activity(
+        # Short and read-only: a local activity, on the worker running this workflow task
+        # (no dispatch round trip through the server on every run's critical path).
+        landed: dict[str, Any] = await workflow.execute_local_activity(
             CONFIRM_LANDING,
             args=[conversation_id, result],
             start_to_close_timeout=timedelta(minutes=2),
