@@ -36,7 +36,18 @@ ENV_PREFIX = "SYNTHORG__"
 CONFIG_ENV = "SYNTHORG_CONFIG"
 _TOP_LEVEL = frozenset({"home", "engine"})
 SECTIONS = frozenset(
-    {"gateway", "mcp", "sandbox", "gate", "run", "server", "store", "openhands", "delegation"}
+    {
+        "gateway",
+        "mcp",
+        "sandbox",
+        "gate",
+        "run",
+        "server",
+        "store",
+        "openhands",
+        "delegation",
+        "distributed",
+    }
 )
 """Component sections a config may have; anything else is a typo or a stale key (an error)."""
 

@@ -12,7 +12,17 @@ import pytest
 
 from synthorg.cli.app import COMMANDS, load_command
 
-HEAVY = ("fastapi", "mcp", "psycopg", "uvicorn", "httpx", "starlette", "openai", "litellm")
+HEAVY = (
+    "fastapi",
+    "mcp",
+    "psycopg",
+    "uvicorn",
+    "httpx",
+    "starlette",
+    "openai",
+    "litellm",
+    "temporalio",
+)
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runtime": ("synthorg.cli.runtime:app", "Isolated runtimes: build them, show their status."),
     "sandbox": ("synthorg.cli.sandbox:app", "Sandbox backends: boundary table and a live check."),
     "serve": ("synthorg.cli.serve:app", "The agent server: REST + WebSocket run control."),
+    "worker": ("synthorg.cli.worker:worker", "A Temporal worker: runs handed out by Temporal."),
 }
 """Command name -> ("module:attribute", one-line help shown by ``synthorg --help``)."""
 

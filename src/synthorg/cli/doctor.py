@@ -188,6 +188,39 @@ def check_openhands_runtime(settings: Settings) -> list[CheckResult]:
     ]
 
 
+def check_temporal(settings: Settings) -> list[CheckResult]:
+    """With ``[distributed] engine = "temporal"``: the server answers, which workers poll."""
+    from synthorg.distributed.config import distributed_config
+
+    config = distributed_config(settings)
+    if config.engine != "temporal":
+        return [CheckResult("temporal", Level.OK, "not used (embedded engine)")]
+    try:
+        from synthorg.distributed.health import probe
+    except ImportError as exc:
+        return [CheckResult("temporal", Level.FAIL, str(exc), "uv sync --extra temporal")]
+    where = f"{config.address} namespace {config.namespace} queue {config.task_queue}"
+    try:
+        health = asyncio.run(probe(config))
+    except Exception as exc:  # report, don't crash: doctor is for broken setups
+        detail = f"{where}: {type(exc).__name__}: {exc}"
+        return [CheckResult("temporal", Level.FAIL, detail, "start Temporal; check [distributed]")]
+    results = [CheckResult("temporal", Level.OK, f"{where}, server {health.server_version}")]
+    if health.workers:
+        results.append(
+            CheckResult(
+                "temporal workers", Level.OK, f"{len(health.workers)}: " + ", ".join(health.workers)
+            )
+        )
+    else:
+        results.append(
+            CheckResult(
+                "temporal workers", Level.WARN, "none polling: runs wait", "synthorg worker"
+            )
+        )
+    return results
+
+
 DEFAULT_CHECKS: list[Check] = [
     check_python,
     check_git,
@@ -196,6 +229,7 @@ DEFAULT_CHECKS: list[Check] = [
     check_sandbox,
     check_store,
     check_openhands_runtime,
+    check_temporal,
 ]
 
 

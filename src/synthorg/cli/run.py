@@ -50,6 +50,9 @@ def run(
     no_worktree: bool = typer.Option(False, "--no-worktree", help="Work in the repo directly."),
     resume: str | None = typer.Option(None, help="Continue this conversation id."),
     message: str | None = typer.Option(None, help="With --resume: a message for the agent."),
+    engine: str | None = typer.Option(
+        None, help="embedded (this process) or temporal (on workers); default [distributed]."
+    ),
     config: Path | None = ConfigOption,
 ) -> None:
     """Run a task on a repository: worktree, gateway, sandbox, loop, commit gate."""
@@ -88,9 +91,27 @@ def run(
             complexity=complexity,
             repository=str(repo.expanduser().resolve()),
         )
+    if _engine(settings, engine) == "temporal":
+        from synthorg.cli.run_temporal import execute_temporal_run
+
+        with terminate_like_interrupt():
+            outcome = run_async(
+                execute_temporal_run(settings, task_model, options, resume, message)
+            )
+        raise typer.Exit(0 if outcome.get("termination_reason") == "completed" else 1)
     with terminate_like_interrupt():
         result, _ = run_async(execute_run(settings, task_model, options, resume, message))
     raise typer.Exit(0 if result.termination_reason is TerminationReason.COMPLETED else 1)
+
+
+def _engine(settings: Settings, chosen: str | None) -> str:
+    """The engine for this run: the option, else ``[distributed] engine``."""
+    from synthorg.distributed.config import distributed_config
+
+    engine = chosen or distributed_config(settings).engine
+    if engine not in ("embedded", "temporal"):
+        fail(f"--engine must be embedded or temporal, not {engine!r}")
+    return engine
 
 
 def require_answers(confirm: ConfirmationPolicy, task_from_stdin: bool) -> None:

@@ -22,6 +22,7 @@ from synthorg.mcp.vault import CredentialVault
 from synthorg.sandbox import SandboxStreamer, make_sandbox
 from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
 from synthorg.service.delegation import DelegationHub, DelegationSettings
+from synthorg.service.ownership import OwnershipPolicy
 from synthorg.service.provisioning import LoopProvisioner
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.service.rundirs import sweep_dead_run_dirs
@@ -99,11 +100,13 @@ async def boot(
     provisioner: ProvisionerFactory,
     store: Store | None = None,
     repositories: RepositoryPolicy | None = None,
+    ownership: OwnershipPolicy | None = None,
 ) -> AsyncIterator[Components]:
     """Open the store, serve the gateway and MCP server in-process, and build the service.
 
     ``repositories`` defaults to the terminal's policy (the data dir refused, any other path
-    the caller names); a server passes ``RepositoryPolicy.for_server``.
+    the caller names); a server passes ``RepositoryPolicy.for_server``. ``ownership``
+    (workers): the run lease, and fencing of runs another process took over.
     """
     gateway_config = section(settings, "gateway", GatewayConfig)
     if "signing_key_file" not in settings.sections.get("gateway", {}):
@@ -178,6 +181,7 @@ async def boot(
             defaults=defaults,
             isolation_warnings=_isolation_warnings(sandbox),
             repositories=repositories,
+            ownership=ownership,
         )
         delegation.bind(service)
         stack.push_async_callback(service.shutdown)

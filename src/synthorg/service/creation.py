@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from synthorg.domain import AgentIdentity, ConversationRecord, Task, new_id
+from synthorg.domain.ids import is_valid_id
 from synthorg.engine import EngineConfig, LoopRegistry, select_loop_type
 from synthorg.errors import ConfigError, NotFoundError, UsageError
 from synthorg.gateway.service import Gateway
@@ -46,8 +47,14 @@ class ConversationCreator:
     repositories: RepositoryPolicy
     clock: Callable[[], datetime]
 
-    async def create(self, task: Task, options: RunOptions) -> ConversationRecord:
-        """Persist a new conversation with its worktree (not started)."""
+    async def create(
+        self, task: Task, options: RunOptions, *, conversation_id: str | None = None
+    ) -> ConversationRecord:
+        """Persist a new conversation with its worktree (not started).
+
+        ``conversation_id`` is chosen by the caller only when something else is keyed by it
+        first (a Temporal workflow id); it must be a valid id and not taken.
+        """
         loop_type = select_loop_type(task, self.engine, forced=options.loop)
         if loop_type not in self.registry.buildable:
             raise UsageError(
@@ -63,7 +70,10 @@ class ConversationCreator:
         repo = self.repositories.check(task.repository)
         if not repo.is_dir():
             raise NotOffered(f"repository {repo} is not a directory")
-        conversation_id = new_id("conv")
+        if conversation_id is None:
+            conversation_id = new_id("conv")
+        elif not is_valid_id(conversation_id):
+            raise UsageError(f"invalid conversation id {conversation_id!r}")
         workspace = await self.worktrees.create(
             repo, conversation_id, base_ref=options.base_ref, enabled=options.worktree
         )

@@ -7,6 +7,7 @@ this module ties it to a run's lifetime and to the commands that read conversati
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
@@ -17,10 +18,21 @@ from synthorg.domain import ConversationRecord
 from synthorg.errors import BoundaryError
 from synthorg.logging import get_logger
 from synthorg.store.errors import LeaseLostError
+from synthorg.store.fence import fenced
 from synthorg.store.protocol import ConversationPage, ConversationStore, RunOwner
 from synthorg.store.reconcile import LEASE_S, claimant, reconcile_one, take_over
 
 _log = get_logger("synthorg.ownership")
+
+
+@dataclass(frozen=True)
+class OwnershipPolicy:
+    """How a process owns its runs: the lease, and whether its writes are fenced."""
+
+    lease_s: float = LEASE_S
+    """Without a renewal for this long, another process may take the conversation over."""
+    fence: bool = False
+    """Refuse this process's writes for a run once another owner holds it (store.fence)."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,8 @@ class RunOwnership:
     owner: RunOwner
     conversation_id: str
     lease_s: float = LEASE_S
+    fence: bool = False
+    """Refuse this run's writes once another owner holds the conversation (store.fence)."""
 
     async def hold[T](self, run: Coroutine[Any, Any, T]) -> T:
         """Await ``run`` while heartbeating; release the claim however it ends."""
@@ -40,13 +54,15 @@ class RunOwnership:
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
         """Heartbeat for the body's lifetime (a lost lease stops the body); release after."""
+        fence = fenced(self.owner.owner_id) if self.fence else contextlib.nullcontext()
         try:
-            async with asyncio.TaskGroup() as group:
-                beat = group.create_task(self._heartbeat(), name="ownership-heartbeat")
-                try:
-                    yield
-                finally:
-                    beat.cancel()
+            with fence:
+                async with asyncio.TaskGroup() as group:
+                    beat = group.create_task(self._heartbeat(), name="ownership-heartbeat")
+                    try:
+                        yield
+                    finally:
+                        beat.cancel()
         except BaseExceptionGroup as failed:
             # The body's own error (or the lost lease) surfaces as itself, not as a group.
             if len(failed.exceptions) == 1:
@@ -92,7 +108,11 @@ class RunOwnership:
 
 
 async def claim_run(
-    store: ConversationStore, conversation_id: str, *, lease_s: float = LEASE_S
+    store: ConversationStore,
+    conversation_id: str,
+    *,
+    lease_s: float = LEASE_S,
+    fence: bool = False,
 ) -> RunOwnership:
     """Own the conversation for a run, reconciling first what a dead owner left behind.
 
@@ -101,7 +121,7 @@ async def claim_run(
     owner, answered = await take_over(store, conversation_id, claimant(), lease_s=lease_s)
     if answered:
         _log.info("CONVERSATION_RECONCILED", conversation_id=conversation_id, actions=answered)
-    return RunOwnership(store, owner, conversation_id, lease_s)
+    return RunOwnership(store, owner, conversation_id, lease_s, fence)
 
 
 async def reconciled(store: ConversationStore, record: ConversationRecord) -> ConversationRecord:

@@ -40,7 +40,7 @@ from synthorg.engine import (
 )
 from synthorg.engine.bearers import BearerMinter, RunGrant
 from synthorg.engine.lifecycle import events_after, transition
-from synthorg.errors import ConflictError
+from synthorg.errors import ConflictError, NotFoundError
 from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
 from synthorg.service.active import ActiveRun, ActiveRuns
@@ -49,10 +49,10 @@ from synthorg.service.config import RunDefaults
 from synthorg.service.creation import ConversationCreator
 from synthorg.service.landing import land, workspace_changed
 from synthorg.service.options import RunOptions
-from synthorg.service.ownership import claim_run
+from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
-from synthorg.store.protocol import Store
+from synthorg.store.protocol import ExecutionStatus, Store
 from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
 from synthorg.workspace.worktrees import WorktreeManager
@@ -81,6 +81,7 @@ class LocalRunService:
         isolation_warnings: Sequence[str] = (),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         repositories: RepositoryPolicy | None = None,
+        ownership: OwnershipPolicy | None = None,
     ) -> None:
         self.store = store
         self.gateway = gateway
@@ -107,11 +108,16 @@ class LocalRunService:
             repositories=self.repositories,
             clock=clock,
         )
+        # Workers (several processes, one store): a taken-over run's writes and model calls
+        # are refused (store.fence; the previous execution killed in the ledger).
+        self._ownership = ownership or OwnershipPolicy()
 
     # -- creation -------------------------------------------------------------------------
-    async def create(self, task: Task, options: RunOptions) -> ConversationRecord:
+    async def create(
+        self, task: Task, options: RunOptions, *, conversation_id: str | None = None
+    ) -> ConversationRecord:
         """Persist a new conversation with its worktree (not started)."""
-        return await self._creator.create(task, options)
+        return await self._creator.create(task, options, conversation_id=conversation_id)
 
     # -- runs -------------------------------------------------------------------------------
     def is_active(self, conversation_id: str) -> bool:
@@ -127,8 +133,15 @@ class LocalRunService:
         ownership = None
         try:
             # Across processes: one live owner (refused naming it; a dead one is reconciled).
-            ownership = await claim_run(self.store, conversation_id)
+            ownership = await claim_run(
+                self.store,
+                conversation_id,
+                lease_s=self._ownership.lease_s,
+                fence=self._ownership.fence,
+            )
             record = await self.store.get_conversation(conversation_id)
+            if self._ownership.fence:
+                await self._supersede(record)
             self.repositories.check(record.task.repository)  # resume: the rule holds now too
             if message:
                 await self.store.append(conversation_id, MessageEvent(role="user", text=message))
@@ -140,6 +153,25 @@ class LocalRunService:
         active.task = asyncio.create_task(
             ownership.hold(self._run(record, active)), name=f"run-{conversation_id}"
         )
+
+    async def _supersede(self, record: ConversationRecord) -> None:
+        """Kill the previous run's execution if it is still open: it belonged to an owner we
+        just took over from (a finished run closes its own), so its bearer must be refused."""
+        if record.execution_id is None:
+            return
+        try:
+            row = await self.gateway.ledger.get_execution(record.execution_id)
+        except NotFoundError:
+            return
+        if row.status is ExecutionStatus.ACTIVE:
+            await self.gateway.kill_execution(
+                record.execution_id, "superseded: the conversation was taken over by a new run"
+            )
+            _log.info(
+                "EXECUTION_SUPERSEDED",
+                conversation_id=record.id,
+                execution_id=record.execution_id,
+            )
 
     async def run(self, conversation_id: str, *, message: str | None = None) -> ExecutionResult:
         """Start a run and wait for its end (commit gate included)."""

@@ -34,7 +34,13 @@ from synthorg.domain import (
 from synthorg.errors import ConflictError, NotFoundError
 from synthorg.store import codec
 from synthorg.store.config import PgTimeouts, describe
-from synthorg.store.errors import RESUME_HINT, ConversationOwnedError, StoreUnavailableError
+from synthorg.store.errors import (
+    RESUME_HINT,
+    ConversationOwnedError,
+    LeaseLostError,
+    StoreUnavailableError,
+)
+from synthorg.store.fence import RUN_FENCE, lost
 from synthorg.store.pg_listen import Listener, Notifier
 from synthorg.store.postgres_eval import PostgresEvalItems
 from synthorg.store.postgres_idempotency import PostgresIdempotencyKeys
@@ -64,6 +70,24 @@ WITH bumped AS (
 )
 SELECT seq, ts FROM inserted
 """
+
+# The same, only while the writer still owns the conversation (the run fence).
+_APPEND_FENCED = """
+WITH bumped AS (
+    UPDATE conversations SET last_seq = last_seq + 1
+    WHERE id = %(cid)s AND EXISTS (
+        SELECT 1 FROM conversation_owners WHERE conversation_id = %(cid)s AND owner_id = %(oid)s
+    )
+    RETURNING id, last_seq
+), inserted AS (
+    INSERT INTO events (conversation_id, seq, ts, kind, body)
+    SELECT id, last_seq, clock_timestamp(), %(kind)s, %(body)s::jsonb FROM bumped
+    RETURNING seq, ts
+)
+SELECT seq, ts FROM inserted
+"""
+
+_FENCE = "SELECT 1 FROM conversation_owners WHERE conversation_id = %s AND owner_id = %s FOR SHARE"
 
 _OWNER_COLUMNS = (
     "owner_id, host, pid, since, heartbeat_at, expires_at, expires_at < clock_timestamp()"
@@ -288,7 +312,12 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
     async def transition(self, record: ConversationRecord, event: StatusChangeEvent) -> StoredEvent:
         codec.check_transition(record, event)
         params = {"cid": record.id, "kind": event.kind, "body": codec.event_json(event)}
+        owner = RUN_FENCE.get()
         async with self._conn() as conn, conn.transaction():
+            if owner is not None:  # held (FOR SHARE) until commit: no takeover in between
+                fence = await conn.execute(_FENCE, (record.id, owner))
+                if await fence.fetchone() is None:
+                    raise LeaseLostError(lost(record.id, owner))
             await self._save(conn, record)
             cur = await conn.execute(_APPEND, params)
             row = await cur.fetchone()
@@ -416,8 +445,15 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             "kind": event.kind,
             "body": codec.event_json(event),
         }
-        rows = await self._all(_APPEND, params)
+        owner = RUN_FENCE.get()
+        if owner is None:
+            rows = await self._all(_APPEND, params)
+        else:
+            rows = await self._all(_APPEND_FENCED, {**params, "oid": owner})
         if not rows:
+            if owner is not None:
+                await self.get_conversation(conversation_id)  # NotFoundError if it is gone
+                raise LeaseLostError(lost(conversation_id, owner))
             raise NotFoundError(f"no conversation {conversation_id}")
         # Committed (autocommit): wake local followers now, other processes' soon.
         self._hub.notify(conversation_id)

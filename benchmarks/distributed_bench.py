@@ -1,0 +1,385 @@
+"""Temporal engine vs embedded: overhead per run, failover time, throughput by worker count.
+
+Everything real, in one run of this script: a Temporal dev server (on-disk db), PostgreSQL
+(a fresh schema), `synthorg worker` processes, bwrap sandboxes, the scripted demo model (the
+react loop fixing the demo repository, latency 0 so the control plane is what is measured).
+
+- overhead: the same task run one at a time, embedded (`LocalRunService` in this process)
+  and through Temporal (start the workflow, wait for its result; one worker): mean wall time
+  per run, and the difference.
+- failover: a run whose first tool call sleeps; SIGKILL the worker holding it; time from the
+  kill to the first event the successor appends (heartbeat timeout as configured below).
+- throughput: N runs at once, embedded vs 1, 2, 3 workers: runs/minute and CPU seconds per
+  run (every process of ours and their children).
+
+    uv run python benchmarks/distributed_bench.py [--runs 5] [--burst 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import psutil
+import psycopg
+
+from synthorg.distributed.client import control, start_run
+from synthorg.distributed.config import DistributedConfig
+from synthorg.distributed.worker import connect
+from synthorg.domain import ActionEvent, Task, new_id
+from synthorg.logging import configure_logging
+from synthorg.service.boot import boot
+from synthorg.service.demo import DEMO_TASK, create_demo_repo
+from synthorg.service.loops import default_provisioner, default_registry
+from synthorg.service.options import RunOptions
+from synthorg.settings import load_settings
+from synthorg.store import open_store
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the scripted models live in tests/
+PG = "postgresql://postgres@127.0.0.1:5432/test"
+HEARTBEAT_S = 10.0
+"""The run-loop heartbeat timeout (the default): long enough that a loaded worker's
+heartbeats (sent every 2.5 s) never miss it, short enough that failover is seconds."""
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Bench:
+    def __init__(self, root: Path, store_url: str, address: str) -> None:
+        self.root, self.store_url, self.address = root, store_url, address
+        self.queue = f"bench-{secrets.token_hex(3)}"
+        self.config = root / "synthorg.toml"
+        self.config.write_text(
+            '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\n'
+            'models = ["m", "slow", "endless"]\nscript = "tests.faults.scripts:resilient_fix"\n'
+            'latency_ms = 0\nscripts = { slow = "tests.distributed.scripts:slow_then_fix", '
+            'endless = "synthorg.engine.native.scripts:endless_script" }\n'
+            '[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n[sandbox]\nbackend = "bwrap"\n'
+            f'[store]\nurl = "{store_url}"\n'
+            f'[distributed]\nengine = "temporal"\naddress = "{address}"\n'
+            f'task_queue = "{self.queue}"\nheartbeat_timeout_s = {HEARTBEAT_S}\n'
+        )
+        self.home = root / "home"
+        self.count = 0
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.orchestration: list[float] = []
+        """Per Temporal run: wall time minus the time inside the activities that do the
+        embedded mode's work (prepare_workspace = create, run_loop = run + gate)."""
+
+    @property
+    def distributed(self) -> DistributedConfig:
+        return DistributedConfig(
+            address=self.address, task_queue=self.queue, heartbeat_timeout_s=HEARTBEAT_S
+        )
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
+        env.update(SYNTHORG_HOME=str(self.home), PYTHONPATH=str(ROOT))
+        return env
+
+    def task(self) -> Task:
+        self.count += 1
+        repo = create_demo_repo(self.root / "repos" / f"r{self.count}")
+        return Task(id=new_id("task"), project_id="bench", prompt=DEMO_TASK, repository=str(repo))
+
+    def start_worker(self) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "synthorg.cli.app", "worker", "-c", str(self.config)],
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:  # boot, then the ready line
+            if b" ready: " in line:
+                break
+        else:
+            raise RuntimeError("worker exited before it was ready")
+        self.workers.append(proc)
+        return proc
+
+    def stop_workers(self) -> None:
+        for proc in self.workers:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.workers:
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.workers.clear()
+
+    async def temporal_runs(self, n: int, options: RunOptions) -> list[float]:
+        """Wall seconds per run (start to result), and each run's orchestration overhead."""
+        client = await connect(self.distributed)
+
+        async def one() -> float:
+            started = time.perf_counter()
+            handle = await start_run(
+                client, self.distributed, new_id("conv"), task=self.task(), options=options
+            )
+            result = await handle.result()
+            wall = time.perf_counter() - started
+            assert result["termination_reason"] == "completed", result
+            self.orchestration.append(wall - await _work_s(handle))
+            return wall
+
+        return list(await asyncio.gather(*(one() for _ in range(n))))
+
+    @asynccontextmanager
+    async def embedded(self) -> AsyncIterator[object]:
+        os.environ["SYNTHORG_HOME"] = str(self.root / "embedded-home")
+        settings = load_settings(self.config)
+        async with boot(
+            settings, registry=default_registry(), provisioner=default_provisioner
+        ) as components:
+            yield components.service
+
+    async def embedded_runs(self, service: object, n: int, options: RunOptions) -> list[float]:
+        from synthorg.service.runs import LocalRunService
+
+        assert isinstance(service, LocalRunService)
+
+        async def one() -> float:
+            started = time.perf_counter()
+            record = await service.create(self.task(), options)
+            result = await service.run(record.id)
+            assert result.termination_reason.value == "completed", result
+            return time.perf_counter() - started
+
+        return list(await asyncio.gather(*(one() for _ in range(n))))
+
+
+async def _work_s(handle: Any) -> float:
+    """Seconds the run spent executing prepare_workspace and run_loop (from its history)."""
+    scheduled: dict[int, str] = {}
+    began: dict[int, float] = {}
+    work = 0.0
+    async for event in handle.fetch_history_events():
+        attrs = event.activity_task_scheduled_event_attributes
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            scheduled[event.event_id] = attrs.activity_type.name
+        elif event.HasField("activity_task_started_event_attributes"):
+            began[event.activity_task_started_event_attributes.scheduled_event_id] = (
+                event.event_time.ToDatetime().timestamp()
+            )
+        elif event.HasField("activity_task_completed_event_attributes"):
+            sid = event.activity_task_completed_event_attributes.scheduled_event_id
+            if scheduled.get(sid) in ("prepare_workspace", "run_loop"):
+                work += event.event_time.ToDatetime().timestamp() - began[sid]
+    return work
+
+
+def _cpu(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            times = proc.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+            for child in proc.children(recursive=True):
+                ct = child.cpu_times()
+                total += ct.user + ct.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+async def control_latency(bench: Bench, commands: int) -> list[float]:
+    """Seconds per steer update answered by the worker holding an endless run."""
+    bench.start_worker()
+    client = await connect(bench.distributed)
+    cid = new_id("conv")
+    handle = await start_run(
+        client,
+        bench.distributed,
+        cid,
+        task=bench.task(),
+        options=RunOptions(model="endless", max_turns=10_000),
+    )
+    store = await open_store(bench.store_url)
+    try:
+        while True:
+            try:
+                async for stored in store.tail(cid):
+                    if stored.event.kind == "observation":
+                        break
+                break
+            except Exception:
+                await asyncio.sleep(0.1)
+    finally:
+        await store.close()
+    seconds = []
+    for n in range(commands):
+        started = time.perf_counter()
+        await control(client, cid, {"action": "steer", "text": f"note {n}"})
+        seconds.append(time.perf_counter() - started)
+    await control(client, cid, {"action": "cancel"})
+    await handle.result()
+    bench.stop_workers()
+    return seconds
+
+
+async def failover(bench: Bench) -> float:
+    """Seconds from SIGKILL of the holding worker to the successor's first event."""
+    bench.start_worker()
+    bench.start_worker()
+    client = await connect(bench.distributed)
+    cid = new_id("conv")
+    handle = await start_run(
+        client, bench.distributed, cid, task=bench.task(), options=RunOptions(model="slow")
+    )
+    store = await open_store(bench.store_url)
+    try:
+        while True:  # the slow call is logged: its worker is inside it
+            try:
+                history = await store.history(cid, limit=1000)
+            except Exception:
+                history = []
+            if any(isinstance(s.event, ActionEvent) for s in history):
+                break
+            await asyncio.sleep(0.1)
+        owner = await store.conversation_owner(cid)
+        assert owner is not None
+        last = history[-1].seq
+        os.kill(owner.pid, signal.SIGKILL)
+        killed = time.time()
+        async for stored in store.tail(cid, after=last):
+            first = stored.timestamp.timestamp()
+            break
+        result = await handle.result()
+        assert result["termination_reason"] == "completed", result
+    finally:
+        await store.close()
+        bench.stop_workers()
+    return first - killed
+
+
+async def main(runs: int, burst: int) -> None:
+    configure_logging("WARNING")
+    schema = f"bench_{secrets.token_hex(4)}"
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    root = Path(tempfile.mkdtemp(prefix="distbench-"))
+    address = f"127.0.0.1:{_port()}"
+    binary = str(Path(sys.executable).parent / "temporal")
+    server = subprocess.Popen(
+        [
+            binary,
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--headless",
+            "--port",
+            address.rsplit(":", 1)[1],
+            "--http-port",
+            str(_port()),
+            "--metrics-port",
+            str(_port()),
+            "--db-filename",
+            str(root / "temporal.db"),
+            "--log-level",
+            "error",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    bench = Bench(root, f"{PG}?options=-csearch_path%3D{schema}", address)
+    options = RunOptions(loop="react")
+    try:
+        for _ in range(600):
+            try:
+                await connect(bench.distributed)
+                break
+            except RuntimeError:
+                await asyncio.sleep(0.2)
+        print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus")
+        # Overhead: one at a time, alternating so load drifts hit both alike.
+        worker = bench.start_worker()
+        embedded_s: list[float] = []
+        temporal_s: list[float] = []
+        async with bench.embedded() as service:
+            await bench.embedded_runs(service, 1, options)  # warm-up
+            await bench.temporal_runs(1, options)
+            bench.orchestration.clear()
+            for _ in range(runs):
+                embedded_s += await bench.embedded_runs(service, 1, options)
+                temporal_s += await bench.temporal_runs(1, options)
+            e, t = statistics.median(embedded_s), statistics.median(temporal_s)
+            orchestration = statistics.median(bench.orchestration)
+            print(
+                f"orchestration added by Temporal per run (wall minus the activities doing "
+                f"the embedded work, from the workflow history): p50 "
+                f"{orchestration * 1000:.0f} ms, max {max(bench.orchestration) * 1000:.0f} ms"
+            )
+            print(
+                f"overhead: embedded p50 {e * 1000:.0f} ms, temporal p50 {t * 1000:.0f} ms, "
+                f"added {(t - e) * 1000:.0f} ms per run ({t / e:.2f}x), {runs} runs each"
+            )
+            # Throughput: a burst of runs at once.
+            me = os.getpid()
+            cpu0, t0 = _cpu([me]), time.perf_counter()
+            await bench.embedded_runs(service, burst, options)
+            wall, cpu = time.perf_counter() - t0, _cpu([me]) - cpu0
+            base = burst / wall * 60
+            print(f"throughput embedded: {base:.1f} runs/min, {cpu / burst:.2f} CPU s/run")
+        del worker
+        for count in (1, 2, 3):
+            while len(bench.workers) < count:
+                bench.start_worker()
+            pids = [w.pid for w in bench.workers] + [server.pid]
+            cpu0, t0 = _cpu(pids), time.perf_counter()
+            await bench.temporal_runs(burst, options)
+            wall, cpu = time.perf_counter() - t0, _cpu(pids) - cpu0
+            rate = burst / wall * 60
+            print(
+                f"throughput {count} worker(s): {rate:.1f} runs/min ({rate / base:.2f}x "
+                f"embedded), {cpu / burst:.2f} CPU s/run (workers + Temporal)"
+            )
+        bench.stop_workers()
+        latency = sorted(await control_latency(bench, 40))
+        print(
+            f"control (steer update -> holding worker -> answered): p50 "
+            f"{statistics.median(latency) * 1000:.0f} ms, p95 "
+            f"{latency[int(len(latency) * 0.95) - 1] * 1000:.0f} ms, max "
+            f"{latency[-1] * 1000:.0f} ms over {len(latency)}"
+        )
+        gap = await failover(bench)
+        print(
+            f"failover: SIGKILL -> successor's first event {gap:.1f} s "
+            f"(heartbeat timeout {HEARTBEAT_S:g} s; target <= {HEARTBEAT_S + 2:g} s)"
+        )
+    finally:
+        bench.stop_workers()
+        server.terminate()
+        server.wait(30)
+        with psycopg.connect(PG, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--burst", type=int, default=6)
+    args = parser.parse_args()
+    asyncio.run(main(args.runs, args.burst))

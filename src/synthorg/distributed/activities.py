@@ -1,0 +1,201 @@
+"""The activities a worker runs: each one calls the same run service the embedded mode uses.
+
+The run lifecycle is not forked: ``run_loop`` is ``LocalRunService.start`` + ``wait`` (claim
+with reconciliation of a dead owner, the loop, the commit gate in ``finish_run``), held while
+it heartbeats the conversation's last durable seq to Temporal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from synthorg.distributed.names import (
+    APPLY_CONTROL,
+    CONFIRM_LANDING,
+    HELD_BY,
+    PREPARE_WORKSPACE,
+    RUN_LOOP,
+)
+from synthorg.domain import ConversationStatus, ExecutionResult, Task, TerminationReason
+from synthorg.engine import Decision
+from synthorg.errors import ConflictError, NotFoundError, UsageError
+from synthorg.logging import get_logger
+from synthorg.service.boot import Components
+from synthorg.service.options import RunOptions
+from synthorg.store.errors import LeaseLostError
+from synthorg.store.protocol import Store
+from synthorg.workspace.git import run_git_sync
+
+_log = get_logger("synthorg.distributed")
+
+_RETRY_ELSEWHERE = frozenset({TerminationReason.SHUTDOWN})
+"""Ends that mean "this worker stopped", not "the run ended": Temporal retries them."""
+
+
+class RunActivities:
+    """The activities of one worker process, bound to its booted components."""
+
+    def __init__(
+        self, components: Components, client: Client, own_queue: str, heartbeat_s: float
+    ) -> None:
+        self._components = components
+        self._client = client
+        self._own_queue = own_queue
+        self._beat_s = heartbeat_s / 4  # the SDK throttles sends to 0.8 x the timeout
+
+    @activity.defn(name=PREPARE_WORKSPACE)
+    async def prepare_workspace(self, conversation_id: str, create: dict[str, Any]) -> str:
+        """Create the conversation (its worktree, its record) under the workflow's id."""
+        store = self._components.store
+        with contextlib.suppress(NotFoundError):
+            await store.get_conversation(conversation_id)
+            return conversation_id  # an earlier attempt created it
+        try:
+            task = Task.model_validate(create["task"])
+            options = RunOptions.model_validate(create["options"])
+            record = await self._components.service.create(
+                task, options, conversation_id=conversation_id
+            )
+        except (UsageError, ValueError) as exc:
+            raise ApplicationError(str(exc), type="Usage", non_retryable=True) from exc
+        return record.id
+
+    @activity.defn(name=RUN_LOOP)
+    async def run_loop(self, conversation_id: str, message: str | None) -> dict[str, Any]:
+        """Run (or resume) the conversation here until it ends; heartbeat its last seq."""
+        service = self._components.service
+        store = self._components.store
+        info = activity.info()
+        if info.heartbeat_details:
+            message = None  # an earlier attempt started the run: its message is in the log
+            ended = await _ended_meanwhile(store, conversation_id)
+            if ended is not None:
+                return ended  # its result was lost with its worker: never run it again
+        await self._client.get_workflow_handle(conversation_id).signal(HELD_BY, self._own_queue)
+        _log.info(
+            "DISTRIBUTED_RUN_ATTEMPT",
+            conversation_id=conversation_id,
+            attempt=info.attempt,
+            queue=self._own_queue,
+        )
+        try:
+            await service.start(conversation_id, message=message)
+        except NotFoundError as exc:
+            raise ApplicationError(str(exc), type="NotFound", non_retryable=True) from exc
+        waiting = asyncio.ensure_future(service.wait(conversation_id))
+        try:
+            while True:
+                activity.heartbeat(await store.last_seq(conversation_id))
+                done, _ = await asyncio.wait({waiting}, timeout=self._beat_s)
+                if done:
+                    break
+        except asyncio.CancelledError:
+            # Temporal cancellation (or this worker stopping): stop the run, sandbox included.
+            if not activity.is_worker_shutdown():
+                with contextlib.suppress(ConflictError):
+                    await service.cancel(conversation_id, by="temporal")
+            with contextlib.suppress(BaseException):
+                await waiting
+            raise
+        try:
+            result = waiting.result()
+        except LeaseLostError as exc:
+            raise ApplicationError(str(exc), type="LeaseLost") from exc
+        assert result is not None
+        if result.termination_reason in _RETRY_ELSEWHERE:
+            raise ApplicationError(
+                f"worker stopped the run ({result.termination_reason.value}); resume elsewhere",
+                type="WorkerStopped",
+            )
+        return _summary(result)
+
+    @activity.defn(name=CONFIRM_LANDING)
+    async def confirm_landing(self, conversation_id: str, result: dict[str, Any]) -> dict[str, Any]:
+        """The run's outcome as recorded, and that a landed commit is on the run's branch."""
+        record = await self._components.store.get_conversation(conversation_id)
+        sha = record.commit_sha if result.get("termination_reason") == "completed" else None
+        on_branch = False
+        if sha and record.workspace is not None and record.workspace.branch:
+            repo = Path(record.task.repository)
+            ref = f"refs/heads/{record.workspace.branch}"
+            found = await asyncio.to_thread(
+                run_git_sync, ["merge-base", "--is-ancestor", sha, ref], repo, check=False
+            )
+            on_branch = found.returncode == 0
+            if not on_branch:
+                raise ApplicationError(
+                    f"commit {sha} is not on {ref} of {repo}",
+                    type="LandingLost",
+                    non_retryable=True,
+                )
+        return {**result, "status": record.status.value, "commit_on_branch": on_branch}
+
+    @activity.defn(name=APPLY_CONTROL)
+    async def apply_control(self, command: dict[str, Any]) -> str:
+        """A control command for a run this worker holds (the same calls the server makes)."""
+        service = self._components.service
+        conversation_id = str(command["conversation_id"])
+        by = str(command.get("by") or "temporal")
+        action = command["action"]
+        try:
+            if action == "steer":
+                await service.steer(conversation_id, str(command["text"]))
+            elif action == "pause":
+                await service.pause(conversation_id, by=by)
+            elif action == "interrupt":
+                await service.interrupt(conversation_id, by=by)
+            elif action == "cancel":
+                await service.cancel(conversation_id, by=by)
+            elif action == "decide":
+                await service.decide(
+                    conversation_id,
+                    Decision(
+                        accepted=frozenset(map(str, command.get("accepted", ()))),
+                        rejected=frozenset(map(str, command.get("rejected", ()))),
+                        approver=by,
+                        reason=str(command.get("reason", "")),
+                    ),
+                )
+            else:
+                raise ApplicationError(f"unknown action {action!r}", non_retryable=True)
+        except ConflictError as exc:
+            raise ApplicationError(str(exc), type="Conflict", non_retryable=True) from exc
+        return (await self._components.store.get_conversation(conversation_id)).status.value
+
+
+async def _ended_meanwhile(store: Store, conversation_id: str) -> dict[str, Any] | None:
+    """The outcome of a run an earlier attempt started and that ended by itself (finished,
+    failed, paused, cancelled); None when it must be resumed (a dead or stopped worker)."""
+    record = await store.get_conversation(conversation_id)
+    reason = record.termination_reason
+    if (
+        record.status.is_active
+        or record.status is ConversationStatus.INTERRUPTED
+        or reason is None
+        or reason in _RETRY_ELSEWHERE
+    ):
+        return None
+    return {
+        "termination_reason": reason.value,
+        "commit_sha": record.commit_sha,
+        "branch": record.workspace.branch if record.workspace else None,
+        "error": record.error,
+        "resumed": True,
+    }
+
+
+def _summary(result: ExecutionResult) -> dict[str, Any]:
+    return {
+        "termination_reason": result.termination_reason.value,
+        "commit_sha": result.commit_sha,
+        "branch": result.branch,
+        "error": result.error,
+        "resumed": result.resumed,
+    }

@@ -1,0 +1,72 @@
+"""Starting and controlling runs through Temporal: what `synthorg run` and the server call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from synthorg.distributed.config import DistributedConfig
+from synthorg.distributed.names import CONTROL, WORKFLOW
+from synthorg.domain import Task
+from synthorg.errors import ConflictError
+from synthorg.service.options import RunOptions
+
+
+async def start_run(
+    client: Client,
+    config: DistributedConfig,
+    conversation_id: str,
+    *,
+    task: Task | None = None,
+    options: RunOptions | None = None,
+    message: str | None = None,
+) -> WorkflowHandle[Any, Any]:
+    """Start the run's workflow (id = conversation id); ConflictError while one is running.
+
+    With ``task`` the first activity creates the conversation; without, it must exist.
+    """
+    create = None
+    if task is not None:
+        create = {
+            "task": task.model_dump(mode="json"),
+            "options": (options or RunOptions()).model_dump(mode="json"),
+        }
+    start = {"create": create, "message": message, "heartbeat_s": config.heartbeat_timeout_s}
+    try:
+        return await client.start_workflow(
+            WORKFLOW,
+            start,
+            id=conversation_id,
+            task_queue=config.task_queue,
+            # A new run of a conversation whose last run ended is fine; two at once are not.
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        )
+    except WorkflowAlreadyStartedError as exc:
+        raise ConflictError(
+            f"conversation {conversation_id} already has an active run (workflow running)"
+        ) from exc
+
+
+async def control(client: Client, conversation_id: str, command: dict[str, Any]) -> str:
+    """Deliver a control command to the worker holding the run; the status afterwards.
+
+    ConflictError when the run is not active or the holder refused the command.
+    """
+    handle = client.get_workflow_handle(conversation_id)
+    try:
+        answer: str = await handle.execute_update(CONTROL, command)
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        raise ConflictError(f"{command.get('action')}: {getattr(cause, 'message', cause)}") from exc
+    except RPCError as exc:
+        if exc.status is not RPCStatusCode.NOT_FOUND:
+            raise
+        raise ConflictError(
+            f"conversation {conversation_id} has no active run ({exc.message})"
+        ) from exc
+    return answer

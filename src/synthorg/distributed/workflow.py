@@ -1,0 +1,102 @@
+"""The run workflow: prepare the workspace, run the loop, confirm the landing. No I/O here.
+
+Deterministic by construction: it only schedules activities by name and keeps which worker
+queue holds the run (for control commands); everything that touches the store, git or a
+sandbox is an activity. Temporal's workflow sandbox imports this module.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+from temporalio.workflow import ActivityCancellationType
+
+from synthorg.distributed.names import (
+    APPLY_CONTROL,
+    CONFIRM_LANDING,
+    CONTROL,
+    HELD_BY,
+    PREPARE_WORKSPACE,
+    RUN_LOOP,
+    WORKFLOW,
+)
+
+_SHORT = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+# A dead worker's run is retried elsewhere; a run that keeps killing workers gives up.
+_LOOP_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500),
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=20,
+    # A conversation still owned elsewhere (a frozen owner's lease) is retried until free.
+    non_retryable_error_types=["NotFound", "Usage"],
+)
+
+
+@workflow.defn(name=WORKFLOW)
+class RunWorkflow:
+    """One run of one conversation (workflow id = conversation id)."""
+
+    def __init__(self) -> None:
+        self._holder: str | None = None
+
+    @workflow.run
+    async def run(self, start: dict[str, Any]) -> dict[str, Any]:
+        conversation_id = workflow.info().workflow_id
+        heartbeat = timedelta(seconds=float(start["heartbeat_s"]))
+        if start.get("create") is not None:
+            await workflow.execute_activity(
+                PREPARE_WORKSPACE,
+                args=[conversation_id, start["create"]],
+                start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=_SHORT,
+            )
+        result: dict[str, Any] = await workflow.execute_activity(
+            RUN_LOOP,
+            args=[conversation_id, start.get("message")],
+            start_to_close_timeout=timedelta(days=7),
+            heartbeat_timeout=heartbeat,
+            retry_policy=_LOOP_RETRY,
+            # Cancel waits for the worker to stop the run: no sandbox outlives it.
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        # Short and read-only: a local activity, on the worker running this workflow task
+        # (no dispatch round trip through the server on every run's critical path).
+        landed: dict[str, Any] = await workflow.execute_local_activity(
+            CONFIRM_LANDING,
+            args=[conversation_id, result],
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=_SHORT,
+        )
+        return landed
+
+    @workflow.signal(name=HELD_BY)
+    def held_by(self, queue: str) -> None:
+        """The worker queue that holds the run now (each run-loop attempt says so first)."""
+        self._holder = queue
+
+    @workflow.update(name=CONTROL)
+    async def control(self, command: dict[str, Any]) -> str:
+        """Deliver ``command`` to the worker holding the run; its answer, or its refusal."""
+        await workflow.wait_condition(
+            lambda: self._holder is not None, timeout=timedelta(seconds=60)
+        )
+        assert self._holder is not None
+        command = {**command, "conversation_id": workflow.info().workflow_id}
+        answer: str = await workflow.execute_activity(
+            APPLY_CONTROL,
+            command,
+            task_queue=self._holder,
+            # A holder that died does not answer: the caller hears it within this bound.
+            schedule_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+        return answer
+
+    @control.validator
+    def _valid(self, command: dict[str, Any]) -> None:
+        if command.get("action") not in {"pause", "interrupt", "steer", "cancel", "decide"}:
+            raise ApplicationError(f"unknown control action {command.get('action')!r}")

@@ -1,0 +1,68 @@
+"""Worlds whose runs go through Temporal: config, workers, and a client for the test."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from temporalio.client import Client
+
+from synthorg.distributed.config import DistributedConfig
+from tests.faults.harness import ENDLESS, SCRIPT, Proc, World, synthorg
+
+SLOW = "tests.distributed.scripts:slow_then_fix"
+
+READY_S = 300.0  # a worker boots the whole stack; on a loaded 2-core machine that takes a while
+HEARTBEAT_S = 4.0
+
+
+@dataclass(frozen=True)
+class TemporalWorld(World):
+    """A world whose config sends runs to Temporal on its own task queue."""
+
+    address: str = ""
+    task_queue: str = field(default_factory=lambda: f"q-{secrets.token_hex(4)}")
+
+    @property
+    def config(self) -> Path:
+        path = self.root / "synthorg.toml"
+        if not path.exists():
+            path.write_text(
+                '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\n'
+                'models = ["m", "endless", "slow"]\n'
+                f'script = "{SCRIPT}"\nlatency_ms = 100\n'
+                f'scripts = {{ endless = "{ENDLESS}", slow = "{SLOW}" }}\n'
+                '[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n'
+                '[sandbox]\nbackend = "bwrap"\n'
+                f'[store]\nurl = "{self.store_url}"\n'
+                f'[distributed]\nengine = "temporal"\naddress = "{self.address}"\n'
+                f'task_queue = "{self.task_queue}"\nheartbeat_timeout_s = {HEARTBEAT_S}\n'
+            )
+        return path
+
+    def distributed(self) -> DistributedConfig:
+        """The same settings, for a client in the test."""
+        return DistributedConfig(
+            address=self.address, task_queue=self.task_queue, heartbeat_timeout_s=HEARTBEAT_S
+        )
+
+
+async def start_worker(world: World) -> Proc:
+    """A `synthorg worker` process, returned once it polls."""
+    worker = await synthorg(world, "worker")
+    ready = worker.watch(" ready: ")
+    waiting = asyncio.ensure_future(ready.wait())
+    exited = asyncio.ensure_future(worker.proc.wait())
+    done, _ = await asyncio.wait(
+        {waiting, exited}, timeout=READY_S, return_when=asyncio.FIRST_COMPLETED
+    )
+    exited.cancel()
+    assert waiting in done, f"worker not ready; output:\n{worker.output}"
+    return worker
+
+
+async def client_of(world: TemporalWorld) -> Client:
+    """A Temporal client of the world's namespace."""
+    return await Client.connect(world.address)

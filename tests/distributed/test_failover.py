@@ -1,0 +1,164 @@
+"""A dead worker loses nothing: SIGKILL it mid tool call, another worker resumes and lands."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from synthorg.domain import ActionEvent, ConversationStatus, ObservationEvent, StatusChangeEvent
+from synthorg.errors import NotFoundError
+from synthorg.service.demo import DEMO_TASK
+from synthorg.store import open_store
+from tests.distributed.conftest import TemporalServer
+from tests.distributed.scripts import SLOW_COMMAND
+from tests.distributed.support import TemporalWorld, start_worker
+from tests.faults.harness import branch_tests_pass, check_log, synthorg
+
+pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
+
+
+@pytest.fixture
+def world(tmp_path: Path, pg_schema: str, temporal_server: TemporalServer) -> TemporalWorld:
+    return TemporalWorld(tmp_path, pg_schema, address=temporal_server.address)
+
+
+async def _slow_action(world: TemporalWorld, conversation: str) -> str:
+    """The id of the slow tool call, once it is logged (the worker is inside it)."""
+    store = await open_store(world.store_url)
+    try:
+        async with asyncio.timeout(300):
+            while True:
+                try:
+                    async for stored in store.tail(conversation):
+                        event = stored.event
+                        if isinstance(event, ActionEvent) and SLOW_COMMAND in str(event.arguments):
+                            return event.action_id
+                except NotFoundError:  # the first activity has not created it yet
+                    await asyncio.sleep(0.2)
+    finally:
+        await store.close()
+
+
+@pytest.mark.timeout(600)
+async def test_sigkill_mid_tool_call_resumes_on_another_worker_and_lands(
+    world: TemporalWorld,
+) -> None:
+    workers = list(await asyncio.gather(start_worker(world), start_worker(world)))
+    repo = world.repo("kill")
+    run = await synthorg(
+        world,
+        "run",
+        DEMO_TASK,
+        "--repo",
+        str(repo),
+        "--loop",
+        "react",
+        "--model",
+        "slow",
+        "--engine",
+        "temporal",
+    )
+    conversation = await run.conversation_id()
+    slow = await _slow_action(world, conversation)
+    store = await open_store(world.store_url)
+    try:
+        owner = await store.conversation_owner(conversation)
+    finally:
+        await store.close()
+    assert owner is not None
+    (holder,) = [w for w in workers if w.proc.pid == owner.pid]
+    os.kill(owner.pid, signal.SIGKILL)
+    await holder.exit()
+
+    assert await run.exit(timeout=300) == 0, run.output + "".join(w.output for w in workers)
+    await check_log(world, conversation)  # seqs contiguous, each action observed once, FINISHED
+    branch_tests_pass(repo, conversation)
+    store = await open_store(world.store_url)
+    try:
+        events = [s.event for s in await store.history(conversation, limit=10_000)]
+    finally:
+        await store.close()
+    (answer,) = [e for e in events if isinstance(e, ObservationEvent) and e.action_id == slow]
+    assert answer.non_retryable and "effect is unknown" in answer.content, answer
+    starts = [
+        e
+        for e in events
+        if isinstance(e, StatusChangeEvent) and e.new is ConversationStatus.RUNNING
+    ]
+    assert len(starts) == 2, starts  # the killed worker's run, then the successor's
+    (survivor,) = [w for w in workers if w is not holder]
+    assert survivor.proc.returncode is None
+
+
+async def _until(world: TemporalWorld, conversation: str, matches: object) -> None:
+    store = await open_store(world.store_url)
+    try:
+        async with asyncio.timeout(300):
+            async for stored in store.tail(conversation):
+                if callable(matches) and matches(stored.event):
+                    return
+    finally:
+        await store.close()
+
+
+@pytest.mark.timeout(600)
+async def test_a_zombie_worker_cannot_write_or_spend_for_a_run_taken_over(
+    world: TemporalWorld,
+) -> None:
+    workers = list(await asyncio.gather(start_worker(world), start_worker(world)))
+    repo = world.repo("zombie")
+    run = await synthorg(
+        world,
+        "run",
+        DEMO_TASK,
+        "--repo",
+        str(repo),
+        "--loop",
+        "react",
+        "--model",
+        "slow",
+        "--engine",
+        "temporal",
+    )
+    conversation = await run.conversation_id()
+    slow = await _slow_action(world, conversation)
+    store = await open_store(world.store_url)
+    try:
+        owner = await store.conversation_owner(conversation)
+        first_execution = (await store.get_conversation(conversation)).execution_id
+    finally:
+        await store.close()
+    assert owner is not None and first_execution is not None
+    (zombie,) = [w for w in workers if w.proc.pid == owner.pid]
+    os.kill(owner.pid, signal.SIGSTOP)  # frozen mid tool call: its sleep ends meanwhile
+    try:
+        # Temporal moves the activity after the heartbeat timeout; the successor takes the
+        # conversation over once the frozen owner's lease has run out.
+        await _until(
+            world,
+            conversation,
+            lambda e: (
+                isinstance(e, StatusChangeEvent)
+                and e.new is ConversationStatus.RUNNING
+                and e.old is ConversationStatus.INTERRUPTED
+            ),
+        )
+    finally:
+        os.kill(owner.pid, signal.SIGCONT)
+    assert await run.exit(timeout=300) == 0, run.output + "".join(w.output for w in workers)
+    await check_log(world, conversation)  # the zombie's late observation was refused
+    branch_tests_pass(repo, conversation)
+    store = await open_store(world.store_url)
+    try:
+        events = [s.event for s in await store.history(conversation, limit=10_000)]
+        ledger = await store.get_execution(first_execution)
+    finally:
+        await store.close()
+    (answer,) = [e for e in events if isinstance(e, ObservationEvent) and e.action_id == slow]
+    assert "effect is unknown" in answer.content, answer  # the successor's, not the zombie's
+    assert ledger.status.value == "killed" and "superseded" in ledger.status_reason
+    assert zombie.proc.returncode is None  # alive, fenced, not crashed
