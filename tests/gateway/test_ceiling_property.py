@@ -147,8 +147,10 @@ def _expected(ticket: Ticket, spec: Spec, record: Record) -> Decimal:
     if spec.error:
         assert ticket.billed_as == "refused"
         return Decimal(0)  # refused by the upstream before generating: not billed
-    if ticket.billed_as == "answered" and not (record.finished and not spec.usage):
-        # Cut by the gateway at the ceiling: the upper-bound prompt and every byte received.
+    if ticket.billed_as == "answered" and (ticket.killed or not record.finished):
+        # Cut by the gateway at the ceiling: the upper-bound prompt and every byte received
+        # (the upstream may have finished writing what the gateway never read: the race
+        # hypothesis found; what was never received is covered by the one-request margin).
         assert ticket.killed and 0 < ticket.out_bytes <= spec.out_chars
         return _cost(bounds.unreported(ticket.out_bytes))
     if not record.finished:  # the upstream cut or stalled the stream
