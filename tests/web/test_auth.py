@@ -1,0 +1,85 @@
+"""Sign-in, the session cookie, CSRF, sign-out and the security headers, in a real browser."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from .conftest import Keys
+from .helpers import new_page, sign_in
+
+pytestmark = pytest.mark.browser
+
+
+async def test_security_headers_on_the_page(url: str) -> None:
+    async with httpx.AsyncClient(base_url=url) as client:
+        page = await client.get("/")
+        asset = await client.get("/console/static/app.js")
+    assert page.status_code == 200 and asset.status_code == 200
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    for response in (page, asset):
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["referrer-policy"] == "no-referrer"
+    assert "<script>" not in page.text  # no inline script: only <script type=module src=...>
+    assert asset.headers["content-type"].startswith("text/javascript")
+
+
+async def test_sign_in_cookie_csrf_and_sign_out(url: str, keys: Keys, browser: Any) -> None:
+    page = await new_page(browser, url)
+    await sign_in(page, keys.operator)
+    assert await page.text_content("#principal") == "olga"
+
+    cookies = await page.context.cookies()
+    assert len(cookies) == 1
+    cookie = cookies[0]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert not cookie["secure"]  # plain HTTP here; under TLS the cookie is Secure (__Host-)
+    assert keys.operator not in cookie["value"]
+    # The key is nowhere the page keeps things, nor in its address.
+    stored = await page.evaluate(
+        "JSON.stringify([Object.entries(localStorage), Object.entries(sessionStorage), "
+        "document.cookie, location.href])"
+    )
+    assert keys.operator not in stored and "so_" not in stored
+
+    jar = {cookie["name"]: cookie["value"]}
+    async with httpx.AsyncClient(base_url=url, cookies=jar) as client:
+        # The cookie reads; a mutating call without the CSRF token is refused.
+        assert (await client.get("/api/conversations")).status_code == 200
+        forged = await client.post("/api/conversations/conv-x/pause")
+        assert forged.status_code == 403 and "CSRF" in forged.json()["detail"]
+        csrf = (await client.get("/console/session")).json()["csrf"]
+        wrong = await client.post(
+            "/api/conversations/conv-x/pause", headers={"X-CSRF-Token": csrf[:-2] + "xx"}
+        )
+        assert wrong.status_code == 403
+        right = await client.post("/api/conversations/conv-x/pause", headers={"X-CSRF-Token": csrf})
+        assert right.status_code == 404  # authenticated and allowed: the conversation is unknown
+
+    await page.click("#sign-out")
+    await page.wait_for_selector("#api-key")
+    assert await page.context.cookies() == []
+    async with httpx.AsyncClient(base_url=url, cookies=jar) as client:
+        assert (await client.get("/api/conversations")).status_code == 401
+        assert (await client.get("/console/session")).status_code == 401
+    await page.context.close()
+
+
+async def test_a_wrong_key_is_refused_and_a_cross_site_sign_in_too(
+    url: str, keys: Keys, browser: Any
+) -> None:
+    page = await new_page(browser, url)
+    await page.fill("#api-key", "so_nope_" + "x" * 40)
+    await page.click("form button[type=submit]")
+    await page.wait_for_selector("#sign-in-error:has-text('not valid')")
+    assert await page.context.cookies() == []
+    async with httpx.AsyncClient(base_url=url) as client:
+        cross = await client.post(
+            "/console/session", json={"key": keys.operator}, headers={"Origin": "https://evil.test"}
+        )
+    assert cross.status_code == 403 and "set-cookie" not in cross.headers
+    await page.context.close()
