@@ -71,7 +71,7 @@ async def url(console_app: FastAPI) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def browser() -> AsyncIterator[object]:
+async def chrome() -> AsyncIterator[object]:
     """Debian's Chromium under Playwright (bootstrap --tests installs it)."""
     if shutil.which(str(CHROMIUM)) is None:
         pytest.fail("Chromium is missing: run scripts/bootstrap.sh --tests")

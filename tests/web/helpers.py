@@ -22,3 +22,21 @@ async def sign_in(page: Any, key: str) -> None:
     await page.fill("#api-key", key)
     await page.click("form button[type=submit]")
     await page.wait_for_selector("#sign-out")
+
+
+async def rendered_seqs(page: Any) -> list[int]:
+    """The seq of every event the page rendered, in document order."""
+    values: list[str] = await page.eval_on_selector_all(
+        "#events [data-seq]", "els => els.map(e => e.dataset.seq)"
+    )
+    return [int(v) for v in values]
+
+
+async def api_last_seq(base: str, key: str, conversation_id: str) -> int:
+    """The conversation's highest seq, as the API says."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {key}"}) as c:
+        page = await c.get(f"/api/conversations/{conversation_id}/events?limit=1")
+    value: int = page.json()["last_seq"]
+    return value

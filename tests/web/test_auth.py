@@ -28,8 +28,8 @@ async def test_security_headers_on_the_page(url: str) -> None:
     assert asset.headers["content-type"].startswith("text/javascript")
 
 
-async def test_sign_in_cookie_csrf_and_sign_out(url: str, keys: Keys, browser: Any) -> None:
-    page = await new_page(browser, url)
+async def test_sign_in_cookie_csrf_and_sign_out(url: str, keys: Keys, chrome: Any) -> None:
+    page = await new_page(chrome, url)
     await sign_in(page, keys.operator)
     assert await page.text_content("#principal") == "olga"
 
@@ -70,9 +70,9 @@ async def test_sign_in_cookie_csrf_and_sign_out(url: str, keys: Keys, browser: A
 
 
 async def test_a_wrong_key_is_refused_and_a_cross_site_sign_in_too(
-    url: str, keys: Keys, browser: Any
+    url: str, keys: Keys, chrome: Any
 ) -> None:
-    page = await new_page(browser, url)
+    page = await new_page(chrome, url)
     await page.fill("#api-key", "so_nope_" + "x" * 40)
     await page.click("form button[type=submit]")
     await page.wait_for_selector("#sign-in-error:has-text('not valid')")

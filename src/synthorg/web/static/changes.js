@@ -18,9 +18,9 @@ export function showChanges(body, base) {
       const [changes, text, log] = await Promise.all([
         get(`${base}/changes`), get(`${base}/diff`), get(`${base}/commits`)]);
       if (!alive) return;
-      files.append(changes.items.map((f) => h("li", { class: "mono" }, `${f.status || ""} ${f.path}`)));
+      files.append(...changes.items.map((f) => h("li", { class: "mono" }, `${f.status || ""} ${f.path}`)));
       if (!changes.items.length) files.append(h("li", { class: "muted" }, "No changes."));
-      commits.append(log.items.map((c) => h("li", {}, h("span", { class: "mono" }, (c.sha || "").slice(0, 10)), ` ${c.subject || c.message || ""}`)));
+      commits.append(...log.items.map((c) => h("li", {}, h("span", { class: "mono" }, (c.sha || "").slice(0, 10)), ` ${c.subject || c.message || ""}`)));
       if (!log.items.length) commits.append(h("li", { class: "muted" }, "No commits yet."));
       for (const line of text.diff.split("\n")) {
         const kind = line.startsWith("+++") || line.startsWith("---") ? "file"

@@ -51,7 +51,7 @@ export function showList(main) {
   function render() {
     const rows = state.items.filter(
       (c) => !state.search || c.task.prompt.toLowerCase().includes(state.search));
-    clear(tbody).append(rows.map((c) => {
+    clear(tbody).append(...rows.map((c) => {
       const id = safeId(c.id);
       return h("tr", { "data-id": id || "" },
         h("td", { class: "task" },
@@ -119,7 +119,7 @@ function newRunForm() {
   const policy = h("select", {}, POLICIES.map((p) => h("option", { value: p }, p)));
   const error = h("p", { class: "error", role: "alert" });
   get("/console/repositories").then((data) => {
-    clear(repos).append(data.items.map((r) => h("option", { value: r })));
+    clear(repos).append(...data.items.map((r) => h("option", { value: r })));
     if (data.items.length && !repository.value) repository.value = data.items[0];
   }).catch(() => {});
   const form = h("form", { id: "new-run", class: "card" },
