@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 
 from synthorg.server.auth import KeyStore
@@ -26,4 +27,17 @@ def install_console(app: FastAPI, state: ServerState) -> None:
     app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
     app.add_middleware(SocketSession)
-    app.add_middleware(SecurityHeaders, csp=content_security_policy())
+    backends = state.settings.console_backends
+    connect = (*backends, *(b.replace("http", "ws", 1) for b in backends))
+    app.add_middleware(SecurityHeaders, csp=content_security_policy(connect))
+    if state.settings.cors_origins:
+        # Outermost, so preflights are answered before the OPTIONS handling of HttpLimits.
+        # Credentials are not allowed: a remote console sends the key as a Bearer header.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(state.settings.cors_origins),
+            allow_credentials=False,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+            max_age=600,
+        )

@@ -143,3 +143,33 @@ async def repositories(state: State, principal: Viewer) -> Repositories:
         candidates = [root, *sorted(p for p in root.iterdir() if p.is_dir())]
         found += [str(p) for p in candidates if (p / ".git").exists()]
     return Repositories(items=found[:_MAX_REPOSITORIES])
+
+
+class WhoAmI(BaseModel):
+    """The caller (a bearer key or the session), for a console choosing what to show."""
+
+    principal: str
+    roles: list[str]
+    projects: list[str]
+
+
+@router.get("/console/whoami", response_model=WhoAmI)
+async def whoami(principal: Viewer) -> WhoAmI:
+    """Who the presented key (or session) is: a remote backend's console asks this."""
+    return WhoAmI(
+        principal=principal.name,
+        roles=sorted(principal.roles),
+        projects=sorted(principal.projects or ()),
+    )
+
+
+class Backends(BaseModel):
+    """The other servers this console may switch to (``[server] console_backends``)."""
+
+    items: list[str]
+
+
+@router.get("/console/backends", response_model=Backends)
+async def backends(state: State, principal: Viewer) -> Backends:
+    """The configured backends' addresses (their keys are typed in the page, never stored)."""
+    return Backends(items=list(state.settings.console_backends))
