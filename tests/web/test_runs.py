@@ -24,6 +24,7 @@ async def test_start_a_run_from_the_form_and_watch_it_finish(
         "() => document.querySelector('#nr-repository').value !== ''"
     )  # offered from [server] repository_roots
     assert await page.input_value("#nr-repository") == str(repo)
+    await page.click("#new-run-toggle")  # the form is folded away by default
     await page.fill("#nr-task", "append progress lines")
     await page.click("#new-run button[type=submit]")
     await page.wait_for_url("**/#/c/*")

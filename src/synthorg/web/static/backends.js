@@ -2,7 +2,7 @@
 // CSP lets the page reach only those). A remote is used with an API key typed here and kept
 // in this page's memory only; the remote must list this console's origin in cors_origins.
 import { ApiError, backends, current, request, useBackend } from "./api.js";
-import { h, clear, toast } from "./dom.js";
+import { h, append, clear, toast } from "./dom.js";
 
 let loaded = false;
 
@@ -73,6 +73,6 @@ export function renderBackends(rerender) {
     location.hash = "#/";
     rerender();
   });
-  nav.append(h("label", { for: "backend", class: "sr-only" }, "Backend"), select,
-    current.base ? h("span", { id: "backend-principal", class: "small" }, `as ${current.principal}`) : null);
+  append(nav, [h("label", { for: "backend", class: "sr-only" }, "Backend"), select,
+    current.base ? h("span", { id: "backend-principal", class: "small" }, `as ${current.principal}`) : null]);
 }

@@ -48,7 +48,7 @@ export function showConversation(main, id, tab) {
     meta.textContent = `${r.status} · loop ${r.loop_type} · model ${r.model} · ` +
       `branch ${r.workspace ? r.workspace.branch : "—"} · ${r.turns} turns · runs ${r.runs}`;
     const u = r.usage;
-    usage.textContent = `tokens in ${u.input_tokens} / out ${u.output_tokens} · cost ${usd(u.cost_usd)}` +
+    usage.textContent = `tokens in ${u.tokens_in} / out ${u.tokens_out} · cost ${usd(u.cost_usd)}` +
       (r.budget_usd !== null ? ` of ${usd(r.budget_usd)} budget` : "");
     renderControls();
   }
@@ -139,7 +139,7 @@ export function showConversation(main, id, tab) {
 
   function usageLine(u) {
     if (!u) return null;
-    return h("span", { class: "usage muted small" }, ` · ${u.input_tokens} in / ${u.output_tokens} out · ${usd(u.cost_usd)}`);
+    return h("span", { class: "usage muted small" }, ` · ${u.tokens_in} in / ${u.tokens_out} out · ${usd(u.cost_usd)}`);
   }
 
   function render(stored) {

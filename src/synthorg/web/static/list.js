@@ -1,7 +1,7 @@
 // The conversations list: live (re-read every 2 s while visible), filtered by status,
 // searched by task text, paged by the server's cursor; and the new-run form.
 import { can, get, post } from "./api.js";
-import { h, clear, age, usd, safeId, toast } from "./dom.js";
+import { h, append, clear, age, usd, safeId, toast } from "./dom.js";
 
 const STATUSES = ["created", "running", "paused", "waiting_confirmation", "finished", "failed",
   "cancelled", "error", "interrupted"];
@@ -32,7 +32,7 @@ export function showList(main) {
     render();
   });
 
-  clear(main).append(
+  append(clear(main), [
     can("operator") ? newRunForm() : null,
     h("section", { "aria-labelledby": "list-title" },
       h("div", { class: "row" },
@@ -46,7 +46,7 @@ export function showList(main) {
             ["Task", "Status", "Loop", "Model", "Branch", "Turns", "Cost", "Age"].map(
               (t) => h("th", { scope: "col" }, t)))),
           tbody)),
-      pager));
+      pager)]);
 
   function render() {
     const rows = state.items.filter(
@@ -123,7 +123,7 @@ function newRunForm() {
     if (data.items.length && !repository.value) repository.value = data.items[0];
   }).catch(() => {});
   const form = h("form", { id: "new-run", class: "card" },
-    h("h2", {}, "New run"),
+    
     h("div", { class: "grid" },
       field("nr-repository", "Repository", repository), repos,
       field("nr-loop", "Loop", loop),
@@ -148,5 +148,5 @@ function newRunForm() {
       error.append(err.message);
     }
   });
-  return h("details", { class: "new-run", open: true }, h("summary", {}, "New run"), form);
+  return h("details", { class: "new-run" }, h("summary", { id: "new-run-toggle" }, "New run"), form);
 }
