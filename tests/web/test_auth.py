@@ -83,3 +83,37 @@ async def test_a_wrong_key_is_refused_and_a_cross_site_sign_in_too(
         )
     assert cross.status_code == 403 and "set-cookie" not in cross.headers
     await page.context.close()
+
+
+async def test_the_socket_takes_the_session_token_only_with_its_cookie_from_this_origin(
+    url: str, keys: Keys, repo: Any
+) -> None:
+    import json
+
+    import websockets
+
+    async with httpx.AsyncClient(base_url=url) as client:
+        signed = await client.post("/console/session", json={"key": keys.viewer})
+        csrf = signed.json()["csrf"]
+        cookie = "; ".join(f"{k}={v}" for k, v in client.cookies.items())
+        created = await client.post(
+            "/api/conversations",
+            json={"repository": str(repo), "prompt": "x", "start": False},
+            headers={"Authorization": f"Bearer {keys.operator}"},
+        )
+    cid = created.json()["id"]
+    ws_url = url.replace("http", "ws") + f"/api/conversations/{cid}/events/ws?after=0"
+
+    async def first_frame(headers: dict[str, str]) -> tuple[str | None, int | None]:
+        async with websockets.connect(ws_url, additional_headers=headers) as ws:
+            await ws.send(json.dumps({"type": "auth", "token": csrf}))
+            try:
+                return json.loads(await ws.recv())["type"], None
+            except websockets.ConnectionClosed as closed:
+                return None, closed.rcvd.code if closed.rcvd else None
+
+    assert await first_frame({"Origin": url, "Cookie": cookie}) == ("subscribed", None)
+    # Cross-site WebSocket hijacking: the cookie rides along, the origin is foreign.
+    assert await first_frame({"Origin": "http://evil.test", "Cookie": cookie}) == (None, 4401)
+    # The token alone (a stolen CSRF token) is no key.
+    assert await first_frame({"Origin": url}) == (None, 4401)
