@@ -290,6 +290,7 @@ async def main() -> None:
                 first_row_s = time.perf_counter() - t0
                 await page.wait_for_selector(f"#events [data-seq='{last}']", state="attached")
                 all_rows_s = time.perf_counter() - t0
+                rows = await page.evaluate("() => document.querySelectorAll('#events *').length")
                 scroll = await page.evaluate(SCROLL)
                 await browser.close()
         server.should_exit = True
@@ -314,6 +315,7 @@ async def main() -> None:
         f"{all_rows_s * 1000:.0f} ms; API script fetched {fetched} in "
         f"{api_fetch_s * 1000:.0f} ms (console/API {all_rows_s / api_fetch_s:.2f}x)"
     )
+    print(f"DOM elements in the rendered log: {rows}")
     print(
         f"scrolling: {fps:.1f} fps over {scroll['ms']:.0f} ms, longest frame "
         f"{scroll['longest']:.1f} ms; load average {Path('/proc/loadavg').read_text().split()[:3]}"

@@ -8,13 +8,16 @@ import { showChanges } from "./changes.js";
 
 const LONG_CHARS = 1200;
 const LONG_LINES = 16;
+const MAX_ROWS = 300; // rows with DOM nodes while following the tail
+const PAGE_ROWS = 200; // rows added by "Show earlier events"
 const FINAL_CLOSE = { 4401: "Your session or key is no longer valid: sign in again.",
   4404: "No such conversation.", 4410: "This conversation was deleted." };
 
 export function showConversation(main, id, tab) {
   const base = `/api/conversations/${encodeURIComponent(id)}`;
   const view = { record: null, lastSeq: 0, socket: null, alive: true, retry: 500, timer: null,
-    pending: new Map(), actions: new Map(), queue: [], scheduled: false };
+    pending: new Map(), byAction: new Map(), entries: [], start: 0, end: 0, queue: [],
+    scheduled: false };
 
   const title = h("h1", { id: "conv-title", class: "task-title" }, id);
   const meta = h("p", { id: "conv-meta", class: "muted small" });
@@ -93,6 +96,7 @@ export function showConversation(main, id, tab) {
   }
 
   // -- confirmation -------------------------------------------------------------------------
+  // view.pending: action id -> its pending box element (null while not on screen).
   async function decide(accepted, rejected) {
     if (!accepted.length && !rejected.length) return;
     try {
@@ -100,8 +104,8 @@ export function showConversation(main, id, tab) {
     } catch (err) {
       const stale = err.status === 409;
       for (const actionId of [...accepted, ...rejected]) {
-        const slot = view.pending.get(actionId);
-        if (slot) slot.querySelector(".decision-error").textContent = stale
+        const box = view.pending.get(actionId);
+        if (box) box.querySelector(".decision-error").textContent = stale
           ? `Refused: the run has moved on, this decision is stale. (${err.message})` : err.message;
       }
       toast(stale ? "Decision refused: the run has moved on (stale)." : err.message, "error");
@@ -118,14 +122,73 @@ export function showConversation(main, id, tab) {
         h("button", { type: "button", class: "approve", onclick: () => decide([actionId], []) }, "Approve"),
         h("button", { type: "button", class: "reject", onclick: () => decide([], [actionId]) }, "Reject")) : null,
       h("p", { class: "decision-error error", role: "alert" }));
+    if (actionId) view.pending.set(actionId, box);
     return box;
+  }
+
+  function decisionLine(d) {
+    return h("p", { class: `decision ${d.verdict}`, "data-decision": d.id }, `${d.verdict} by ${d.approver}`);
   }
 
   function refreshApproveAll() {
     approveAll.hidden = !(can("approver") && view.pending.size > 0);
   }
 
-  // -- events -------------------------------------------------------------------------------
+  // -- the model ----------------------------------------------------------------------------
+  // Every event goes into view.entries (top-level rows, seq order); an action's observation,
+  // pending state and decisions live on its entry. Only a window of entries has DOM nodes:
+  // the newest MAX_ROWS while following the tail, older ones a page at a time on request.
+  function ingest(stored) {
+    const ev = stored.event;
+    if (ev.kind === "observation") {
+      const entry = view.byAction.get(ev.action_id);
+      if (entry) {
+        entry.obs.push(stored);
+        if (entry.slots) entry.slots.obs.append(observation(stored));
+        return;
+      }
+    } else if (ev.kind === "confirmation_request") {
+      for (const p of ev.pending) {
+        const actionId = safeId(p.action_id);
+        if (!actionId) continue;
+        const entry = view.byAction.get(actionId);
+        view.pending.set(actionId, null);
+        if (entry) {
+          entry.pending.set(actionId, p);
+          if (entry.slots) clear(entry.slots.pending).append(pendingBox(p));
+        } else {
+          view.entries.push(newEntry({ ...stored, orphan: p }));
+        }
+      }
+      refreshApproveAll();
+    } else if (ev.kind === "confirmation_decision") {
+      for (const [ids, verdict] of [[ev.accepted, "approved"], [ev.rejected, "rejected"]]) {
+        for (const actionId of ids) {
+          const box = view.pending.get(actionId);
+          if (box) box.remove();
+          view.pending.delete(actionId);
+          const entry = view.byAction.get(actionId);
+          if (!entry) continue;
+          entry.pending.delete(actionId);
+          const d = { id: actionId, verdict, approver: ev.approver };
+          entry.decisions.push(d);
+          if (entry.slots) entry.slots.decision.append(decisionLine(d));
+        }
+      }
+      refreshApproveAll();
+    } else if (ev.kind === "status_change" || ev.kind === "finished") {
+      recordSoon();
+    }
+    const entry = newEntry(stored);
+    if (ev.kind === "action" && safeId(ev.action_id)) view.byAction.set(ev.action_id, entry);
+    view.entries.push(entry);
+  }
+
+  function newEntry(stored) {
+    return { stored, el: null, slots: null, obs: [], pending: new Map(), decisions: [] };
+  }
+
+  // -- rendering ----------------------------------------------------------------------------
   function row(stored, cls, ...children) {
     return h("li", { class: `ev ${cls}`, "data-seq": stored.seq }, ...children);
   }
@@ -142,65 +205,50 @@ export function showConversation(main, id, tab) {
     return h("span", { class: "usage muted small" }, ` · ${u.tokens_in} in / ${u.tokens_out} out · ${usd(u.cost_usd)}`);
   }
 
-  function render(stored) {
+  function stamp(stored) {
+    return h("time", { class: "muted small", datetime: stored.timestamp }, `#${stored.seq} `);
+  }
+
+  function observation(stored) {
     const ev = stored.event;
-    const when = h("time", { class: "muted small", datetime: stored.timestamp }, `#${stored.seq} `);
+    return h("div", { class: `obs ${ev.is_error ? "err" : ""}`, "data-seq": stored.seq }, stamp(stored),
+      ev.exit_code !== null && ev.exit_code !== undefined ? h("span", { class: "small muted" }, `exit ${ev.exit_code}`) : null,
+      output(ev.content));
+  }
+
+  function render(entry) {
+    const stored = entry.stored;
+    const ev = stored.event;
+    const when = stamp(stored);
+    if (stored.orphan) return row(stored, "pending-orphan", pendingBox(stored.orphan));
     switch (ev.kind) {
       case "message":
         return row(stored, `msg ${ev.role}`, when, h("strong", {}, ev.role), usageLine(ev.usage),
           h("div", { class: "text" }, ev.text));
       case "action": {
-        const actionId = safeId(ev.action_id);
-        const slots = { obs: h("div", { class: "obs-slot" }), pending: h("div", { class: "pending-slot" }),
+        entry.slots = { obs: h("div", { class: "obs-slot" }), pending: h("div", { class: "pending-slot" }),
           decision: h("div", { class: "decision-slot" }) };
-        if (actionId) view.actions.set(actionId, slots);
+        for (const p of entry.pending.values()) entry.slots.pending.append(pendingBox(p));
+        for (const d of entry.decisions) entry.slots.decision.append(decisionLine(d));
+        for (const o of entry.obs) entry.slots.obs.append(observation(o));
         return row(stored, "action", when, h("strong", { class: "tool" }, ev.tool_name),
           h("span", { class: `risk risk-${ev.risk}` }, ` risk ${ev.risk}`), usageLine(ev.usage),
           ev.thought ? h("div", { class: "thought muted" }, ev.thought) : null,
           h("pre", { class: "cmd" }, ev.summary || JSON.stringify(ev.arguments, null, 2)),
-          slots.pending, slots.decision, slots.obs);
+          entry.slots.pending, entry.slots.decision, entry.slots.obs);
       }
-      case "observation": {
-        const el = h("div", { class: `obs ${ev.is_error ? "err" : ""}`, "data-seq": stored.seq }, when,
-          ev.exit_code !== null && ev.exit_code !== undefined ? h("span", { class: "small muted" }, `exit ${ev.exit_code}`) : null,
-          output(ev.content));
-        const slots = view.actions.get(ev.action_id);
-        if (slots) { slots.obs.append(el); return null; }
-        return row(stored, "observation", el);
-      }
-      case "confirmation_request": {
-        for (const p of ev.pending) {
-          const actionId = safeId(p.action_id);
-          const slots = actionId && view.actions.get(actionId);
-          const box = pendingBox(p);
-          if (actionId) view.pending.set(actionId, box);
-          if (slots) clear(slots.pending).append(box);
-          else events.append(row(stored, "pending-orphan", box));
-        }
-        refreshApproveAll();
+      case "observation":
+        return row(stored, "observation", observation(stored));
+      case "confirmation_request":
         return row(stored, "line muted", when, `${ev.pending.length} action(s) wait for a decision`);
-      }
-      case "confirmation_decision": {
-        for (const [ids, verdict] of [[ev.accepted, "approved"], [ev.rejected, "rejected"]]) {
-          for (const actionId of ids) {
-            const box = view.pending.get(actionId);
-            if (box) box.remove();
-            view.pending.delete(actionId);
-            const slots = view.actions.get(actionId);
-            if (slots) slots.decision.append(h("p", { class: `decision ${verdict}`, "data-decision": actionId }, `${verdict} by ${ev.approver}`));
-          }
-        }
-        refreshApproveAll();
+      case "confirmation_decision":
         return row(stored, "line", when, `decision by ${ev.approver}: ${ev.accepted.length} approved, ${ev.rejected.length} rejected`,
           ev.reason ? ` (${ev.reason})` : "");
-      }
       case "status_change":
-        recordSoon();
         return row(stored, "line status", when, `status ${ev.old || "—"} → ${ev.new}`, ev.reason ? ` · ${ev.reason}` : "");
       case "pause": case "interrupt": case "cancel":
         return row(stored, "line", when, `${ev.kind} requested by ${ev.requested_by || "—"}`);
       case "finished":
-        recordSoon();
         return row(stored, "msg finished", when, h("strong", {}, "finished"), h("div", { class: "text" }, ev.message));
       case "error":
         return row(stored, "msg error", when, h("strong", {}, `error ${ev.code}`), h("div", { class: "text" }, ev.message));
@@ -213,15 +261,56 @@ export function showConversation(main, id, tab) {
     }
   }
 
+  function materialise(entry) {
+    entry.el = render(entry);
+    return entry.el;
+  }
+
+  function drop(entry) {
+    if (entry.el) entry.el.remove();
+    entry.el = null;
+    entry.slots = null;
+  }
+
+  const earlier = h("li", { class: "earlier", hidden: true },
+    h("button", { type: "button", id: "show-earlier", onclick: showEarlier }, "Show earlier events"));
+  events.append(earlier);
+
+  function refreshEarlier() {
+    earlier.hidden = view.start === 0;
+    earlier.firstChild.textContent = `Show earlier events (${view.start} not shown)`;
+  }
+
+  function showEarlier() {
+    const from = Math.max(0, view.start - PAGE_ROWS);
+    const batch = document.createDocumentFragment();
+    for (let i = from; i < view.start; i++) batch.append(materialise(view.entries[i]));
+    const height = events.scrollHeight;
+    earlier.after(batch);
+    events.scrollTop += events.scrollHeight - height; // keep what was on screen in place
+    view.start = from;
+    refreshEarlier();
+  }
+
   function flush() {
     view.scheduled = false;
+    for (const stored of view.queue.splice(0)) ingest(stored);
+    const total = view.entries.length;
+    if (view.end >= total) return;
     const atBottom = events.scrollHeight - events.scrollTop - events.clientHeight < 80;
-    const batch = document.createDocumentFragment();
-    for (const stored of view.queue.splice(0)) {
-      const el = render(stored);
-      if (el) batch.append(el);
+    let from = view.end;
+    if (atBottom && total - MAX_ROWS > view.start) {
+      // Following the tail: keep at most MAX_ROWS rows, never build rows that would go at once.
+      const start = total - MAX_ROWS;
+      for (let i = view.start; i < Math.min(start, view.end); i++) drop(view.entries[i]);
+      view.start = start;
+      from = Math.max(view.end, start);
     }
+    const batch = document.createDocumentFragment();
+    for (let i = from; i < total; i++) batch.append(materialise(view.entries[i]));
     events.append(batch);
+    view.end = total;
+    refreshEarlier();
     if (atBottom) events.scrollTop = events.scrollHeight;
   }
 
