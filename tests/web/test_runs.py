@@ -72,3 +72,35 @@ async def test_the_list_updates_live_and_filters(
     await page.select_option("#status-filter", "finished")
     await page.wait_for_selector("#conversation-count:has-text('0 total')")
     await page.context.close()
+
+
+async def test_a_long_log_keeps_a_window_of_rows_and_shows_earlier_ones_on_request(
+    url: str, keys: Keys, repo: Path, store: Any, chrome: Any
+) -> None:
+    from synthorg.domain import MessageEvent
+
+    headers = {"Authorization": f"Bearer {keys.operator}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers) as client:
+        created = await client.post(
+            "/api/conversations", json={"repository": str(repo), "prompt": "long", "start": False}
+        )
+    cid = created.json()["id"]
+    for i in range(1000):
+        await store.append(cid, MessageEvent(role="assistant", text=f"line {i}"))
+    last = await api_last_seq(url, keys.operator, cid)
+    page = await new_page(chrome, url)
+    await sign_in(page, keys.viewer)
+    await page.goto(f"{url}/#/c/{cid}")
+    await page.wait_for_selector(f"#events [data-seq='{last}']")
+    seqs = await rendered_seqs(page)
+    assert seqs == list(range(last - 299, last + 1))  # the newest 300, in order, once each
+    await page.click("#show-earlier")
+    await page.wait_for_function(
+        "() => document.querySelectorAll('#events [data-seq]').length > 300"
+    )
+    seqs = await rendered_seqs(page)
+    assert seqs == list(range(last - 499, last + 1))
+    # Live events still arrive, after a page of earlier ones was added.
+    await store.append(cid, MessageEvent(role="assistant", text="the newest line"))
+    await page.wait_for_selector(f"#events [data-seq='{last + 1}']")
+    await page.context.close()

@@ -17,7 +17,7 @@ export function showConversation(main, id, tab) {
   const base = `/api/conversations/${encodeURIComponent(id)}`;
   const view = { record: null, lastSeq: 0, socket: null, alive: true, retry: 500, timer: null,
     pending: new Map(), byAction: new Map(), entries: [], start: 0, end: 0, queue: [],
-    scheduled: false };
+    scheduled: false, follow: true, input: -Infinity };
 
   const title = h("h1", { id: "conv-title", class: "task-title" }, id);
   const meta = h("p", { id: "conv-meta", class: "muted small" });
@@ -297,7 +297,7 @@ export function showConversation(main, id, tab) {
     for (const stored of view.queue.splice(0)) ingest(stored);
     const total = view.entries.length;
     if (view.end >= total) return;
-    const atBottom = events.scrollHeight - events.scrollTop - events.clientHeight < 80;
+    const atBottom = view.follow;
     let from = view.end;
     if (atBottom && total - MAX_ROWS > view.start) {
       // Following the tail: keep at most MAX_ROWS rows, never build rows that would go at once.
@@ -311,8 +311,21 @@ export function showConversation(main, id, tab) {
     events.append(batch);
     view.end = total;
     refreshEarlier();
-    if (atBottom) events.scrollTop = events.scrollHeight;
+    if (atBottom) {
+      events.scrollTop = events.scrollHeight;
+    }
   }
+
+  // Following the tail until the reader scrolls away from the bottom: only scrolling that
+  // follows the reader's own input counts (rows settling to their real height move the
+  // scroll position too, and must not stop the tail).
+  for (const kind of ["wheel", "touchmove", "keydown", "pointerdown"]) {
+    events.addEventListener(kind, () => { view.input = performance.now(); }, { passive: true });
+  }
+  events.addEventListener("scroll", () => {
+    if (performance.now() - view.input > 1000) return;
+    view.follow = events.scrollHeight - events.scrollTop - events.clientHeight < 80;
+  });
 
   function receive(stored) {
     if (typeof stored.seq !== "number" || stored.seq <= view.lastSeq) return; // never twice
