@@ -85,7 +85,7 @@ async def test_a_long_log_keeps_a_window_of_rows_and_shows_earlier_ones_on_reque
             "/api/conversations", json={"repository": str(repo), "prompt": "long", "start": False}
         )
     cid = created.json()["id"]
-    for i in range(1000):
+    for i in range(1300):
         await store.append(cid, MessageEvent(role="assistant", text=f"line {i}"))
     last = await api_last_seq(url, keys.operator, cid)
     page = await new_page(chrome, url)
@@ -103,4 +103,15 @@ async def test_a_long_log_keeps_a_window_of_rows_and_shows_earlier_ones_on_reque
     # Live events still arrive, after a page of earlier ones was added.
     await store.append(cid, MessageEvent(role="assistant", text="the newest line"))
     await page.wait_for_selector(f"#events [data-seq='{last + 1}']")
+    # The log opened at its newest 1,000 events; the older ones load by REST on request,
+    # until the whole log is on the page: in order, without a gap or a repeat.
+    for _ in range(30):
+        if not await page.is_visible("#show-earlier"):
+            break
+        before = len(await rendered_seqs(page))
+        await page.click("#show-earlier")
+        await page.wait_for_function(
+            f"() => document.querySelectorAll('#events [data-seq]').length > {before}"
+        )
+    assert await rendered_seqs(page) == list(range(1, last + 2))
     await page.context.close()

@@ -10,6 +10,8 @@ const LONG_CHARS = 1200;
 const LONG_LINES = 16;
 const MAX_ROWS = 300; // rows with DOM nodes while following the tail
 const PAGE_ROWS = 200; // rows added by "Show earlier events"
+const TAIL_EVENTS = 1000; // a long log opens at its newest events; older ones on request
+const OLDER_PAGE = 500; // events read per "Load earlier events" (the API's page limit)
 const FINAL_CLOSE = { 4401: "Your session or key is no longer valid: sign in again.",
   4404: "No such conversation.", 4410: "This conversation was deleted." };
 
@@ -17,7 +19,8 @@ export function showConversation(main, id, tab) {
   const base = `/api/conversations/${encodeURIComponent(id)}`;
   const view = { record: null, lastSeq: 0, socket: null, alive: true, retry: 500, timer: null,
     pending: new Map(), byAction: new Map(), entries: [], start: 0, end: 0, queue: [],
-    scheduled: false, follow: true, input: -Infinity };
+    scheduled: false, follow: true, input: -Infinity,
+    floor: 0, decided: new Set() };
 
   const title = h("h1", { id: "conv-title", class: "task-title" }, id);
   const meta = h("p", { id: "conv-meta", class: "muted small" });
@@ -138,7 +141,7 @@ export function showConversation(main, id, tab) {
   // Every event goes into view.entries (top-level rows, seq order); an action's observation,
   // pending state and decisions live on its entry. Only a window of entries has DOM nodes:
   // the newest MAX_ROWS while following the tail, older ones a page at a time on request.
-  function ingest(stored) {
+  function ingest(stored, older = false) {
     const ev = stored.event;
     if (ev.kind === "observation") {
       const entry = view.byAction.get(ev.action_id);
@@ -150,7 +153,7 @@ export function showConversation(main, id, tab) {
     } else if (ev.kind === "confirmation_request") {
       for (const p of ev.pending) {
         const actionId = safeId(p.action_id);
-        if (!actionId) continue;
+        if (!actionId || (older && view.decided.has(actionId))) continue;
         const entry = view.byAction.get(actionId);
         view.pending.set(actionId, null);
         if (entry) {
@@ -164,6 +167,7 @@ export function showConversation(main, id, tab) {
     } else if (ev.kind === "confirmation_decision") {
       for (const [ids, verdict] of [[ev.accepted, "approved"], [ev.rejected, "rejected"]]) {
         for (const actionId of ids) {
+          view.decided.add(actionId);
           const box = view.pending.get(actionId);
           if (box) box.remove();
           view.pending.delete(actionId);
@@ -277,11 +281,34 @@ export function showConversation(main, id, tab) {
   events.append(earlier);
 
   function refreshEarlier() {
-    earlier.hidden = view.start === 0;
-    earlier.firstChild.textContent = `Show earlier events (${view.start} not shown)`;
+    earlier.hidden = view.start === 0 && view.floor === 0;
+    earlier.firstChild.textContent = view.start > 0
+      ? `Show earlier events (${view.start} not shown)` : `Load earlier events (up to #${view.floor})`;
   }
 
-  function showEarlier() {
+  // The history older than the floor is read by REST a page at a time, on request, and put in
+  // front of the model (ids decided later stay decided).
+  async function loadOlder() {
+    const from = Math.max(0, view.floor - OLDER_PAGE);
+    let page;
+    try {
+      page = await get(`${base}/events?after=${from}&limit=${view.floor - from}`);
+    } catch (err) {
+      toast(`Could not load earlier events: ${err.message}`, "error");
+      return;
+    }
+    const saved = view.entries;
+    view.entries = [];
+    for (const stored of page.items) if (stored.seq > from && stored.seq <= view.floor) ingest(stored, true);
+    const chunk = view.entries;
+    view.entries = chunk.concat(saved);
+    view.start += chunk.length;
+    view.end += chunk.length;
+    view.floor = from;
+  }
+
+  async function showEarlier() {
+    if (view.start === 0 && view.floor > 0) await loadOlder();
     const from = Math.max(0, view.start - PAGE_ROWS);
     const batch = document.createDocumentFragment();
     for (let i = from; i < view.start; i++) batch.append(materialise(view.entries[i]));
@@ -375,7 +402,15 @@ export function showConversation(main, id, tab) {
     return () => { view.alive = false; stop(); };
   }
   body.append(events);
-  connect();
+  // Open a long log at its end: subscribe after (last seq - TAIL_EVENTS), older on request.
+  get(`${base}/events?limit=1`).then((page) => {
+    if (!view.alive) return;
+    if (page.last_seq > TAIL_EVENTS && view.lastSeq === 0) {
+      view.floor = view.lastSeq = page.last_seq - TAIL_EVENTS;
+      refreshEarlier();
+    }
+    connect();
+  }, () => connect());
   return () => {
     view.alive = false;
     clearTimeout(view.timer);
