@@ -103,6 +103,10 @@ async def test_pause_resume_and_steer(url: str, keys: Keys, repo: Path, chrome: 
     await page.wait_for_selector("#ctl-resume:enabled")
     await page.click("#ctl-resume")
     await page.wait_for_selector("#conv-meta:has-text('running')")
+    # Delete is refused while running, and the page says why.
+    await page.click("#ctl-delete")
+    await page.click("#ctl-delete:has-text('Confirm delete')")
+    await page.wait_for_selector("#toast:has-text('Delete refused')")
     await page.wait_for_selector("#ctl-cancel:enabled")
     await page.click("#ctl-cancel")
     await page.wait_for_selector("#conv-meta:has-text('cancelled')")
@@ -115,6 +119,13 @@ async def test_pause_resume_and_steer(url: str, keys: Keys, repo: Path, chrome: 
         if e["kind"] == "message" and "DONE" in e["text"]
     ]
     assert steer and steer[0]["role"] == "user"
+    await page.click("#ctl-delete")
+    await page.click("#ctl-delete:has-text('Confirm delete')")
+    await page.wait_for_selector("#conversation-count")  # back on the list
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {keys.operator}"}
+    ) as c:
+        assert (await c.get(f"/api/conversations/{conversation_id}")).status_code == 404
     await page.context.close()
 
 

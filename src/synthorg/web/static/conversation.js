@@ -1,7 +1,7 @@
 // One conversation: its record, run control by role, the event stream (history, then the live
 // tail by seq over the WebSocket; a reconnect resumes after the last seq rendered, so nothing
 // is missed or shown twice), actions with their observations, inline confirmation.
-import { can, get, post, socketFor } from "./api.js";
+import { can, del, get, post, socketFor } from "./api.js";
 import { h, clear, usd, safeId, toast } from "./dom.js";
 import { renderAnsi } from "./ansi.js";
 import { showChanges } from "./changes.js";
@@ -93,9 +93,27 @@ export function showConversation(main, id, tab) {
         toast(`message refused: ${err.message}`, "error");
       }
     });
+    // Delete asks twice (the second click deletes); the server refuses it while running.
+    const remove = h("button", { id: "ctl-delete", type: "button", class: "danger" }, "Delete");
+    remove.addEventListener("click", async () => {
+      if (remove.dataset.armed !== "yes") {
+        remove.dataset.armed = "yes";
+        remove.textContent = "Confirm delete";
+        return;
+      }
+      remove.dataset.armed = "";
+      remove.textContent = "Delete";
+      try {
+        await del(base);
+        toast("conversation deleted");
+        location.hash = "#/";
+      } catch (err) {
+        toast(`Delete refused: ${err.message}`, "error");
+      }
+    });
     controls.append(
       button("pause", "Pause", active), button("interrupt", "Interrupt", active),
-      button("resume", "Resume", !active), button("cancel", "Cancel", active), send);
+      button("resume", "Resume", !active), button("cancel", "Cancel", active), remove, send);
   }
 
   // -- confirmation -------------------------------------------------------------------------
