@@ -95,6 +95,7 @@ async def test_accessibility_budget_and_screenshots(
     await shoot(page, "conversation-finished")
     await page.goto(f"{url}/#/c/{done}/changes")
     await page.wait_for_selector("#diff .d-add")
+    await page.wait_for_selector("#checkpoints li:has-text('#0')")
     report["changes"] = await axe(page)
     await shoot(page, "changes")
 

@@ -28,7 +28,9 @@ async def test_security_headers_on_the_page(url: str) -> None:
     assert asset.headers["content-type"].startswith("text/javascript")
 
 
-async def test_sign_in_cookie_csrf_and_sign_out(url: str, keys: Keys, chrome: Any) -> None:
+async def test_sign_in_cookie_csrf_and_sign_out(
+    url: str, keys: Keys, chrome: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
     page = await new_page(chrome, url)
     await sign_in(page, keys.operator)
     assert await page.text_content("#principal") == "olga"
@@ -67,6 +69,8 @@ async def test_sign_in_cookie_csrf_and_sign_out(url: str, keys: Keys, chrome: An
         assert (await client.get("/api/conversations")).status_code == 401
         assert (await client.get("/console/session")).status_code == 401
     await page.context.close()
+    out, err = capfd.readouterr()
+    assert keys.operator not in out + err  # the key is in no log line
 
 
 async def test_a_wrong_key_is_refused_and_a_cross_site_sign_in_too(
