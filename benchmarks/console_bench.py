@@ -4,11 +4,10 @@
 
 1. Append → visible: ``--streams`` conversations receive events appended straight to the
    store at once (``--per-stream`` each, ~20/s per stream); each event carries its append
-   time. ``--pages`` pages (one per conversation, default 1) record when the row is in the
-   DOM and a frame has run (MutationObserver, then requestAnimationFrame). Baseline: a
-   script subscribed to the same conversations over the WebSocket with a key, timing frame
-   arrival. Overhead = console -
-   script, per percentile.
+   time. ``--pages`` pages (one per conversation, each in its own window, default 8) record
+   when the row is in the DOM and a frame has run (MutationObserver, then
+   requestAnimationFrame). Baseline: a script subscribed to the same conversations over the
+   WebSocket with a key, timing frame arrival. Overhead = console - script, per percentile.
 2. A conversation of ``--events`` events (actions, observations, messages): time from
    navigation to the first row, and to the newest row (the page subscribes to the newest
    1,000 events and reads older ones on request); then scrolling the log for 3 s
@@ -164,7 +163,7 @@ async def main() -> None:
     parser.add_argument("--per-stream", type=int, default=60)
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument(
-        "--pages", type=int, default=1, help="browser pages watching (the first N streams)"
+        "--pages", type=int, default=8, help="browser pages watching (the first N streams)"
     )
     opts = parser.parse_args()
     from playwright.async_api import async_playwright
@@ -225,11 +224,19 @@ async def main() -> None:
                 await page.click("form button[type=submit]")
                 await page.wait_for_selector("#sign-out")
                 pages = []
+                cookies = await context.cookies()
+                hidden = 0
                 for cid in cids[: opts.pages]:
-                    p = await context.new_page()
+                    # One context (one window) per page: tabs behind another tab are hidden,
+                    # and a hidden page gets no animation frames.
+                    own = await browser.new_context(viewport={"width": 1440, "height": 900})
+                    own.set_default_timeout(120_000)
+                    await own.add_cookies(cookies)  # type: ignore[arg-type]
+                    p = await own.new_page()
                     await p.goto(f"{url}/#/c/{cid}")
                     await p.wait_for_selector("#conn.live")
                     await p.evaluate(OBSERVE)
+                    hidden += await p.evaluate("() => document.hidden ? 1 : 0")
                     pages.append(p)
                 await asyncio.gather(
                     *(
@@ -300,7 +307,7 @@ async def main() -> None:
     fps = scroll["frames"] / (scroll["ms"] / 1000)
     print(
         f"append -> visible, {opts.streams} streams x {opts.per_stream} events, "
-        f"{opts.pages} page(s) watching"
+        f"{opts.pages} page(s) watching ({hidden} hidden)"
     )
     for name, values in (("console (browser)", console), ("API script (WebSocket)", api)):
         print(
