@@ -56,6 +56,14 @@ async def test_approve_one_action_and_reject_another_by_id(
     await second.locator("button.reject").click()
     await page.wait_for_selector(f"[data-decision='{rejected_id}']:has-text('rejected by abe')")
 
+    # "Approve all pending" is a separate, explicit button: it approves what waits now.
+    third = page.locator("[data-pending]").first
+    await third.wait_for()
+    all_id = await third.get_attribute("data-pending")
+    assert all_id not in (approved_id, rejected_id)
+    await page.click("#approve-all")
+    await page.wait_for_selector(f"[data-decision='{all_id}']:has-text('approved by abe')")
+
     # A stale decision (the action was decided already) is refused and the page says so.
     status = await page.evaluate(
         """async ([id, aid]) => {
