@@ -172,3 +172,42 @@ async def test_a_viewer_sees_no_controls_and_forged_calls_are_refused(
     ) as c:
         assert (await c.post(f"/api/conversations/{conversation_id}/cancel")).status_code == 200
     await page.context.close()
+
+
+async def test_a_stale_decision_is_refused_and_the_page_says_so(
+    url: str, keys: Keys, repo: Path, chrome: Any
+) -> None:
+    import re
+
+    conversation_id = await _create(url, keys.operator, repo, confirmation_policy="always")
+    page = await new_page(chrome, url)
+
+    # This page never hears of decisions made elsewhere (its socket drops them), so it
+    # still offers a decision on an action someone else has already decided.
+    async def deaf_to_decisions(ws: Any) -> None:
+        server = ws.connect_to_server()
+        ws.on_message(lambda message: server.send(message))
+        server.on_message(
+            lambda message: None if "confirmation_decision" in message else ws.send(message)
+        )
+
+    await page.route_web_socket(re.compile(r".*/events/ws.*"), deaf_to_decisions)
+    await sign_in(page, keys.approver)
+    await page.goto(f"{url}/#/c/{conversation_id}")
+    box = page.locator("[data-pending]").first
+    await box.wait_for()
+    action_id = await box.get_attribute("data-pending")
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {keys.admin}"}
+    ) as c:
+        decided = await c.post(
+            f"/api/conversations/{conversation_id}/confirmation", json={"accepted": [action_id]}
+        )
+        assert decided.status_code == 200
+        await box.locator("button.approve").click()
+        await page.wait_for_selector(
+            f"[data-pending='{action_id}'] .decision-error:has-text('the run has moved on')"
+        )
+        await page.wait_for_selector("#toast:has-text('stale')")
+        await c.post(f"/api/conversations/{conversation_id}/cancel")
+    await page.context.close()
