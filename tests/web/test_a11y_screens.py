@@ -94,7 +94,7 @@ async def test_accessibility_budget_and_screenshots(
     await page.wait_for_selector(".ev.msg.finished")
     await shoot(page, "conversation-finished")
     await page.goto(f"{url}/#/c/{done}/changes")
-    await page.wait_for_selector("#diff .d-add")
+    await page.wait_for_selector("#diff .d-add .tk-num")  # highlighted, as text spans
     await page.wait_for_selector("#checkpoints li:has-text('#0')")
     report["changes"] = await axe(page)
     await shoot(page, "changes")

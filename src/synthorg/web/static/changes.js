@@ -2,6 +2,7 @@
 // commits on the conversation's branch.
 import { get } from "./api.js";
 import { h, clear } from "./dom.js";
+import { highlight } from "./highlight.js";
 
 export function showChanges(body, base) {
   let alive = true;
@@ -32,7 +33,9 @@ export function showChanges(body, base) {
       for (const line of text.diff.split("\n")) {
         const kind = line.startsWith("+++") || line.startsWith("---") ? "file"
           : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "ctx";
-        diff.append(h("span", { class: `d-${kind}` }, line), "\n");
+        const body = kind === "add" || kind === "del" || kind === "ctx"
+          ? [line.slice(0, 1), highlight(line.slice(1))] : [line];
+        diff.append(h("span", { class: `d-${kind}` }, body), "\n");
       }
     } catch (err) {
       clear(files).append(h("li", { class: "error" }, err.message));
