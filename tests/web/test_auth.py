@@ -121,3 +121,90 @@ async def test_the_socket_takes_the_session_token_only_with_its_cookie_from_this
     assert await first_frame({"Origin": "http://evil.test", "Cookie": cookie}) == (None, 4401)
     # The token alone (a stolen CSRF token) is no key.
     assert await first_frame({"Origin": url}) == (None, 4401)
+
+
+def _self_signed(directory: Any) -> tuple[str, str]:
+    """A throwaway certificate for 127.0.0.1 (the test's own TLS server)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_path), str(key_path)
+
+
+async def test_over_tls_the_cookie_is_secure_and_host_bound(
+    console_app: Any, keys: Keys, repo: Any, tmp_path: Any, chrome: Any
+) -> None:
+    import asyncio
+
+    import uvicorn
+
+    from tests.server.conftest import free_port
+
+    cert, key = _self_signed(tmp_path)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            console_app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            ssl_certfile=cert,
+            ssl_keyfile=key,
+        )
+    )
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            assert not task.done()
+            await asyncio.sleep(0.01)
+        base = f"https://127.0.0.1:{port}"
+        page = await new_page(chrome, base, ignore_https_errors=True)
+        await sign_in(page, keys.operator)
+        [cookie] = await page.context.cookies()
+        assert cookie["secure"] and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        assert cookie["name"].startswith("__Host-")
+        # The page works over TLS: list and the live socket (wss) with the secure cookie.
+        async with httpx.AsyncClient(
+            base_url=base, verify=False, headers={"Authorization": f"Bearer {keys.operator}"}
+        ) as client:
+            created = await client.post(
+                "/api/conversations",
+                json={"repository": str(repo), "prompt": "over tls", "start": False},
+            )
+        await page.goto(f"{base}/#/c/{created.json()['id']}")
+        await page.wait_for_selector("#conn.live")
+        await page.context.close()
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 15)
