@@ -64,6 +64,17 @@ if [ "${1:-}" = "--tests" ] && [ "$(id -u)" = 0 ]; then
   fi
 fi
 if [ "${1:-}" = "--tests" ]; then
+  # The web console's browser tests drive Debian's Chromium through Playwright (the Python
+  # package comes with the dev dependencies; `playwright install` would download, never run it).
+  if ! [ -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" = 0 ]; then
+      log "installing chromium for the browser tests"
+      apt-get update -qq >/dev/null
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+      log "missing chromium for the browser tests: sudo apt-get install -y chromium"; exit 1
+    fi
+  fi
   # The OpenHands runtime the test suite drives, built here rather than inside a test's
   # timeout: about a minute cold with uv's cache, a second when the lock is unchanged.
   log "OpenHands runtime for the tests"

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from synthorg.logging import get_logger
 from synthorg.server.config import ServerSettings
+from synthorg.server.console import install_console
 from synthorg.server.errors import install_error_handlers
 from synthorg.server.http_limits import HttpLimits
 from synthorg.server.metrics import ObserveRequests, ServerMetrics
@@ -67,4 +68,5 @@ def create_app(
         app.include_router(module.router)
     app.add_middleware(HttpLimits, openapi=app.openapi, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(ObserveRequests, metrics=state.metrics)
+    install_console(app, state)  # the web console at /: cookie sessions, headers, assets
     return app

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from synthorg.paths import synthorg_home
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.settings import Settings, section
+
+_ORIGIN = re.compile(
+    r"^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$"
+)
 
 
 class ServerSettings(BaseModel):
@@ -54,6 +59,27 @@ class ServerSettings(BaseModel):
         default=True,
         description="Run restart reconciliation at start-up (only one server per database).",
     )
+
+    cors_origins: tuple[str, ...] = Field(
+        default=(),
+        description="Web console origins (scheme://host[:port]) allowed to call this server from "
+        "a browser with an API key (CORS); never '*'. Empty: no cross-origin access.",
+    )
+    console_backends: tuple[str, ...] = Field(
+        default=(),
+        description="Other SynthOrg servers (scheme://host[:port]) this server's web console may "
+        "switch to; each must list this server's origin in its own cors_origins.",
+    )
+
+    @field_validator("cors_origins", "console_backends")
+    @classmethod
+    def _origins(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            if not _ORIGIN.fullmatch(value):
+                raise ValueError(
+                    f"{value!r} is not an origin: write scheme://host[:port] (no path, no '*')"
+                )
+        return values
 
     def repository_policy(self, settings: Settings) -> RepositoryPolicy:
         """What this server's clients may name as a repository: the roots, the registered

@@ -1,0 +1,1 @@
+"""The web console's static assets (plain ES modules and CSS, no build step)."""

@@ -1,0 +1,112 @@
+// Terminal output to DOM: SGR colours and styles become classes on text spans; every other
+// escape sequence (OSC 52 clipboard writes, title changes, cursor movement, DCS/APC/PM/SOS
+// strings, 8-bit C1 controls) and control character is dropped, so output is inert text.
+import { h } from "./dom.js";
+
+const ESC = "\x1b";
+
+function sgr(state, params) {
+  const codes = params === "" ? [0] : params.split(/[;:]/).map((p) => (p === "" ? 0 : Number(p)));
+  for (let i = 0; i < codes.length; i++) {
+    const c = codes[i];
+    if (!Number.isInteger(c)) continue;
+    if (c === 0) Object.assign(state, { fg: null, bg: null, bold: false, italic: false, underline: false, fgRgb: null, bgRgb: null });
+    else if (c === 1) state.bold = true;
+    else if (c === 3) state.italic = true;
+    else if (c === 4) state.underline = true;
+    else if (c === 22) state.bold = false;
+    else if (c === 23) state.italic = false;
+    else if (c === 24) state.underline = false;
+    else if (c >= 30 && c <= 37) Object.assign(state, { fg: c - 30, fgRgb: null });
+    else if (c >= 90 && c <= 97) Object.assign(state, { fg: c - 90 + 8, fgRgb: null });
+    else if (c === 39) Object.assign(state, { fg: null, fgRgb: null });
+    else if (c >= 40 && c <= 47) Object.assign(state, { bg: c - 40, bgRgb: null });
+    else if (c >= 100 && c <= 107) Object.assign(state, { bg: c - 100 + 8, bgRgb: null });
+    else if (c === 49) Object.assign(state, { bg: null, bgRgb: null });
+    else if ((c === 38 || c === 48) && codes[i + 1] === 5) {
+      const n = codes[i + 2];
+      const key = c === 38 ? "fg" : "bg";
+      if (Number.isInteger(n) && n >= 0 && n < 16) Object.assign(state, { [key]: n, [key + "Rgb"]: null });
+      else if (Number.isInteger(n) && n < 256) Object.assign(state, { [key]: null, [key + "Rgb"]: xterm256(n) });
+      i += 2;
+    } else if ((c === 38 || c === 48) && codes[i + 1] === 2) {
+      const rgb = codes.slice(i + 2, i + 5);
+      const key = c === 38 ? "fg" : "bg";
+      if (rgb.length === 3 && rgb.every((v) => Number.isInteger(v) && v >= 0 && v < 256)) {
+        Object.assign(state, { [key]: null, [key + "Rgb"]: rgb });
+      }
+      i += 4;
+    }
+  }
+}
+
+function xterm256(n) {
+  if (n >= 232) {
+    const v = 8 + (n - 232) * 10;
+    return [v, v, v];
+  }
+  const i = n - 16;
+  const level = (x) => (x === 0 ? 0 : 55 + x * 40);
+  return [level(Math.floor(i / 36)), level(Math.floor(i / 6) % 6), level(i % 6)];
+}
+
+function span(state, text) {
+  const classes = [];
+  if (state.fg !== null) classes.push(`fg${state.fg}`);
+  if (state.bg !== null) classes.push(`bg${state.bg}`);
+  if (state.bold) classes.push("b");
+  if (state.italic) classes.push("i");
+  if (state.underline) classes.push("u");
+  if (!classes.length && !state.fgRgb && !state.bgRgb) return document.createTextNode(text);
+  const el = h("span", classes.length ? { class: classes.join(" ") } : {}, text);
+  // CSSOM (not a style attribute): allowed by the CSP, and only numbers reach it.
+  if (state.fgRgb) el.style.color = `rgb(${state.fgRgb.join(",")})`;
+  if (state.bgRgb) el.style.backgroundColor = `rgb(${state.bgRgb.join(",")})`;
+  return el;
+}
+
+// Printable text only: tab and newline kept; other C0, DEL and C1 controls dropped.
+const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+
+export function renderAnsi(input) {
+  const text = String(input);
+  const out = document.createDocumentFragment();
+  const state = { fg: null, bg: null, bold: false, italic: false, underline: false, fgRgb: null, bgRgb: null };
+  let plain = "";
+  const flush = () => {
+    const clean = plain.replace(/\r\n/g, "\n").replace(CONTROL, "");
+    if (clean) out.append(span(state, clean));
+    plain = "";
+  };
+  let i = 0;
+  while (i < text.length) {
+    const ch = text[i];
+    const csi = ch === "\x9b" || (ch === ESC && text[i + 1] === "[");
+    const str = ch === "\x9d" || ch === "\x90" || ch === "\x98" || ch === "\x9e" || ch === "\x9f" ||
+      (ch === ESC && "]P^_X".includes(text[i + 1] || "\0"));
+    if (csi) {
+      flush();
+      let j = i + (ch === ESC ? 2 : 1);
+      let params = "";
+      while (j < text.length && /[\x30-\x3f]/.test(text[j])) params += text[j++];
+      while (j < text.length && /[\x20-\x2f]/.test(text[j])) j++;
+      const final = text[j];
+      if (final === "m" && /^[0-9;:]*$/.test(params)) sgr(state, params);
+      i = j + 1; // any other CSI (cursor movement, erase, modes) is dropped
+    } else if (str) {
+      flush();
+      // OSC / DCS / SOS / PM / APC: skip through BEL or ST (ESC \ or 0x9c); never acted on.
+      let j = i + (ch === ESC ? 2 : 1);
+      while (j < text.length && text[j] !== "\x07" && text[j] !== "\x9c" && !(text[j] === ESC && text[j + 1] === "\\")) j++;
+      i = text[j] === ESC ? j + 2 : j + 1;
+    } else if (ch === ESC) {
+      flush();
+      i += 2; // a two-character escape (ESC c, ESC 7, ...): dropped
+    } else {
+      plain += ch;
+      i += 1;
+    }
+  }
+  flush();
+  return out;
+}

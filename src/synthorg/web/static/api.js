@@ -1,0 +1,87 @@
+// The console's only door to a server. The local server: its session cookie (HttpOnly, sent
+// by the browser) plus the per-session CSRF token on every mutating call. A remote backend:
+// its API key as a Bearer header over CORS, held in this page's memory only (never stored).
+export class ApiError extends Error {
+  constructor(status, code, detail) {
+    super(detail || `HTTP ${status}`);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export const session = { principal: null, roles: [], projects: [], csrf: null };
+
+export const backends = [{ id: "local", name: "this server", base: "", key: null }];
+export let current = backends[0];
+export function useBackend(backend) {
+  current = backend;
+}
+
+export function can(role) {
+  const roles = current.base ? current.roles || [] : session.roles;
+  return roles.includes("admin") || roles.includes(role);
+}
+
+export async function request(method, path, body, backend = current) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (backend.key) headers.Authorization = `Bearer ${backend.key}`;
+  else if (method !== "GET" && session.csrf) headers["X-CSRF-Token"] = session.csrf;
+  let response;
+  try {
+    response = await fetch(backend.base + path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: backend.key ? "omit" : "same-origin",
+      cache: "no-store",
+      redirect: "error",
+    });
+  } catch (err) {
+    throw new ApiError(0, "network", `cannot reach the server (${err.message})`);
+  }
+  if (response.status === 204) return null;
+  let data = null;
+  try {
+    data = await response.json();
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const detail = data && typeof data.detail === "string" ? data.detail : `HTTP ${response.status}`;
+    throw new ApiError(response.status, data && data.code, detail);
+  }
+  return data;
+}
+
+export const get = (path) => request("GET", path);
+export const post = (path, body = {}) => request("POST", path, body);
+export const del = (path) => request("DELETE", path);
+
+export async function loadSession() {
+  try {
+    Object.assign(session, await request("GET", "/console/session", undefined, backends[0]));
+    return true;
+  } catch (err) {
+    if (err.status === 401) return false;
+    throw err;
+  }
+}
+
+export async function signIn(key) {
+  Object.assign(session, await request("POST", "/console/session", { key }, backends[0]));
+}
+
+export async function signOut() {
+  await request("DELETE", "/console/session", undefined, backends[0]);
+  Object.assign(session, { principal: null, roles: [], projects: [], csrf: null });
+}
+
+// The WebSocket URL of a conversation's events after a seq, and its auth token.
+export function socketFor(conversationId, after, backend = current) {
+  const base = backend.base || location.origin;
+  const url = new URL(`/api/conversations/${encodeURIComponent(conversationId)}/events/ws`, base);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  url.searchParams.set("after", String(after));
+  return { url: url.toString(), token: backend.key || session.csrf };
+}

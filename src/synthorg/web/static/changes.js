@@ -1,0 +1,46 @@
+// The worktree's changes: changed files, the unified diff (coloured by line kind) and the
+// commits on the conversation's branch.
+import { get } from "./api.js";
+import { h, clear } from "./dom.js";
+import { highlight } from "./highlight.js";
+
+export function showChanges(body, base) {
+  let alive = true;
+  const files = h("ul", { id: "changed-files", class: "files" });
+  const diff = h("pre", { id: "diff", class: "diff" });
+  const commits = h("ul", { id: "commits", class: "files" });
+  const checkpoints = h("ul", { id: "checkpoints", class: "files" });
+  clear(body).append(
+    h("section", { class: "card" }, h("h2", {}, "Changed files"), files),
+    h("section", { class: "card" }, h("h2", {}, "Commits"), commits),
+    h("section", { class: "card" }, h("h2", {}, "Checkpoints"), checkpoints,
+      h("p", { class: "muted small" }, "Rollback to a checkpoint is not offered: the API has no rollback yet.")),
+    h("section", { class: "card" }, h("h2", {}, "Diff"), diff));
+
+  async function load() {
+    try {
+      const [changes, text, log, marks] = await Promise.all([
+        get(`${base}/changes`), get(`${base}/diff`), get(`${base}/commits`),
+        get(`${base}/events?kind=checkpoint&limit=500`)]);
+      if (!alive) return;
+      files.append(...changes.items.map((f) => h("li", { class: "mono" }, `${f.status || ""} ${f.path}`)));
+      if (!changes.items.length) files.append(h("li", { class: "muted" }, "No changes."));
+      commits.append(...log.items.map((c) => h("li", {}, h("span", { class: "mono" }, (c.sha || "").slice(0, 10)), ` ${c.subject || c.message || ""}`)));
+      if (!log.items.length) commits.append(h("li", { class: "muted" }, "No commits yet."));
+      checkpoints.append(...marks.items.map((m) => h("li", {},
+        h("span", { class: "mono" }, `#${m.event.index}`), ` before action ${m.event.action_id || "—"} · ${m.timestamp}`)));
+      if (!marks.items.length) checkpoints.append(h("li", { class: "muted" }, "No checkpoints."));
+      for (const line of text.diff.split("\n")) {
+        const kind = line.startsWith("+++") || line.startsWith("---") ? "file"
+          : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "ctx";
+        const body = kind === "add" || kind === "del" || kind === "ctx"
+          ? [line.slice(0, 1), highlight(line.slice(1))] : [line];
+        diff.append(h("span", { class: `d-${kind}` }, body), "\n");
+      }
+    } catch (err) {
+      clear(files).append(h("li", { class: "error" }, err.message));
+    }
+  }
+  load();
+  return () => { alive = false; };
+}

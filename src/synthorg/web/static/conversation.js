@@ -1,0 +1,438 @@
+// One conversation: its record, run control by role, the event stream (history, then the live
+// tail by seq over the WebSocket; a reconnect resumes after the last seq rendered, so nothing
+// is missed or shown twice), actions with their observations, inline confirmation.
+import { can, del, get, post, socketFor } from "./api.js";
+import { h, clear, usd, safeId, toast } from "./dom.js";
+import { renderAnsi } from "./ansi.js";
+import { showChanges } from "./changes.js";
+
+const LONG_CHARS = 1200;
+const LONG_LINES = 16;
+const MAX_ROWS = 300; // rows with DOM nodes while following the tail
+const PAGE_ROWS = 200; // rows added by "Show earlier events"
+const TAIL_EVENTS = 1000; // a long log opens at its newest events; older ones on request
+const OLDER_PAGE = 500; // events read per "Load earlier events" (the API's page limit)
+const FINAL_CLOSE = { 4401: "Your session or key is no longer valid: sign in again.",
+  4404: "No such conversation.", 4410: "This conversation was deleted." };
+
+export function showConversation(main, id, tab) {
+  const base = `/api/conversations/${encodeURIComponent(id)}`;
+  const view = { record: null, lastSeq: 0, socket: null, alive: true, retry: 500, timer: null,
+    pending: new Map(), byAction: new Map(), entries: [], start: 0, end: 0, queue: [],
+    scheduled: false, follow: true, input: -Infinity,
+    floor: 0, decided: new Set() };
+
+  const title = h("h1", { id: "conv-title", class: "task-title" }, id);
+  const meta = h("p", { id: "conv-meta", class: "muted small" });
+  const usage = h("p", { id: "usage", class: "small" });
+  const conn = h("span", { id: "conn", class: "conn", role: "status" }, "connecting");
+  const controls = h("div", { id: "controls", class: "row controls" });
+  const events = h("ol", { id: "events", class: "events", "aria-label": "Events" });
+  const approveAll = h("button", { id: "approve-all", type: "button", hidden: true, onclick: () => decide([...view.pending.keys()], []) },
+    "Approve all pending");
+  const tabs = h("nav", { class: "tabs", "aria-label": "Conversation views" },
+    h("a", { href: `#/c/${id}`, "aria-current": tab === "events" ? "page" : null }, "Events"),
+    h("a", { href: `#/c/${id}/changes`, "aria-current": tab === "changes" ? "page" : null }, "Changes"));
+  const body = h("div", { id: "conv-body" });
+
+  clear(main).append(
+    h("p", {}, h("a", { href: "#/" }, "← Conversations")),
+    h("section", { class: "card", "aria-labelledby": "conv-title" }, title, meta, usage, h("div", { class: "row" }, conn, approveAll), controls),
+    tabs, body);
+
+  // -- the record -------------------------------------------------------------------------
+  let recordTimer = null;
+  async function loadRecord() {
+    try {
+      view.record = await get(base);
+    } catch (err) {
+      toast(err.message, "error");
+      return;
+    }
+    const r = view.record;
+    title.textContent = r.task.prompt;
+    meta.textContent = `${r.status} · loop ${r.loop_type} · model ${r.model} · ` +
+      `branch ${r.workspace ? r.workspace.branch : "—"} · ${r.turns} turns · runs ${r.runs}`;
+    const u = r.usage;
+    usage.textContent = `tokens in ${u.tokens_in} / out ${u.tokens_out} · cost ${usd(u.cost_usd)}` +
+      (r.budget_usd !== null ? ` of ${usd(r.budget_usd)} budget` : "");
+    renderControls();
+  }
+  function recordSoon() {
+    if (recordTimer) return;
+    recordTimer = setTimeout(() => { recordTimer = null; if (view.alive) loadRecord(); }, 300);
+  }
+
+  function renderControls() {
+    clear(controls);
+    if (!can("operator")) return; // the server refuses these for viewers all the same
+    const r = view.record;
+    const active = r && (r.active || r.status === "running" || r.status === "waiting_confirmation");
+    const button = (action, label, enabled) => h("button", {
+      id: `ctl-${action}`, type: "button", disabled: !enabled,
+      onclick: async () => {
+        try {
+          const res = await post(`${base}/${action}`);
+          toast(`${label}: ${res.status}`);
+        } catch (err) {
+          toast(`${label} refused: ${err.message}`, "error");
+        }
+        recordSoon();
+      } }, label);
+    const text = h("textarea", { id: "steer", rows: 1, placeholder: "message the agent" });
+    const send = h("form", { class: "steer" }, h("label", { for: "steer", class: "sr-only" }, "Message"), text,
+      h("button", { type: "submit", id: "steer-send" }, "Send"));
+    send.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      if (!text.value.trim()) return;
+      try {
+        const res = await post(`${base}/messages`, { text: text.value, run: true });
+        text.value = "";
+        toast(`message ${res.delivery}`);
+      } catch (err) {
+        toast(`message refused: ${err.message}`, "error");
+      }
+    });
+    // Delete asks twice (the second click deletes); the server refuses it while running.
+    const remove = h("button", { id: "ctl-delete", type: "button", class: "danger" }, "Delete");
+    remove.addEventListener("click", async () => {
+      if (remove.dataset.armed !== "yes") {
+        remove.dataset.armed = "yes";
+        remove.textContent = "Confirm delete";
+        return;
+      }
+      remove.dataset.armed = "";
+      remove.textContent = "Delete";
+      try {
+        await del(base);
+        toast("conversation deleted");
+        location.hash = "#/";
+      } catch (err) {
+        toast(`Delete refused: ${err.message}`, "error");
+      }
+    });
+    controls.append(
+      button("pause", "Pause", active), button("interrupt", "Interrupt", active),
+      button("resume", "Resume", !active), button("cancel", "Cancel", active), remove, send);
+  }
+
+  // -- confirmation -------------------------------------------------------------------------
+  // view.pending: action id -> its pending box element (null while not on screen).
+  async function decide(accepted, rejected) {
+    if (!accepted.length && !rejected.length) return;
+    try {
+      await post(`${base}/confirmation`, { accepted, rejected });
+    } catch (err) {
+      const stale = err.status === 409;
+      for (const actionId of [...accepted, ...rejected]) {
+        const box = view.pending.get(actionId);
+        if (box) box.querySelector(".decision-error").textContent = stale
+          ? `Refused: the run has moved on, this decision is stale. (${err.message})` : err.message;
+      }
+      toast(stale ? "Decision refused: the run has moved on (stale)." : err.message, "error");
+    }
+  }
+
+  function pendingBox(p) {
+    const actionId = safeId(p.action_id);
+    const box = h("div", { class: `pending risk-${["low", "medium", "high"].includes(p.risk) ? p.risk : "unknown"}`,
+      "data-pending": actionId || "" },
+      h("strong", {}, `Waiting for approval · risk ${p.risk}`),
+      h("pre", { class: "cmd" }, p.summary || p.tool_name),
+      can("approver") && actionId ? h("div", { class: "row" },
+        h("button", { type: "button", class: "approve", onclick: () => decide([actionId], []) }, "Approve"),
+        h("button", { type: "button", class: "reject", onclick: () => decide([], [actionId]) }, "Reject")) : null,
+      h("p", { class: "decision-error error", role: "alert" }));
+    if (actionId) view.pending.set(actionId, box);
+    return box;
+  }
+
+  function decisionLine(d) {
+    return h("p", { class: `decision ${d.verdict}`, "data-decision": d.id }, `${d.verdict} by ${d.approver}`);
+  }
+
+  function refreshApproveAll() {
+    approveAll.hidden = !(can("approver") && view.pending.size > 0);
+  }
+
+  // -- the model ----------------------------------------------------------------------------
+  // Every event goes into view.entries (top-level rows, seq order); an action's observation,
+  // pending state and decisions live on its entry. Only a window of entries has DOM nodes:
+  // the newest MAX_ROWS while following the tail, older ones a page at a time on request.
+  function ingest(stored, older = false) {
+    const ev = stored.event;
+    if (ev.kind === "observation") {
+      const entry = view.byAction.get(ev.action_id);
+      if (entry) {
+        entry.obs.push(stored);
+        if (entry.slots) entry.slots.obs.append(observation(stored));
+        return;
+      }
+    } else if (ev.kind === "confirmation_request") {
+      for (const p of ev.pending) {
+        const actionId = safeId(p.action_id);
+        if (!actionId || (older && view.decided.has(actionId))) continue;
+        const entry = view.byAction.get(actionId);
+        view.pending.set(actionId, null);
+        if (entry) {
+          entry.pending.set(actionId, p);
+          if (entry.slots) clear(entry.slots.pending).append(pendingBox(p));
+        } else {
+          view.entries.push(newEntry({ ...stored, orphan: p }));
+        }
+      }
+      refreshApproveAll();
+    } else if (ev.kind === "confirmation_decision") {
+      for (const [ids, verdict] of [[ev.accepted, "approved"], [ev.rejected, "rejected"]]) {
+        for (const actionId of ids) {
+          view.decided.add(actionId);
+          const box = view.pending.get(actionId);
+          if (box) box.remove();
+          view.pending.delete(actionId);
+          const entry = view.byAction.get(actionId);
+          if (!entry) continue;
+          entry.pending.delete(actionId);
+          const d = { id: actionId, verdict, approver: ev.approver };
+          entry.decisions.push(d);
+          if (entry.slots) entry.slots.decision.append(decisionLine(d));
+        }
+      }
+      refreshApproveAll();
+    } else if (ev.kind === "status_change" || ev.kind === "finished") {
+      recordSoon();
+    }
+    const entry = newEntry(stored);
+    if (ev.kind === "action" && safeId(ev.action_id)) view.byAction.set(ev.action_id, entry);
+    view.entries.push(entry);
+  }
+
+  function newEntry(stored) {
+    return { stored, el: null, slots: null, obs: [], pending: new Map(), decisions: [] };
+  }
+
+  // -- rendering ----------------------------------------------------------------------------
+  function row(stored, cls, ...children) {
+    return h("li", { class: `ev ${cls}`, "data-seq": stored.seq }, ...children);
+  }
+
+  function output(text) {
+    const pre = h("pre", { class: "term" }, renderAnsi(text));
+    const lines = text.split("\n").length;
+    if (text.length <= LONG_CHARS && lines <= LONG_LINES) return pre;
+    return h("details", {}, h("summary", {}, `output: ${lines} lines, ${text.length} characters`), pre);
+  }
+
+  function usageLine(u) {
+    if (!u) return null;
+    return h("span", { class: "usage muted small" }, ` · ${u.tokens_in} in / ${u.tokens_out} out · ${usd(u.cost_usd)}`);
+  }
+
+  function stamp(stored) {
+    return h("time", { class: "muted small", datetime: stored.timestamp }, `#${stored.seq} `);
+  }
+
+  function observation(stored) {
+    const ev = stored.event;
+    return h("div", { class: `obs ${ev.is_error ? "err" : ""}`, "data-seq": stored.seq }, stamp(stored),
+      ev.exit_code !== null && ev.exit_code !== undefined ? h("span", { class: "small muted" }, `exit ${ev.exit_code}`) : null,
+      output(ev.content));
+  }
+
+  function render(entry) {
+    const stored = entry.stored;
+    const ev = stored.event;
+    const when = stamp(stored);
+    if (stored.orphan) return row(stored, "pending-orphan", pendingBox(stored.orphan));
+    switch (ev.kind) {
+      case "message":
+        return row(stored, `msg ${ev.role}`, when, h("strong", {}, ev.role), usageLine(ev.usage),
+          h("div", { class: "text" }, ev.text));
+      case "action": {
+        entry.slots = { obs: h("div", { class: "obs-slot" }), pending: h("div", { class: "pending-slot" }),
+          decision: h("div", { class: "decision-slot" }) };
+        for (const p of entry.pending.values()) entry.slots.pending.append(pendingBox(p));
+        for (const d of entry.decisions) entry.slots.decision.append(decisionLine(d));
+        for (const o of entry.obs) entry.slots.obs.append(observation(o));
+        return row(stored, "action", when, h("strong", { class: "tool" }, ev.tool_name),
+          h("span", { class: `risk risk-${ev.risk}` }, ` risk ${ev.risk}`), usageLine(ev.usage),
+          ev.thought ? h("div", { class: "thought muted" }, ev.thought) : null,
+          h("pre", { class: "cmd" }, ev.summary || JSON.stringify(ev.arguments, null, 2)),
+          entry.slots.pending, entry.slots.decision, entry.slots.obs);
+      }
+      case "observation":
+        return row(stored, "observation", observation(stored));
+      case "confirmation_request":
+        return row(stored, "line muted", when, `${ev.pending.length} action(s) wait for a decision`);
+      case "confirmation_decision":
+        return row(stored, "line", when, `decision by ${ev.approver}: ${ev.accepted.length} approved, ${ev.rejected.length} rejected`,
+          ev.reason ? ` (${ev.reason})` : "");
+      case "status_change":
+        return row(stored, "line status", when, `status ${ev.old || "—"} → ${ev.new}`, ev.reason ? ` · ${ev.reason}` : "");
+      case "pause": case "interrupt": case "cancel":
+        return row(stored, "line", when, `${ev.kind} requested by ${ev.requested_by || "—"}`);
+      case "finished":
+        return row(stored, "msg finished", when, h("strong", {}, "finished"), h("div", { class: "text" }, ev.message));
+      case "error":
+        return row(stored, "msg error", when, h("strong", {}, `error ${ev.code}`), h("div", { class: "text" }, ev.message));
+      case "tool_audit":
+        return row(stored, "line", when, `tool ${ev.tool}: ${ev.outcome}`, ev.detail ? ` · ${ev.detail}` : "");
+      case "checkpoint":
+        return row(stored, "line", when, `checkpoint ${ev.index}`);
+      default:
+        return row(stored, "line", when, String(ev.kind));
+    }
+  }
+
+  function materialise(entry) {
+    entry.el = render(entry);
+    return entry.el;
+  }
+
+  function drop(entry) {
+    if (entry.el) entry.el.remove();
+    entry.el = null;
+    entry.slots = null;
+  }
+
+  const earlier = h("li", { class: "earlier", hidden: true },
+    h("button", { type: "button", id: "show-earlier", onclick: showEarlier }, "Show earlier events"));
+  events.append(earlier);
+
+  function refreshEarlier() {
+    earlier.hidden = view.start === 0 && view.floor === 0;
+    earlier.firstChild.textContent = view.start > 0
+      ? `Show earlier events (${view.start} not shown)` : `Load earlier events (up to #${view.floor})`;
+  }
+
+  // The history older than the floor is read by REST a page at a time, on request, and put in
+  // front of the model (ids decided later stay decided).
+  async function loadOlder() {
+    const from = Math.max(0, view.floor - OLDER_PAGE);
+    let page;
+    try {
+      page = await get(`${base}/events?after=${from}&limit=${view.floor - from}`);
+    } catch (err) {
+      toast(`Could not load earlier events: ${err.message}`, "error");
+      return;
+    }
+    const saved = view.entries;
+    view.entries = [];
+    for (const stored of page.items) if (stored.seq > from && stored.seq <= view.floor) ingest(stored, true);
+    const chunk = view.entries;
+    view.entries = chunk.concat(saved);
+    view.start += chunk.length;
+    view.end += chunk.length;
+    view.floor = from;
+  }
+
+  async function showEarlier() {
+    if (view.start === 0 && view.floor > 0) await loadOlder();
+    const from = Math.max(0, view.start - PAGE_ROWS);
+    const batch = document.createDocumentFragment();
+    for (let i = from; i < view.start; i++) batch.append(materialise(view.entries[i]));
+    const height = events.scrollHeight;
+    earlier.after(batch);
+    events.scrollTop += events.scrollHeight - height; // keep what was on screen in place
+    view.start = from;
+    refreshEarlier();
+  }
+
+  function flush() {
+    view.scheduled = false;
+    for (const stored of view.queue.splice(0)) ingest(stored);
+    const total = view.entries.length;
+    if (view.end >= total) return;
+    const atBottom = view.follow;
+    let from = view.end;
+    if (atBottom && total - MAX_ROWS > view.start) {
+      // Following the tail: keep at most MAX_ROWS rows, never build rows that would go at once.
+      const start = total - MAX_ROWS;
+      for (let i = view.start; i < Math.min(start, view.end); i++) drop(view.entries[i]);
+      view.start = start;
+      from = Math.max(view.end, start);
+    }
+    const batch = document.createDocumentFragment();
+    for (let i = from; i < total; i++) batch.append(materialise(view.entries[i]));
+    events.append(batch);
+    view.end = total;
+    refreshEarlier();
+    if (atBottom) {
+      events.scrollTop = events.scrollHeight;
+    }
+  }
+
+  // Following the tail until the reader scrolls away from the bottom: only scrolling that
+  // follows the reader's own input counts (rows settling to their real height move the
+  // scroll position too, and must not stop the tail).
+  for (const kind of ["wheel", "touchmove", "keydown", "pointerdown"]) {
+    events.addEventListener(kind, () => { view.input = performance.now(); }, { passive: true });
+  }
+  events.addEventListener("scroll", () => {
+    if (performance.now() - view.input > 1000) return;
+    view.follow = events.scrollHeight - events.scrollTop - events.clientHeight < 80;
+  });
+
+  function receive(stored) {
+    if (typeof stored.seq !== "number" || stored.seq <= view.lastSeq) return; // never twice
+    view.lastSeq = stored.seq;
+    view.queue.push(stored);
+    if (!view.scheduled) {
+      view.scheduled = true;
+      requestAnimationFrame(flush);
+    }
+  }
+
+  function connect() {
+    if (!view.alive) return;
+    const { url, token } = socketFor(id, view.lastSeq);
+    const socket = new WebSocket(url);
+    view.socket = socket;
+    socket.addEventListener("open", () => socket.send(JSON.stringify({ type: "auth", token })));
+    socket.addEventListener("message", (msg) => {
+      let frame;
+      try { frame = JSON.parse(msg.data); } catch { return; }
+      if (frame.type === "subscribed") {
+        view.retry = 500;
+        conn.textContent = "live";
+        conn.className = "conn live";
+      } else if (frame.type === "event") {
+        receive(frame);
+      }
+    });
+    socket.addEventListener("close", (event) => {
+      if (!view.alive || view.socket !== socket) return;
+      if (FINAL_CLOSE[event.code]) {
+        conn.textContent = FINAL_CLOSE[event.code];
+        conn.className = "conn down";
+        return;
+      }
+      conn.textContent = "reconnecting…";
+      conn.className = "conn down";
+      view.timer = setTimeout(connect, view.retry);
+      view.retry = Math.min(view.retry * 2, 4000);
+    });
+  }
+
+  loadRecord();
+  if (tab === "changes") {
+    const stop = showChanges(body, base);
+    conn.textContent = "";
+    return () => { view.alive = false; stop(); };
+  }
+  body.append(events);
+  // Open a long log at its end: subscribe after (last seq - TAIL_EVENTS), older on request.
+  get(`${base}/events?limit=1`).then((page) => {
+    if (!view.alive) return;
+    if (page.last_seq > TAIL_EVENTS && view.lastSeq === 0) {
+      view.floor = view.lastSeq = page.last_seq - TAIL_EVENTS;
+      refreshEarlier();
+    }
+    connect();
+  }, () => connect());
+  return () => {
+    view.alive = false;
+    clearTimeout(view.timer);
+    clearTimeout(recordTimer);
+    if (view.socket) view.socket.close(1000);
+  };
+}

@@ -1,0 +1,152 @@
+// The conversations list: live (re-read every 2 s while visible), filtered by status,
+// searched by task text, paged by the server's cursor; and the new-run form.
+import { can, get, post } from "./api.js";
+import { h, append, clear, age, usd, safeId, toast } from "./dom.js";
+
+const STATUSES = ["created", "running", "paused", "waiting_confirmation", "finished", "failed",
+  "cancelled", "error", "interrupted"];
+const LOOPS = ["react", "plan_execute", "hybrid", "openhands"];
+const POLICIES = ["never", "risky", "always"];
+const PAGE = 50;
+const REFRESH_MS = 2000;
+
+export function showList(main) {
+  const state = { status: "", search: "", cursors: [null], items: [], next: null, total: null };
+  let timer = null;
+  let alive = true;
+
+  const statusSelect = h("select", { id: "status-filter" },
+    h("option", { value: "" }, "any status"), STATUSES.map((s) => h("option", { value: s }, s)));
+  const search = h("input", { id: "task-search", type: "search", placeholder: "task text" });
+  const tbody = h("tbody", { id: "conversation-rows" });
+  const pager = h("div", { class: "pager" });
+  const count = h("span", { id: "conversation-count", class: "muted" });
+
+  statusSelect.addEventListener("change", () => {
+    state.status = statusSelect.value;
+    state.cursors = [null];
+    refresh();
+  });
+  search.addEventListener("input", () => {
+    state.search = search.value.toLowerCase();
+    render();
+  });
+
+  append(clear(main), [
+    can("operator") ? newRunForm() : null,
+    h("section", { "aria-labelledby": "list-title" },
+      h("div", { class: "row" },
+        h("h1", { id: "list-title" }, "Conversations"), count),
+      h("div", { class: "row filters" },
+        h("label", { for: "status-filter" }, "Status"), statusSelect,
+        h("label", { for: "task-search" }, "Search this page"), search),
+      h("div", { class: "scroll-x" },
+        h("table", { class: "list" },
+          h("thead", {}, h("tr", {},
+            ["Task", "Status", "Loop", "Model", "Branch", "Turns", "Cost", "Age"].map(
+              (t) => h("th", { scope: "col" }, t)))),
+          tbody)),
+      pager)]);
+
+  function render() {
+    const rows = state.items.filter(
+      (c) => !state.search || c.task.prompt.toLowerCase().includes(state.search));
+    clear(tbody).append(...rows.map((c) => {
+      const id = safeId(c.id);
+      return h("tr", { "data-id": id || "" },
+        h("td", { class: "task" },
+          id ? h("a", { href: `#/c/${id}` }, c.task.prompt.slice(0, 140) || id) : "(bad id)"),
+        h("td", {}, h("span", { class: `status s-${STATUSES.includes(c.status) ? c.status : "x"}` }, c.status)),
+        h("td", {}, c.loop_type),
+        h("td", {}, c.model),
+        h("td", { class: "mono small" }, c.workspace ? c.workspace.branch : ""),
+        h("td", { class: "num" }, String(c.turns)),
+        h("td", { class: "num" }, usd(c.usage.cost_usd)),
+        h("td", { class: "num" }, age(c.created_at)));
+    }));
+    if (!rows.length) tbody.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No conversations.")));
+    const page = state.cursors.length;
+    clear(pager).append(
+      h("button", { type: "button", disabled: page === 1, onclick: () => { state.cursors.pop(); refresh(); } }, "Newer"),
+      h("span", { class: "muted" }, ` page ${page} `),
+      h("button", { type: "button", disabled: !state.next, onclick: () => { state.cursors.push(state.next); refresh(); } }, "Older"));
+    count.textContent = state.total === null ? "" : `${state.total} total`;
+  }
+
+  async function refresh() {
+    clearTimeout(timer);
+    const params = new URLSearchParams({ limit: String(PAGE) });
+    if (state.status) params.set("status", state.status);
+    const cursor = state.cursors[state.cursors.length - 1];
+    if (cursor) params.set("cursor", cursor);
+    try {
+      const countParams = new URLSearchParams(state.status ? { status: state.status } : {});
+      const [page, total] = await Promise.all([
+        get(`/api/conversations?${params}`),
+        get(`/api/conversations/count?${countParams}`),
+      ]);
+      if (!alive) return;
+      state.items = page.items;
+      state.next = page.next_cursor;
+      state.total = total.count;
+      render();
+    } catch (err) {
+      if (alive) toast(`Could not load conversations: ${err.message}`, "error");
+    }
+    if (alive) timer = setTimeout(refresh, REFRESH_MS);
+  }
+
+  refresh();
+  return () => {
+    alive = false;
+    clearTimeout(timer);
+  };
+}
+
+function field(id, label, control) {
+  control.id = id;
+  control.name = id;
+  return h("div", { class: "field" }, h("label", { for: id }, label), control);
+}
+
+function newRunForm() {
+  const repos = h("datalist", { id: "repo-list" });
+  const repository = h("input", { list: "repo-list", required: true, placeholder: "/srv/repos/project", autocomplete: "off" });
+  const task = h("textarea", { required: true, rows: 3 });
+  const loop = h("select", {}, h("option", { value: "" }, "auto"), LOOPS.map((l) => h("option", { value: l }, l)));
+  const model = h("input", { placeholder: "server default", autocomplete: "off" });
+  const budget = h("input", { type: "number", min: "0", step: "0.01", placeholder: "server default" });
+  const policy = h("select", {}, POLICIES.map((p) => h("option", { value: p }, p)));
+  const error = h("p", { class: "error", role: "alert" });
+  get("/console/repositories").then((data) => {
+    clear(repos).append(...data.items.map((r) => h("option", { value: r })));
+    if (data.items.length && !repository.value) repository.value = data.items[0];
+  }).catch(() => {});
+  const form = h("form", { id: "new-run", class: "card" },
+    
+    h("div", { class: "grid" },
+      field("nr-repository", "Repository", repository), repos,
+      field("nr-loop", "Loop", loop),
+      field("nr-model", "Model", model),
+      field("nr-budget", "Budget (USD)", budget),
+      field("nr-policy", "Confirmation", policy)),
+    field("nr-task", "Task", task),
+    h("button", { type: "submit", class: "primary" }, "Start run"),
+    error);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clear(error);
+    const body = { repository: repository.value.trim(), prompt: task.value, confirmation_policy: policy.value };
+    if (loop.value) body.loop = loop.value;
+    if (model.value.trim()) body.model = model.value.trim();
+    if (budget.value) body.budget_usd = budget.value;
+    try {
+      const created = await post("/api/conversations", body);
+      const id = safeId(created.id);
+      if (id) location.hash = `#/c/${id}`;
+    } catch (err) {
+      error.append(err.message);
+    }
+  });
+  return h("details", { class: "new-run" }, h("summary", { id: "new-run-toggle" }, "New run"), form);
+}
