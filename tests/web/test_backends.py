@@ -22,7 +22,7 @@ from synthorg.server import KeyStore, Role, ServerSettings, create_app
 from synthorg.service.runs import LocalRunService
 from synthorg.store import Store
 from tests.server.conftest import free_port
-from tests.server.test_restart import server_env
+from tests.server.real_server import server_env
 
 from .conftest import Keys
 from .helpers import new_page, sign_in

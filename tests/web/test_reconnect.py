@@ -15,7 +15,7 @@ import pytest
 
 from synthorg.server import KeyStore, Role
 from tests.server.conftest import free_port
-from tests.server.test_restart import _spawn
+from tests.server.real_server import _spawn
 
 from .helpers import api_last_seq, new_page, rendered_seqs, sign_in
 
