@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from synthorg.domain import ExecutionResult
-from synthorg.engine.native.model import ModelClient, OpenAICompatClient
+from synthorg.engine.native.model import ModelClient, OpenAICompatClient, shared_tls
 from synthorg.engine.native.settings import NativeLoopSettings
 from synthorg.engine.native.tools import (
     McpClientFactory,
@@ -46,7 +46,9 @@ def http_model_client(
         temperature=settings.temperature,
         max_tokens=settings.max_tokens,
         timeout_s=settings.request_timeout_s,
-        transport=httpx.AsyncHTTPTransport(uds=str(uds)) if uds is not None else None,
+        transport=httpx.AsyncHTTPTransport(uds=str(uds), verify=shared_tls())
+        if uds is not None
+        else None,
     )
 
 
