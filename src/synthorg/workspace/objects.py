@@ -1,4 +1,5 @@
-"""Writing a checkpoint commit and its create-only ref in-process (libgit2), without git processes.
+"""Git work done in-process with libgit2 instead of git processes: checkpoint commits and refs,
+and reading refs of a source repository.
 
 A checkpoint used to spawn ``git commit-tree`` and ``git update-ref`` (two of its four git
 processes, ~2 ms of CPU each on an idle machine, several under load). libgit2 does the same
@@ -17,6 +18,7 @@ fall back to the git processes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pygit2
@@ -72,3 +74,55 @@ def commit_and_create_ref(
     finally:
         repo.free()
     return str(oid)
+
+
+UNKNOWN = object()
+"""What ``refs_in_process`` returns when libgit2 cannot answer (ask git instead)."""
+
+
+class RefReader:
+    """Ref questions answered from an open repository (reads only)."""
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self._repo = repo
+
+    def commit_of(self, name: str) -> str | None:
+        """The commit ``name`` (HEAD or a full ref name) points at, peeled; None if none."""
+        try:
+            target = self._repo.revparse_single(name)
+            return str(target.peel(pygit2.Commit).id)
+        except (KeyError, pygit2.InvalidSpecError):
+            return None
+
+    def current_branch(self) -> str | None:
+        """The short name of the checked-out branch; None when detached."""
+        if self._repo.head_is_detached:
+            return None
+        head = self._repo.references.get("HEAD")
+        if head is None:
+            return None
+        target = head.target
+        if not isinstance(target, str) or not target.startswith("refs/heads/"):
+            raise ValueError(f"HEAD names {target!r}: git says how it shortens")
+        return target.removeprefix("refs/heads/")
+
+    def has_ref(self, name: str) -> bool:
+        """Whether the ref ``name`` exists."""
+        return self._repo.references.get(name) is not None
+
+
+def refs_in_process(cwd: Path, question: Callable[[RefReader], object]) -> object:
+    """``question`` answered on the repository whose work tree is ``cwd`` (never searched
+    upwards), or ``UNKNOWN`` when libgit2 cannot open or read it (e.g. another owner, an
+    extension it lacks): the caller then asks git. The same reads ``git -C cwd`` makes, in
+    a fraction of a millisecond; like git here, it only reads config and refs."""
+    try:
+        repo = pygit2.Repository(str(cwd), RepositoryOpenFlag.NO_SEARCH)
+    except (pygit2.GitError, KeyError, ValueError):
+        return UNKNOWN
+    try:
+        return question(RefReader(repo))
+    except (pygit2.GitError, ValueError):
+        return UNKNOWN
+    finally:
+        repo.free()
