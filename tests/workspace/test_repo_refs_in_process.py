@@ -6,7 +6,12 @@ import subprocess
 from pathlib import Path
 
 from synthorg.workspace.objects import refs_in_process
-from synthorg.workspace.repo import branch_exists, current_branch, resolve_commit
+from synthorg.workspace.repo import (
+    branch_exists,
+    current_branch,
+    remember_base,
+    resolve_commit,
+)
 
 from .gitfixtures import git, make_repo
 
@@ -46,6 +51,9 @@ async def test_head_branch_and_refs_match_git_packed_loose_detached_and_unborn(
     assert refs_in_process(repo, lambda lib: lib.commit_of("refs/tags/v1")) == head
     assert await branch_exists(repo, "side") and await branch_exists(repo, "main")
     assert not await branch_exists(repo, "nope")
+
+    await remember_base(repo, "conv-new", head)  # written by libgit2, read back by git
+    assert _git_commit(repo, "refs/synthorg/base/conv-new") == head
 
     git(repo, "checkout", "-q", "--detach")
     assert await current_branch(repo) is None

@@ -81,7 +81,7 @@ UNKNOWN = object()
 
 
 class RefReader:
-    """Ref questions answered from an open repository (reads only)."""
+    """Ref questions answered from an open repository (and the one write ``set_ref``)."""
 
     def __init__(self, repo: pygit2.Repository) -> None:
         self._repo = repo
@@ -110,12 +110,18 @@ class RefReader:
         """Whether the ref ``name`` exists."""
         return self._repo.references.get(name) is not None
 
+    def set_ref(self, name: str, sha: str) -> bool:
+        """Point ``name`` at the commit ``sha`` (created or moved, as ``git update-ref``)."""
+        self._repo.references.create(name, pygit2.Oid(hex=sha), force=True)
+        return True
+
 
 def refs_in_process(cwd: Path, question: Callable[[RefReader], object]) -> object:
     """``question`` answered on the repository whose work tree is ``cwd`` (never searched
     upwards), or ``UNKNOWN`` when libgit2 cannot open or read it (e.g. another owner, an
     extension it lacks): the caller then asks git. The same reads ``git -C cwd`` makes, in
-    a fraction of a millisecond; like git here, it only reads config and refs."""
+    a fraction of a millisecond. Like git here it reads config and refs (and writes the one
+    ref ``RefReader.set_ref`` names); it runs nothing the repository configures."""
     try:
         repo = pygit2.Repository(str(cwd), RepositoryOpenFlag.NO_SEARCH)
     except (pygit2.GitError, KeyError, ValueError):
@@ -124,5 +130,66 @@ def refs_in_process(cwd: Path, question: Callable[[RefReader], object]) -> objec
         return question(RefReader(repo))
     except (pygit2.GitError, ValueError):
         return UNKNOWN
+    finally:
+        repo.free()
+
+
+_REGULAR = (0o100644, 0o100755)
+_GITLINK = 0o160000
+
+
+def _open_bare(common_dir: Path) -> pygit2.Repository:
+    try:
+        return pygit2.Repository(str(common_dir), _OPEN_FLAGS)
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+
+
+def changed_regular_files(common_dir: Path, base: str, tree: str) -> list[tuple[str, str]]:
+    """(path, blob sha) of the regular files of ``tree`` added or modified since ``base``
+    (no rename detection), as ``git diff-tree -r --raw --no-renames`` lists them. Only
+    object reads on the recorded shared git dir: no work tree, attributes or drivers."""
+    repo = _open_bare(common_dir)
+    try:
+        old, new = (repo.revparse_single(rev).peel(pygit2.Tree) for rev in (base, tree))
+        found = []
+        for delta in old.diff_to_tree(new).deltas:
+            if delta.status_char() != "D" and delta.new_file.mode in _REGULAR:
+                found.append((delta.new_file.path, str(delta.new_file.id)))
+        return found
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+    finally:
+        repo.free()
+
+
+def object_sizes(common_dir: Path, shas: list[str]) -> dict[str, int]:
+    """Each object's size from its header (the content is never inflated whole)."""
+    repo = _open_bare(common_dir)
+    try:
+        return {sha: repo.odb.read_header(pygit2.Oid(hex=sha))[1] for sha in shas}
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+    finally:
+        repo.free()
+
+
+def gitlink_paths(common_dir: Path, tree: str) -> list[str]:
+    """Paths of ``tree`` (recursively) that are gitlinks: nested repositories."""
+    repo = _open_bare(common_dir)
+    try:
+        found = []
+        stack: list[tuple[str, pygit2.Tree]] = [("", repo.revparse_single(tree).peel(pygit2.Tree))]
+        while stack:
+            prefix, current = stack.pop()
+            for entry in current:
+                path = f"{prefix}{entry.name}"
+                if entry.filemode == _GITLINK:
+                    found.append(path)
+                elif entry.type_str == "tree":
+                    stack.append((f"{path}/", repo[entry.id].peel(pygit2.Tree)))
+        return sorted(found)
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
     finally:
         repo.free()

@@ -98,6 +98,9 @@ async def stored_base(cwd: Path, conversation_id: str) -> str | None:
 
 async def remember_base(cwd: Path, conversation_id: str, sha: str) -> None:
     """Record the conversation's base in its hidden ref (so a resume diffs to the same base)."""
+    name = refs.base_ref(conversation_id)
+    if refs_in_process(cwd, lambda lib: lib.set_ref(name, sha)) is True:
+        return
     await run_git(["update-ref", refs.base_ref(conversation_id), sha], cwd)
 
 
