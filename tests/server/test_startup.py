@@ -11,9 +11,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_booting_a_server_does_not_import_the_mcp_library(tmp_path: Path) -> None:
+def test_booting_a_server_imports_neither_mcp_nor_httpx(tmp_path: Path) -> None:
     # The MCP app is built in the background once the server listens (LazyAsgi), and the
-    # Anthropic provider (httpx) only when configured: neither belongs on the start-up path.
+    # Anthropic provider and the native model client (httpx) only when used: none belongs on
+    # the start-up path.
     probe = (
         "import json, sys\n"
         "import synthorg.cli.serve, synthorg.service.boot, synthorg.service.loops\n"
@@ -26,5 +27,6 @@ def test_booting_a_server_does_not_import_the_mcp_library(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stderr
     loaded = {name.split(".")[0] for name in json.loads(done.stdout)}
-    assert not loaded & {"mcp", "mcp_types"}, sorted(loaded & {"mcp", "mcp_types"})
+    heavy = {"mcp", "mcp_types", "httpx"}
+    assert not loaded & heavy, sorted(loaded & heavy)
     assert "synthorg.gateway.providers.anthropic" not in json.loads(done.stdout)

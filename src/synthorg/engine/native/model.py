@@ -11,11 +11,15 @@ import ssl
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol
 
 from synthorg.engine.native.errors import ModelBudgetExhausted, ModelCallError
+
+if TYPE_CHECKING:
+    import httpx
+
+# httpx (~0.4 s of imports) is imported where a client is made or used: loading the native
+# loops (every `synthorg serve` and `run` boot does) must not pay for it before a run.
 
 Message = dict[str, Any]
 """One OpenAI chat message (system / user / assistant / tool)."""
@@ -29,6 +33,8 @@ def shared_tls() -> ssl.SSLContext:
     even over the gateway's unix socket where no TLS ever happens. Contexts are made to be
     shared; verification is unchanged.
     """
+    import httpx
+
     return httpx.create_ssl_context()
 
 
@@ -130,6 +136,8 @@ class OpenAICompatClient:
         self._max_retries = max_retries
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
+        import httpx
+
         self._http = httpx.AsyncClient(
             headers={"Authorization": f"Bearer {bearer}"},
             timeout=httpx.Timeout(timeout_s, connect=10.0),
@@ -161,6 +169,8 @@ class OpenAICompatClient:
                 await asyncio.sleep(wait)
 
     async def _attempt(self, content: bytes) -> ModelReply:
+        import httpx  # loaded by __init__ already: a dict lookup
+
         request = self._http.build_request(
             "POST", self._url, content=content, headers={"content-type": "application/json"}
         )

@@ -6,8 +6,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from synthorg.domain import ExecutionResult
 from synthorg.engine.native.model import ModelClient, OpenAICompatClient, shared_tls
 from synthorg.engine.native.settings import NativeLoopSettings
@@ -39,6 +37,8 @@ def http_model_client(
     With ``uds`` the requests go through the gateway's unix socket (the URL's host is then
     only what the gateway sees in ``Host``).
     """
+    import httpx  # not at module import: see synthorg.engine.native.model
+
     return OpenAICompatClient(
         gateway.base_url,
         gateway.bearer,
