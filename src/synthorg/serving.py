@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -155,3 +156,103 @@ async def serve_asgi(
         if bound_uds is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(bound_uds)
+
+
+class LazyAsgi:
+    """An ASGI app that is built on first need, with its imports done in a worker thread.
+
+    For an embedded server whose app is costly to import and rarely needed at once (the MCP
+    server: ~1 s of ``mcp`` imports, used only by runs of projects with credentialed tools).
+    The listener exists from the start, so nothing that connects early is refused; a request
+    that arrives before the app is built waits for it. ``warm()`` starts building in the
+    background. The built app's own lifespan runs exactly as uvicorn would run it, and ends
+    with the server's.
+    """
+
+    def __init__(self, imports: tuple[str, ...], build: Callable[[], Any], *, name: str) -> None:
+        self._imports = imports
+        self._build = build
+        self._name = name
+        self._task: asyncio.Task[Any] | None = None
+        self._inner_lifespan: asyncio.Task[None] | None = None
+        self._to_inner: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._from_inner: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    @property
+    def started(self) -> bool:
+        """Whether building the app has begun (by ``warm()`` or a request)."""
+        return self._task is not None
+
+    def warm(self) -> None:
+        """Start building the app in the background (idempotent; needs a running loop)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._start(), name=f"synthorg-{self._name}-build")
+
+    async def app(self) -> Any:
+        """The built app, building it now if nothing has started to."""
+        self.warm()
+        assert self._task is not None
+        task = self._task
+        try:
+            return await asyncio.shield(task)
+        except Exception:
+            if self._task is task:
+                self._task = None  # a later request tries again
+            raise
+
+    async def _start(self) -> Any:
+        # Imports in a thread: the event loop keeps serving while ~1 s of modules load.
+        await asyncio.to_thread(_import_all, self._imports)
+        inner = self._build()
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+        self._inner_lifespan = asyncio.create_task(
+            inner(scope, self._to_inner.get, self._from_inner.put),
+            name=f"synthorg-{self._name}-lifespan",
+        )
+        await self._to_inner.put({"type": "lifespan.startup"})
+        reply = asyncio.ensure_future(self._from_inner.get())
+        await asyncio.wait((reply, self._inner_lifespan), return_when=asyncio.FIRST_COMPLETED)
+        if not reply.done():  # the lifespan ended without answering
+            reply.cancel()
+            raise BoundaryError(f"the {self._name} app failed to start (see its log)")
+        if reply.result()["type"] != "lifespan.startup.complete":
+            message = reply.result().get("message")
+            raise BoundaryError(f"the {self._name} app failed to start: {message}")
+        return inner
+
+    async def close(self) -> None:
+        """End the built app's lifespan (or its build); the server's shutdown calls it."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+        if task is not None:
+            with contextlib.suppress(BaseException):
+                await task
+        lifespan = self._inner_lifespan
+        if lifespan is None or lifespan.done():
+            return
+        await self._to_inner.put({"type": "lifespan.shutdown"})
+        try:
+            async with asyncio.timeout(_STOP_TIMEOUT_S):
+                await self._from_inner.get()
+                await lifespan
+        except TimeoutError:
+            lifespan.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await lifespan
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await receive()  # lifespan.startup: the listener may open before the app exists
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+            await self.close()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        inner = await self.app()
+        await inner(scope, receive, send)
+
+
+def _import_all(modules: tuple[str, ...]) -> None:
+    for module in modules:
+        importlib.import_module(module)

@@ -74,8 +74,6 @@ async def stack(
             yield app, url, key
 
 
-
-
 async def run_batch(client: httpx.AsyncClient, repos: list[Path], project: str) -> float:
     started = time.perf_counter()
     created = await asyncio.gather(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -100,3 +101,35 @@ async def test_checkpoints_go_through_the_journal(tmp_path: Path, home: Path) ->
     assert tree_state(ws.path) == expected
     await WorktreeManager(home).remove(ws)
     assert JOURNALS.get(key) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")
+async def test_a_filesystem_mounted_over_the_worktree_is_not_missed(
+    tmp_path: Path, home: Path
+) -> None:
+    # A sandbox's disk quota mounts an image over the worktree for the run: the journal's
+    # watches then see the layer underneath, where nothing is written. Checkpoints (and the
+    # NO_OP check) must notice the mount and scan, not report a stale tree.
+    repo = tmp_path / "proj"
+    make_repo(repo, {"a.txt": b"a\n"})
+    ws = await WorktreeManager(home).create(repo, "conv-mount")
+    store = CheckpointStore()
+    first = await store.create(ws)  # starts the journal on the plain directory
+    layer = tmp_path / "layer"
+    layer.mkdir()
+    for name in os.listdir(ws.path):  # what the quota does: a copy of the tree, mounted over
+        if name != ".git":
+            os.link(ws.path / name, layer / name)
+    (layer / ".git").write_bytes((ws.path / ".git").read_bytes())
+    subprocess.run(["mount", "--bind", str(layer), str(ws.path)], check=True)
+    try:
+        (ws.path / "written-in-the-sandbox.txt").write_text("new\n")
+        second = await store.create(ws)
+        assert second.tree != first.tree
+        names = git(repo, "ls-tree", "--name-only", second.tree).split()
+        assert "written-in-the-sandbox.txt" in names
+    finally:
+        subprocess.run(["umount", str(ws.path)], check=True)
+    # Back on the plain directory (the image released): noticed again.
+    third = await store.create(ws)
+    assert "written-in-the-sandbox.txt" not in git(repo, "ls-tree", "--name-only", third.tree)

@@ -67,8 +67,15 @@ async def _serve(settings: Settings, wanted: ServerSettings) -> None:
         registry=default_registry(),
         provisioner=default_provisioner,
         repositories=wanted.repository_policy(settings),
+        warm_mcp=False,
     ) as components:
-        app = create_app(wanted, store=components.store, run_service=components.service, auth=auth)
+        app = create_app(
+            wanted,
+            store=components.store,
+            run_service=components.service,
+            auth=auth,
+            on_started=components.warm_up,
+        )
         server = uvicorn.Server(
             uvicorn.Config(
                 app,

@@ -16,6 +16,9 @@ from synthorg.errors import ConfigError
 from synthorg.mcp.allowlist import parse_entry
 from synthorg.mcp.refs import ref_name_problem
 
+MCP_PATH = "/mcp"
+"""Where the server's streamable HTTP endpoint is mounted (on either listener)."""
+
 
 def _no_userinfo(url: str, what: str) -> str:
     parts = urlsplit(url)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from starlette.types import ASGIApp
 
-from synthorg.mcp.server import MCP_PATH
+from synthorg.mcp.config import MCP_PATH
 from synthorg.serving import serve_asgi
 
 

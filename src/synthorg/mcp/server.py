@@ -21,7 +21,7 @@ from synthorg.gateway.liveness import run_closed
 from synthorg.gateway.signer import BearerClaims, GatewaySigner
 from synthorg.mcp.audit import AuditWriteError, McpStore, Outcome, record_call
 from synthorg.mcp.auth import UNAUTHENTICATED, BearerAuthMiddleware, claims_from_request
-from synthorg.mcp.config import McpConfig
+from synthorg.mcp.config import MCP_PATH, McpConfig
 from synthorg.mcp.errors import ToolFailedError, ToolRefusedError
 from synthorg.mcp.redact import Redactor
 from synthorg.mcp.scope import resolve_scope
@@ -33,9 +33,6 @@ from synthorg.mcp.tools import (
     parse_args,
 )
 from synthorg.mcp.vault import CredentialVault
-
-MCP_PATH = "/mcp"
-"""Where the streamable HTTP endpoint is mounted."""
 
 SERVER_NAME = "synthorg-credentialed-tools"
 

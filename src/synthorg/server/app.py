@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -27,12 +27,14 @@ def create_app(
     store: ServerStore,
     run_service: RunService,
     auth: Authenticator,
+    on_started: Callable[[], None] | None = None,
 ) -> FastAPI:
     """The agent server app.
 
     On start-up it reconciles the store (conversations a dead process left running become
     error, their open tool calls get an error observation); on shutdown it stops every
-    active run with SHUTDOWN, leaving the conversations resumable. The store and the
+    active run with SHUTDOWN, leaving the conversations resumable. ``on_started`` runs once
+    start-up is done (background warm-ups that should not delay it). The store and the
     service belong to the caller, who closes them after the app has stopped.
     """
     state = ServerState(
@@ -49,6 +51,8 @@ def create_app(
                 actions_reconciled=len(report.actions_reconciled),
             )
         log.info("SERVER_STARTED")
+        if on_started is not None:
+            on_started()
         try:
             yield
         finally:

@@ -17,7 +17,6 @@ from synthorg.gateway.signer import GatewaySigner
 from synthorg.logging import get_logger
 from synthorg.mcp.config import McpConfig
 from synthorg.mcp.runner import McpEndpoints, serve_mcp
-from synthorg.mcp.server import create_mcp_app
 from synthorg.mcp.vault import CredentialVault
 from synthorg.sandbox import SandboxStreamer, make_sandbox
 from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
@@ -28,6 +27,7 @@ from synthorg.service.repositories import RepositoryPolicy
 from synthorg.service.rundirs import sweep_dead_run_dirs
 from synthorg.service.runs import LocalRunService
 from synthorg.service.store import store_config
+from synthorg.serving import LazyAsgi
 from synthorg.settings import Settings, section
 from synthorg.store import Store, open_store
 from synthorg.workspace.checkpoints import CheckpointStore
@@ -47,6 +47,8 @@ class Components:
     signer: GatewaySigner
     gateway_endpoints: Endpoints
     mcp_endpoints: McpEndpoints
+    warm_up: Callable[[], None]
+    """Starts the background builds a run may need (the MCP app when [mcp] has projects)."""
     sandbox: SandboxStreamer
     sandbox_settings: SandboxSettings
     worktrees: WorktreeManager
@@ -92,6 +94,21 @@ def _isolation_warnings(sandbox: SandboxStreamer) -> list[str]:
     return warnings
 
 
+def _lazy_mcp_app(
+    config: McpConfig, signer: GatewaySigner, vault: CredentialVault, store: Store
+) -> LazyAsgi:
+    # The MCP server's imports (the ``mcp`` library, ~1 s) load in a worker thread while the
+    # process goes on starting; its socket listens from the start and a request that comes
+    # before the app is built waits for it. The vault is opened here, so a bad vault or key
+    # still fails the boot.
+    def build() -> object:
+        from synthorg.mcp.server import create_mcp_app
+
+        return create_mcp_app(config, signer, vault, store)
+
+    return LazyAsgi(("synthorg.mcp.server",), build, name="mcp")
+
+
 @asynccontextmanager
 async def boot(
     settings: Settings,
@@ -101,12 +118,16 @@ async def boot(
     store: Store | None = None,
     repositories: RepositoryPolicy | None = None,
     ownership: OwnershipPolicy | None = None,
+    warm_mcp: bool = True,
 ) -> AsyncIterator[Components]:
     """Open the store, serve the gateway and MCP server in-process, and build the service.
 
     ``repositories`` defaults to the terminal's policy (the data dir refused, any other path
     the caller names); a server passes ``RepositoryPolicy.for_server``. ``ownership``
     (workers): the run lease, and fencing of runs another process took over.
+    ``warm_mcp=False`` leaves building the MCP app to ``Components.warm_up()`` (a server
+    calls it once it listens, so the build does not compete with its start-up) or to the
+    first MCP request.
     """
     gateway_config = section(settings, "gateway", GatewayConfig)
     if "signing_key_file" not in settings.sections.get("gateway", {}):
@@ -139,10 +160,17 @@ async def boot(
             # Unix sockets only (0600): reached by this process and, forwarded, by sandboxes.
             serve_embedded(gateway_app, uds=sockets / "gateway.sock")
         )
-        mcp_app = create_mcp_app(mcp_config, signer, CredentialVault.from_config(mcp_config), store)
+        mcp_app = _lazy_mcp_app(mcp_config, signer, CredentialVault.from_config(mcp_config), store)
         mcp_endpoints = await stack.enter_async_context(
             serve_mcp(mcp_app, uds=sockets / "mcp.sock", host=None)
         )
+
+        def warm_up() -> None:
+            if mcp_config.projects:  # with no project in [mcp], no run ever connects
+                mcp_app.warm()
+
+        if warm_mcp:
+            warm_up()
         checkpoints = CheckpointStore()
         delegation = DelegationHub(
             section(settings, "delegation", DelegationSettings),
@@ -200,6 +228,7 @@ async def boot(
             signer=signer,
             gateway_endpoints=gateway_endpoints,
             mcp_endpoints=mcp_endpoints,
+            warm_up=warm_up,
             sandbox=sandbox,
             sandbox_settings=sandbox_settings,
             worktrees=worktrees,

@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from synthorg.domain import CheckpointEvent
 from synthorg.engine import LoopDependencies, LoopRegistry, known_loop_types
@@ -19,7 +21,6 @@ from synthorg.engine.native.turn import CheckpointHook
 from synthorg.engine.openhands import OPENHANDS_FACTORIES
 from synthorg.engine.registry import LoopFactory
 from synthorg.errors import ConfigError
-from synthorg.mcp.client import McpToolClient
 from synthorg.sandbox import SandboxRequest, ToolboxClient
 from synthorg.service.boot import ProvisionContext
 from synthorg.service.openhands import provision_openhands, require_runtime
@@ -27,8 +28,19 @@ from synthorg.service.provisioning import LoopEndpoints, LoopProvisioner, RunSet
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.models import Workspace
 
+if TYPE_CHECKING:
+    from synthorg.engine.native import McpClient
+
 _SOCKET_ORIGIN = "http://localhost"
 """Base of URLs sent over a unix socket: only the path and the Host header matter."""
+
+
+def _mcp_client(base_url: str, bearer: str, *, uds: Path) -> McpClient:
+    # Imported on first use: the ``mcp`` library costs ~1 s of imports, and only runs of
+    # projects with credentialed tools ever call this.
+    from synthorg.mcp.client import McpToolClient
+
+    return McpToolClient(base_url, bearer, uds=uds)
 
 
 def _checkpoint_hook(checkpoints: CheckpointStore, workspace: Workspace) -> CheckpointHook | None:
@@ -61,7 +73,7 @@ async def _native(
         deps = NativeLoopDeps(
             executor=toolbox,
             checkpoint=_checkpoint_hook(ctx.checkpoints, setup.workspace),
-            mcp_client_factory=partial(McpToolClient, uds=mcp_uds),
+            mcp_client_factory=partial(_mcp_client, uds=mcp_uds),
             model_client_factory=partial(http_model_client, uds=gateway_uds),
             delegator=ctx.delegation.for_run(setup) if ctx.delegation is not None else None,
         )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from synthorg.workspace.checkout import Checkout
+from synthorg.workspace.objects import InProcessUnavailable, changed_regular_files, object_sizes
 
 _CORE_NAME = re.compile(r"core(\.\d+)?|vgcore\.\d+")
 _ELF_HEADER = 20
@@ -40,6 +41,11 @@ def is_elf_core(header: bytes) -> bool:
 
 async def new_blobs(checkout: Checkout, base: str, tree: str) -> list[NewBlob]:
     """Regular files of ``tree`` that are new or changed since ``base`` (no renames)."""
+    try:  # in-process object reads (workspace.objects); git when libgit2 cannot
+        found = changed_regular_files(checkout.dirs.common_dir, base, tree)
+        return [NewBlob(path=path, sha=sha) for path, sha in found]
+    except InProcessUnavailable:
+        pass
     out = await checkout.run(
         ["diff-tree", "--ignore-submodules=all", "-r", "-z", "--raw", "--no-renames", base, tree]
     )
@@ -58,6 +64,20 @@ async def oversize_and_cores(
     """(files over ``limit`` with their sizes, core dumps) among ``blobs``."""
     if not blobs:
         return [], []
+    try:  # object headers read in-process; git when libgit2 cannot
+        sizes = object_sizes(checkout.dirs.common_dir, [b.sha for b in blobs])
+    except InProcessUnavailable:
+        sizes = await _sizes_by_git(checkout, blobs)
+    oversize = [(b.path, sizes[b.sha]) for b in blobs if sizes.get(b.sha, 0) > limit]
+    cores = [
+        b.path
+        for b in blobs
+        if is_core_name(b.path) or is_elf_core(_head(checkout.dirs.work_tree, b.path))
+    ]
+    return oversize, cores
+
+
+async def _sizes_by_git(checkout: Checkout, blobs: list[NewBlob]) -> dict[str, int]:
     listing = await checkout.run(
         ["cat-file", "--batch-check=%(objectname) %(objectsize)"],
         stdin="".join(f"{b.sha}\n" for b in blobs).encode(),
@@ -67,13 +87,7 @@ async def oversize_and_cores(
         sha, _, size = line.partition(" ")
         if size.isdigit():
             sizes[sha] = int(size)
-    oversize = [(b.path, sizes[b.sha]) for b in blobs if sizes.get(b.sha, 0) > limit]
-    cores = [
-        b.path
-        for b in blobs
-        if is_core_name(b.path) or is_elf_core(_head(checkout.dirs.work_tree, b.path))
-    ]
-    return oversize, cores
+    return sizes
 
 
 def _head(root: Path, rel: str) -> bytes:

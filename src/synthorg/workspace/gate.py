@@ -18,8 +18,9 @@ from synthorg.workspace.errors import (
 )
 from synthorg.workspace.locks import in_process_lock
 from synthorg.workspace.models import GateResult, GateSummary, Workspace
+from synthorg.workspace.objects import InProcessUnavailable, gitlink_paths
 from synthorg.workspace.snapshot import SnapshotIndex, open_git
-from synthorg.workspace.views import changed_between
+from synthorg.workspace.views import tree_changes
 
 DEFAULT_SECRET_PATTERNS = (
     ".env",
@@ -120,16 +121,16 @@ class CommitGate:
         checkout = await open_git(ws)
         branch = ws.branch or refs.branch_name(ws.conversation_id)
         async with in_process_lock(f"gate:{ws.path}"):
-            symbolic = await checkout.run(["symbolic-ref", "-q", "HEAD"], check=False)
-            if symbolic.text.strip() != f"refs/heads/{branch}":
+            on = await _head_ref(checkout)
+            if on != f"refs/heads/{branch}":
                 raise ConflictError(
                     f"worktree {ws.path} is not on branch {branch} (HEAD is "
-                    f"{symbolic.text.strip() or 'detached'}): check that branch out and land again"
+                    f"{on or 'detached'}): check that branch out and land again"
                 )
             async with SnapshotIndex(checkout).locked() as index:
                 snap = await index.snapshot(full=True)
             base = snap.head or _EMPTY_TREE
-            changed = await changed_between(checkout, base, snap.tree)
+            changed = await tree_changes(checkout, base, snap.tree)
             nested = await _gitlinks(checkout, snap.tree)
             if nested:  # an agent's `git init sub` or planted .gitmodules: never a commit
                 raise NestedRepositoryError(nested)
@@ -171,8 +172,24 @@ class CommitGate:
             )
 
 
+async def _head_ref(checkout: Checkout) -> str:
+    """The ref HEAD names ('' when detached): read from the recorded, host-side git dir."""
+    try:
+        head = (checkout.dirs.git_dir / "HEAD").read_text(encoding="utf-8").strip()
+    except OSError:
+        head = ""
+    if head.startswith("ref: "):
+        return head.removeprefix("ref: ")
+    symbolic = await checkout.run(["symbolic-ref", "-q", "HEAD"], check=False)
+    return symbolic.text.strip()
+
+
 async def _gitlinks(checkout: Checkout, tree: str) -> list[str]:
     """Paths of the tree that are gitlinks (mode 160000): nested repositories."""
+    try:  # object reads in-process (workspace.objects); git when libgit2 cannot
+        return gitlink_paths(checkout.dirs.common_dir, tree)
+    except InProcessUnavailable:
+        pass
     listing = await checkout.run(["ls-tree", "-r", "-z", "--full-tree", tree])
     found = []
     for entry in filter(None, listing.text.split("\0")):

@@ -86,6 +86,7 @@ class Journal:
         self._fd = -1
         self._wds: dict[int, str] = {}
         self._pending = ChangeSet()
+        self._root_id: tuple[int, int] | None = None
 
     @property
     def active(self) -> bool:
@@ -103,6 +104,7 @@ class Journal:
         if fd < 0:
             return False
         self._fd = fd
+        self._root_id = _identity(self.root)
         if not self._watch_tree(""):
             self.close()
             return False
@@ -118,6 +120,11 @@ class Journal:
     def drain(self) -> ChangeSet:
         """Changes seen since the previous drain (a full-scan request if unsure)."""
         if not self.active:
+            return ChangeSet(everything=True)
+        if _identity(self.root) != self._root_id:
+            # Another filesystem was mounted over the worktree (a sandbox's quota image) or
+            # taken away: the watches see the layer underneath, where nothing is written.
+            self._pending = ChangeSet()
             return ChangeSet(everything=True)
         while True:
             try:
@@ -218,3 +225,12 @@ class JournalRegistry:
 
 JOURNALS = JournalRegistry()
 """The process-wide registry, keyed by the private index path of a checkout."""
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path`` now: what a mount over it changes."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

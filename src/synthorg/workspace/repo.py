@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from synthorg.errors import UsageError
 from synthorg.workspace import refs
 from synthorg.workspace.git import GitError, run_git
+from synthorg.workspace.objects import UNKNOWN, refs_in_process
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,10 @@ async def probe_repo(path: Path) -> RepoProbe | str:
 
 async def resolve_commit(cwd: Path, rev: str) -> str | None:
     """The commit sha ``rev`` names, None if it names none."""
+    if rev == "HEAD" or rev.startswith("refs/"):
+        known = refs_in_process(cwd, lambda lib: lib.commit_of(rev))
+        if known is not UNKNOWN:
+            return cast("str | None", known)
     out = await run_git(
         ["rev-parse", "-q", "--verify", "--end-of-options", f"{rev}^{{commit}}"], cwd, check=False
     )
@@ -59,6 +65,9 @@ async def resolve_commit(cwd: Path, rev: str) -> str | None:
 
 async def current_branch(cwd: Path) -> str | None:
     """The short name of the checked-out branch, None when HEAD is detached."""
+    known = refs_in_process(cwd, lambda lib: lib.current_branch())
+    if known is not UNKNOWN:
+        return cast("str | None", known)
     out = await run_git(["symbolic-ref", "-q", "--short", "HEAD"], cwd, check=False)
     return out.text.strip() or None
 
@@ -89,11 +98,17 @@ async def stored_base(cwd: Path, conversation_id: str) -> str | None:
 
 async def remember_base(cwd: Path, conversation_id: str, sha: str) -> None:
     """Record the conversation's base in its hidden ref (so a resume diffs to the same base)."""
+    name = refs.base_ref(conversation_id)
+    if refs_in_process(cwd, lambda lib: lib.set_ref(name, sha)) is True:
+        return
     await run_git(["update-ref", refs.base_ref(conversation_id), sha], cwd)
 
 
 async def branch_exists(cwd: Path, branch: str) -> bool:
     """Whether ``refs/heads/<branch>`` exists."""
+    known = refs_in_process(cwd, lambda lib: lib.has_ref(f"refs/heads/{branch}"))
+    if known is not UNKNOWN:
+        return bool(known)
     out = await run_git(
         ["show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd, check=False
     )

@@ -217,9 +217,21 @@ class SnapshotIndex:
             JOURNALS.add(key, journal)
 
     async def write_tree(self) -> str:
-        """The tree of the private index."""
+        """The tree of the private index (remembered while the index content is unchanged)."""
+        key = self._journal_key
+        cached = _TREES.get(key)
+        if cached is not None and cached[0] == _index_stamp(self.path):
+            return cached[1]  # the same entries give the same tree: no git process
         out = await self.co.run_retrying([*FAST_CONFIG, "write-tree"], env=self.env)
-        return out.text.strip()
+        tree = out.text.strip()
+        # Read after write-tree, which may rewrite the index (cache-tree) with the same
+        # entries; the caller holds the index lock, so no other writer came in between.
+        stamp = _index_stamp(self.path)
+        if stamp is not None:
+            if len(_TREES) >= _MAX_TREES:
+                _TREES.clear()
+            _TREES[key] = (stamp, tree)
+        return tree
 
     async def snapshot(self, *, full: bool = False) -> Snapshot:
         """Capture the worktree (tracked and untracked, not ignored) as a tree."""
@@ -235,6 +247,33 @@ class SnapshotIndex:
         """
         await self.add_all()
         await self.co.run_retrying([*FAST_CONFIG, "read-tree", "--reset", "-u", tree], env=self.env)
+
+
+# Per private index: (its content stamp, the tree written from it). A checkpoint after a
+# command that changed nothing then costs no git process at all.
+_TREES: dict[str, tuple[tuple[int, bytes], str]] = {}
+_MAX_TREES = 1024
+_NULL_TRAILER = bytes(20)
+
+
+def _index_stamp(path: Path) -> tuple[int, bytes] | None:
+    """The index file's size and trailing checksum (git's hash of all its content).
+
+    None when unreadable or when git skipped the checksum (``index.skipHash``): then the
+    content cannot be told apart cheaply and nothing is cached.
+    """
+    try:
+        with path.open("rb") as index:
+            size = index.seek(0, os.SEEK_END)
+            if size < 32:
+                return None
+            index.seek(-20, os.SEEK_END)
+            trailer = index.read(20)
+    except OSError:
+        return None
+    if trailer == _NULL_TRAILER:
+        return None
+    return size, trailer
 
 
 def journal_key(ws: Workspace) -> str:

@@ -74,20 +74,34 @@ def parse_raw_numstat(payload: str) -> list[FileChange]:
     return sorted(changes, key=lambda c: c.path)
 
 
+# (repository, base, tree) -> the changes between the two. Both are immutable objects, so
+# the answer never goes stale: a run's NO_OP check and its commit gate usually ask the same
+# question one after the other, and the second asks no git process.
+_CHANGES: dict[tuple[str, str, str], tuple[FileChange, ...]] = {}
+_MAX_CHANGES = 256
+
+
+async def tree_changes(checkout: Checkout, base: str, tree: str) -> list[FileChange]:
+    """Every path that differs between the tree-ish ``base`` and ``tree`` (renames found)."""
+    key = (f"{checkout.dirs.common_dir}\0{checkout.ws.repo_identity}", base, tree)
+    known = _CHANGES.get(key)
+    if known is not None:
+        return list(known)
+    out = await checkout.run(
+        ["diff-tree", "--ignore-submodules=all", "-r", "-z", "-M", "--raw", "--numstat", base, tree]
+    )
+    found = parse_raw_numstat(out.text)
+    if len(_CHANGES) >= _MAX_CHANGES:
+        _CHANGES.clear()
+    _CHANGES[key] = tuple(found)
+    return found
+
+
 async def changes(ws: Workspace) -> list[FileChange]:
     """Every path that differs between the base ref and the worktree (untracked included)."""
     checkout = await open_git(ws)
     snap = await snapshot_tree(checkout)
-    return await changed_between(checkout, _base(ws), snap.tree)
-
-
-async def changed_between(checkout: Checkout, base: str, tree: str) -> list[FileChange]:
-    """Every path that differs between two trees, renames detected (submodules ignored: an
-    agent's .gitmodules cannot make the host read another repository)."""
-    out = await checkout.run(
-        ["diff-tree", "--ignore-submodules=all", "-r", "-z", "-M", "--raw", "--numstat", base, tree]
-    )
-    return parse_raw_numstat(out.text)
+    return await tree_changes(checkout, _base(ws), snap.tree)
 
 
 async def diff(ws: Workspace, path: str | None = None) -> str:

@@ -4,19 +4,38 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import random
+import ssl
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol
 
 from synthorg.engine.native.errors import ModelBudgetExhausted, ModelCallError
 
+if TYPE_CHECKING:
+    import httpx
+
+# httpx (~0.4 s of imports) is imported where a client is made or used: loading the native
+# loops (every `synthorg serve` and `run` boot does) must not pay for it before a run.
+
 Message = dict[str, Any]
 """One OpenAI chat message (system / user / assistant / tool)."""
+
+
+@functools.cache
+def shared_tls() -> ssl.SSLContext:
+    """One TLS context (httpx's default: verified, certifi's CA bundle) for the process.
+
+    Building one loads the CA bundle: ~30 ms of CPU that every run's model client paid,
+    even over the gateway's unix socket where no TLS ever happens. Contexts are made to be
+    shared; verification is unchanged.
+    """
+    import httpx
+
+    return httpx.create_ssl_context()
 
 
 @dataclass(frozen=True)
@@ -117,11 +136,14 @@ class OpenAICompatClient:
         self._max_retries = max_retries
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
+        import httpx
+
         self._http = httpx.AsyncClient(
             headers={"Authorization": f"Bearer {bearer}"},
             timeout=httpx.Timeout(timeout_s, connect=10.0),
             transport=transport,
             trust_env=False,
+            verify=shared_tls(),
         )
 
     async def complete(
@@ -147,6 +169,8 @@ class OpenAICompatClient:
                 await asyncio.sleep(wait)
 
     async def _attempt(self, content: bytes) -> ModelReply:
+        import httpx  # loaded by __init__ already: a dict lookup
+
         request = self._http.build_request(
             "POST", self._url, content=content, headers={"content-type": "application/json"}
         )

@@ -6,10 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from synthorg.domain import ExecutionResult
-from synthorg.engine.native.model import ModelClient, OpenAICompatClient
+from synthorg.engine.native.model import ModelClient, OpenAICompatClient, shared_tls
 from synthorg.engine.native.settings import NativeLoopSettings
 from synthorg.engine.native.tools import (
     McpClientFactory,
@@ -40,6 +38,8 @@ def http_model_client(
     With ``uds`` the requests go through the gateway's unix socket (the URL's host is then
     only what the gateway sees in ``Host``).
     """
+    import httpx  # not at module import: see synthorg.engine.native.model
+
     return OpenAICompatClient(
         gateway.base_url,
         gateway.bearer,
@@ -47,7 +47,9 @@ def http_model_client(
         temperature=settings.temperature,
         max_tokens=settings.max_tokens,
         timeout_s=settings.request_timeout_s,
-        transport=httpx.AsyncHTTPTransport(uds=str(uds)) if uds is not None else None,
+        transport=httpx.AsyncHTTPTransport(uds=str(uds), verify=shared_tls())
+        if uds is not None
+        else None,
     )
 
 

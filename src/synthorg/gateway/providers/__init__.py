@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from synthorg.gateway.config import GatewayConfig, ProviderConfig
-from synthorg.gateway.providers.anthropic import AnthropicProvider
 from synthorg.gateway.providers.base import Provider, ProviderError
 from synthorg.gateway.providers.openai_compat import OpenAICompatProvider
 from synthorg.gateway.providers.scripted import ScriptedProvider
+
+if TYPE_CHECKING:
+    from synthorg.gateway.providers.anthropic import AnthropicProvider
 
 __all__ = [
     "AnthropicProvider",
@@ -24,6 +28,9 @@ def build_provider(config: ProviderConfig) -> Provider:
     if config.kind == "scripted":
         return ScriptedProvider.from_config(config)
     if config.kind == "anthropic":
+        # Imported here: it brings httpx (~0.4 s), which a gateway without Anthropic never needs.
+        from synthorg.gateway.providers.anthropic import AnthropicProvider
+
         return AnthropicProvider.from_config(config)
     return OpenAICompatProvider.from_config(config)
 
@@ -31,3 +38,11 @@ def build_provider(config: ProviderConfig) -> Provider:
 def build_providers(config: GatewayConfig) -> dict[str, Provider]:
     """Every configured provider by name."""
     return {p.name: build_provider(p) for p in config.providers}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AnthropicProvider":
+        from synthorg.gateway.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,195 @@
+"""Git work done in-process with libgit2 instead of git processes: checkpoint commits and refs,
+and reading refs of a source repository.
+
+A checkpoint used to spawn ``git commit-tree`` and ``git update-ref`` (two of its four git
+processes, ~2 ms of CPU each on an idle machine, several under load). libgit2 does the same
+in-process in well under a millisecond.
+
+Hardening (issue 12's rules hold here too): the repository is opened on the *recorded* shared
+git dir as a bare repository, with ``NO_SEARCH`` and without ``FROM_ENV``, so nothing is
+discovered from the agent-writable worktree (its ``.git`` file is never read) and no
+``GIT_*`` variable redirects it. libgit2 executes nothing named by configuration: it has no
+hooks, no filter drivers (clean/smudge/process), no fsmonitor, no pager, editor or credential
+helper, and neither of these two operations touches a work tree or attributes. What it does is
+write one commit object and one ref under ``refs/synthorg/``. Anything libgit2 cannot open
+(an object format or extension it lacks, a directory owned by another user) makes the caller
+fall back to the git processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import RepositoryOpenFlag
+
+_OPEN_FLAGS = RepositoryOpenFlag.NO_SEARCH | RepositoryOpenFlag.BARE
+
+
+class RefTaken(Exception):
+    """The ref exists already, or another writer holds its lock: pick another number."""
+
+
+class InProcessUnavailable(Exception):
+    """libgit2 cannot work on this repository; use the git processes instead."""
+
+
+def commit_and_create_ref(
+    common_dir: Path,
+    *,
+    tree: str,
+    parent: str | None,
+    message: str,
+    ref: str,
+    identity: tuple[str, str],
+) -> str:
+    """Write a commit of ``tree`` (on ``parent``) and create ``ref`` for it; its sha.
+
+    ``RefTaken`` when ``ref`` exists (create-only, as ``git update-ref <ref> <sha> ""``) or is
+    locked; ``InProcessUnavailable`` when the repository cannot be opened or written by
+    libgit2 (nothing was created then, except possibly an unreferenced commit object).
+    """
+    try:
+        repo = pygit2.Repository(str(common_dir), _OPEN_FLAGS)
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+    try:
+        signature = pygit2.Signature(*identity)
+        parents = [pygit2.Oid(hex=parent)] if parent else []
+        # git commit-tree -m ends the message with a newline; keep the commits identical.
+        oid = repo.create_commit(
+            None, signature, signature, message + "\n", pygit2.Oid(hex=tree), parents
+        )
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+    try:
+        repo.references.create(ref, oid, force=False)
+    except pygit2.AlreadyExistsError as exc:
+        raise RefTaken(str(exc)) from exc
+    except pygit2.GitError as exc:
+        if "lock" in str(exc).lower():
+            raise RefTaken(str(exc)) from exc
+        raise InProcessUnavailable(str(exc)) from exc
+    finally:
+        repo.free()
+    return str(oid)
+
+
+UNKNOWN = object()
+"""What ``refs_in_process`` returns when libgit2 cannot answer (ask git instead)."""
+
+
+class RefReader:
+    """Ref questions answered from an open repository (and the one write ``set_ref``)."""
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self._repo = repo
+
+    def commit_of(self, name: str) -> str | None:
+        """The commit ``name`` (HEAD or a full ref name) points at, peeled; None if none."""
+        try:
+            target = self._repo.revparse_single(name)
+            return str(target.peel(pygit2.Commit).id)
+        except (KeyError, pygit2.InvalidSpecError):
+            return None
+
+    def current_branch(self) -> str | None:
+        """The short name of the checked-out branch; None when detached."""
+        if self._repo.head_is_detached:
+            return None
+        head = self._repo.references.get("HEAD")
+        if head is None:
+            return None
+        target = head.target
+        if not isinstance(target, str) or not target.startswith("refs/heads/"):
+            raise ValueError(f"HEAD names {target!r}: git says how it shortens")
+        return target.removeprefix("refs/heads/")
+
+    def has_ref(self, name: str) -> bool:
+        """Whether the ref ``name`` exists."""
+        return self._repo.references.get(name) is not None
+
+    def set_ref(self, name: str, sha: str) -> bool:
+        """Point ``name`` at the commit ``sha`` (created or moved, as ``git update-ref``)."""
+        self._repo.references.create(name, pygit2.Oid(hex=sha), force=True)
+        return True
+
+
+def refs_in_process(cwd: Path, question: Callable[[RefReader], object]) -> object:
+    """``question`` answered on the repository whose work tree is ``cwd`` (never searched
+    upwards), or ``UNKNOWN`` when libgit2 cannot open or read it (e.g. another owner, an
+    extension it lacks): the caller then asks git. The same reads ``git -C cwd`` makes, in
+    a fraction of a millisecond. Like git here it reads config and refs (and writes the one
+    ref ``RefReader.set_ref`` names); it runs nothing the repository configures."""
+    try:
+        repo = pygit2.Repository(str(cwd), RepositoryOpenFlag.NO_SEARCH)
+    except (pygit2.GitError, KeyError, ValueError):
+        return UNKNOWN
+    try:
+        return question(RefReader(repo))
+    except (pygit2.GitError, ValueError):
+        return UNKNOWN
+    finally:
+        repo.free()
+
+
+_REGULAR = (0o100644, 0o100755)
+_GITLINK = 0o160000
+
+
+def _open_bare(common_dir: Path) -> pygit2.Repository:
+    try:
+        return pygit2.Repository(str(common_dir), _OPEN_FLAGS)
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+
+
+def changed_regular_files(common_dir: Path, base: str, tree: str) -> list[tuple[str, str]]:
+    """(path, blob sha) of the regular files of ``tree`` added or modified since ``base``
+    (no rename detection), as ``git diff-tree -r --raw --no-renames`` lists them. Only
+    object reads on the recorded shared git dir: no work tree, attributes or drivers."""
+    repo = _open_bare(common_dir)
+    try:
+        old, new = (repo.revparse_single(rev).peel(pygit2.Tree) for rev in (base, tree))
+        found = []
+        for delta in old.diff_to_tree(new).deltas:
+            if delta.status_char() != "D" and delta.new_file.mode in _REGULAR:
+                found.append((delta.new_file.path, str(delta.new_file.id)))
+        return found
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+    finally:
+        repo.free()
+
+
+def object_sizes(common_dir: Path, shas: list[str]) -> dict[str, int]:
+    """Each object's size from its header (the content is never inflated whole)."""
+    repo = _open_bare(common_dir)
+    try:
+        return {sha: repo.odb.read_header(pygit2.Oid(hex=sha))[1] for sha in shas}
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+    finally:
+        repo.free()
+
+
+def gitlink_paths(common_dir: Path, tree: str) -> list[str]:
+    """Paths of ``tree`` (recursively) that are gitlinks: nested repositories."""
+    repo = _open_bare(common_dir)
+    try:
+        found = []
+        stack: list[tuple[str, pygit2.Tree]] = [("", repo.revparse_single(tree).peel(pygit2.Tree))]
+        while stack:
+            prefix, current = stack.pop()
+            for entry in current:
+                path = f"{prefix}{entry.name}"
+                if entry.filemode == _GITLINK:
+                    found.append(path)
+                elif entry.type_str == "tree":
+                    stack.append((f"{path}/", repo[entry.id].peel(pygit2.Tree)))
+        return sorted(found)
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+    finally:
+        repo.free()
