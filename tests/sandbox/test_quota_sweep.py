@@ -8,6 +8,7 @@ the worktree with --delete (the worktree's .git vanished in a fault-injection ru
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -168,3 +169,26 @@ def test_a_covered_quota_never_copies_its_stale_image_over_the_live_tree(tmp_pat
         for leftover in [*sorted(root.glob("*/mnt"), reverse=True), worktree]:
             while leftover.is_mount():
                 subprocess.run(["umount", "-l", str(leftover)], check=False)
+
+
+def test_a_same_size_edit_with_the_same_mtime_comes_back(tmp_path: Path) -> None:
+    """The copy back compares content, not size and mtime (both the sandbox's to set).
+
+    A same-size edit within the second the worktree was made (runs are that fast) was
+    skipped by rsync's size+mtime check: the run's fix never reached the worktree and the
+    run was judged NO_OP. Forging the mtime makes that case deterministic.
+    """
+    worktree, root = tmp_path / "wt", tmp_path / "quota"
+    worktree.mkdir()
+    original = worktree / "calc.py"
+    original.write_text("return a - b\n")
+    before = original.stat()
+    quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+    try:
+        original.write_text("return a + b\n")
+        os.utime(original, ns=(before.st_atime_ns, before.st_mtime_ns))
+        quota.release()
+        assert original.read_text() == "return a + b\n"
+    finally:
+        while worktree.is_mount():
+            subprocess.run(["umount", "-l", str(worktree)], check=False)

@@ -188,7 +188,10 @@ class WorkspaceQuota:
             _run("mount", "-o", "loop,nosuid,nodev", str(self.image), str(self.mnt))
         if self.mnt.is_mount():
             if self.worktree.is_dir():  # a worktree deleted meanwhile gets nothing back
-                _run("rsync", "-a", "--delete", "--chmod=ug-s", f"{self.mnt}/", f"{self.worktree}/")
+                # --checksum: compare content, never size+mtime, which the sandbox sets (a
+                # same-size fix in the second the worktree was made was skipped: NO_OP).
+                _run("rsync", "-a", "--checksum", "--delete", "--chmod=ug-s",
+                     f"{self.mnt}/", f"{self.worktree}/")  # fmt: skip
             _run("umount", str(self.mnt))
         shutil.rmtree(self.dir, ignore_errors=True)
 

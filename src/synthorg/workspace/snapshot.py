@@ -314,9 +314,15 @@ def forget(ws: Workspace) -> None:
 
 
 async def snapshot_tree(checkout: Checkout) -> Snapshot:
-    """Snapshot a checkout under its lock (for one-shot callers such as views and the gate)."""
+    """Snapshot a checkout under its lock, scanning every file (for one-shot callers: the
+    changes and diff views, the NO_OP check).
+
+    Never from the journal alone: a sandbox's disk quota mounts an image over the worktree,
+    so a watch set before the mount sees none of the run's writes (a completed run was
+    judged NO_OP with its work in the worktree). What decides an outcome reads the content.
+    """
     async with SnapshotIndex(checkout).locked() as index:
-        return await index.snapshot()
+        return await index.snapshot(full=True)
 
 
 async def open_git(ws: Workspace) -> Checkout:
