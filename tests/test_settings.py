@@ -101,3 +101,10 @@ def test_loading_settings_does_not_import_the_engine(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "react"
+
+
+def test_an_unknown_sandbox_limit_is_an_error_naming_it(tmp_path: Path) -> None:
+    """A typo in [sandbox.limits] must not silently run with the default cap."""
+    settings = load_settings(env={"SYNTHORG__SANDBOX__LIMITS__MEMORY_BYTS": "1"})
+    with pytest.raises(ConfigError, match=r"sandbox\.limits\.memory_byts"):
+        section(settings, "sandbox", SandboxSettings)

@@ -41,7 +41,7 @@ class ForwardedEndpoint(BaseModel):
 class SandboxLimits(BaseModel):
     """Resource caps for one sandboxed run."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")  # a typo in [sandbox.limits] is an error
 
     max_processes: int = Field(
         default=512, ge=4, description="Most processes/threads alive at once (pids cap)."
