@@ -20,12 +20,12 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable
-from io import BytesIO
 from pathlib import Path
+
+from baseline import extract_src
 
 ROOT = Path(__file__).resolve().parents[1]
 PRE_CHANGE_IMPORTS = "import typer, rich.console, fastapi, mcp, psycopg, uvicorn, httpx"
@@ -59,17 +59,6 @@ def _first_event(argv: list[str], env: dict[str, str]) -> float:
     return first
 
 
-def _extract(rev: str, into: Path) -> Path:
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-    return into / "src"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -82,7 +71,7 @@ def main() -> None:
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="cli-bench-") as tmp:
         scratch = Path(tmp)
-        src, old_src = ROOT / "src", _extract(args.baseline_rev, scratch / "old")
+        src, old_src = ROOT / "src", extract_src(args.baseline_rev, scratch / "old")
         home = scratch / "home"
         env, old_env = _env(home, src), _env(home, old_src)
         cli = [py, "-m", "synthorg.cli.app"]

@@ -25,12 +25,12 @@ import resource
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 from collections.abc import Awaitable, Callable
-from io import BytesIO
 from pathlib import Path
 from typing import Any
+
+from baseline import extract_src
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,17 +131,6 @@ async def _worker(runs: int, scratch: Path) -> dict[str, list[float]]:
     return figures
 
 
-def _extract(rev: str, into: Path) -> Path:
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-    return into / "src"
-
-
 def _spawn_worker(src: Path, runs: int) -> dict[str, list[float]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
     env["PYTHONPATH"] = str(src)
@@ -171,7 +160,7 @@ def main() -> None:
         return
 
     with tempfile.TemporaryDirectory(prefix="synthorg-run-cost-base-") as tmp:
-        variants = {"current": ROOT / "src", "baseline": _extract(args.baseline_rev, Path(tmp))}
+        variants = {"current": ROOT / "src", "baseline": extract_src(args.baseline_rev, Path(tmp))}
         merged: dict[str, dict[str, list[float]]] = {name: {} for name in variants}
         for _ in range(args.rounds):
             for name, src in variants.items():

@@ -21,14 +21,13 @@ import socket
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
-from io import BytesIO
 from pathlib import Path
 
 import httpx
 import psutil
+from baseline import extract_src
 
 ROOT = Path(__file__).resolve().parents[1]
 _DEADLINE_S = 120.0
@@ -39,17 +38,6 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _extract(rev: str, into: Path) -> Path:
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-    return into / "src"
 
 
 def _to_ready(src: Path, home: Path) -> tuple[float, float]:
@@ -106,7 +94,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="synthorg-serve-bench-") as tmp:
         scratch = Path(tmp)
-        variants = {"current": ROOT / "src", "baseline": _extract(args.baseline_rev, scratch)}
+        variants = {"current": ROOT / "src", "baseline": extract_src(args.baseline_rev, scratch)}
         cold: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
         warm: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
         floor: list[float] = []
