@@ -44,7 +44,8 @@ class ServerMetrics:
         )
         self.commands = Counter(
             "synthorg_run_commands",
-            "Run commands accepted (create, start, steer, pause, interrupt, cancel, decide).",
+            "Run commands accepted (create, start, steer, pause, interrupt, cancel, decide, "
+            "rollback).",
             ["command"],
             registry=self.registry,
         )

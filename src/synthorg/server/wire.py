@@ -178,6 +178,14 @@ class ControlResult(BaseModel):
     status: ConversationStatus = Field(description="Status right after the command was accepted.")
 
 
+class RollbackResult(BaseModel):
+    """The worktree was restored to a checkpoint."""
+
+    conversation_id: str = Field(description="The conversation.")
+    checkpoint: int = Field(description="The checkpoint the worktree now matches.")
+    by: str = Field(description="Who rolled back (recorded in the conversation's events).")
+
+
 class PendingView(BaseModel):
     """Actions waiting for a decision."""
 

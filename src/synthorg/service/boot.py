@@ -210,6 +210,7 @@ async def boot(
             isolation_warnings=_isolation_warnings(sandbox),
             repositories=repositories,
             ownership=ownership,
+            checkpoints=checkpoints,
         )
         delegation.bind(service)
         stack.push_async_callback(service.shutdown)

@@ -52,6 +52,11 @@ class RunService(Protocol):
         """Deliver a confirmation decision; ConflictError for ids not pending."""
         ...
 
+    async def rollback(self, conversation_id: str, n: int, *, by: str) -> None:
+        """Restore the worktree to checkpoint ``n`` (recorded as done by ``by``);
+        ConflictError while a run is active, NotFoundError for an unknown checkpoint."""
+        ...
+
     async def delete(self, conversation_id: str, *, delete_branch: bool = False) -> None:
         """Remove the conversation, its events and its worktree; refused while active."""
         ...

@@ -53,9 +53,10 @@ from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.store.protocol import ExecutionStatus, Store
+from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
-from synthorg.workspace.worktrees import WorktreeManager
+from synthorg.workspace.worktrees import WorktreeManager, recorded_workspace
 
 _log = get_logger("synthorg.service")
 
@@ -82,8 +83,10 @@ class LocalRunService:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         repositories: RepositoryPolicy | None = None,
         ownership: OwnershipPolicy | None = None,
+        checkpoints: CheckpointStore | None = None,
     ) -> None:
         self.store = store
+        self.checkpoints = checkpoints or CheckpointStore()
         self.gateway = gateway
         self.worktrees = worktrees
         self.gate = gate
@@ -373,6 +376,40 @@ class LocalRunService:
         active = self._require_active(conversation_id)
         # ConflictError for ids not pending; the loop records the decision event itself.
         active.control.decide(decision)
+
+    async def rollback(self, conversation_id: str, n: int, *, by: str) -> None:
+        """Restore the worktree to checkpoint ``n``; refused while a run is active.
+
+        The conversation is claimed like a run (here and across processes) for the duration,
+        so no run can start on a half-restored worktree; the host-recorded worktree is
+        checked on disk before any git runs (``open_git``), never its own ``.git``.
+        """
+        active = self._runs.claim(conversation_id)  # ConflictError while a run is active
+        try:
+            ownership = await claim_run(
+                self.store, conversation_id, lease_s=self._ownership.lease_s
+            )
+            async with ownership.held():
+                record = await self.store.get_conversation(conversation_id)
+                info = record.workspace
+                if info is None or not info.is_worktree:
+                    raise ConflictError(
+                        f"conversation {conversation_id} has no worktree, so no checkpoints"
+                    )
+                ws = recorded_workspace(Path(info.path), conversation_id)
+                if ws is None:
+                    raise ConflictError(f"the worktree of {conversation_id} no longer exists")
+                await self.checkpoints.rollback(ws, n, conversation_id)  # 404 for unknown n
+                _log.info("CHECKPOINT_ROLLBACK", conversation_id=conversation_id, n=n, by=by)
+                await self.store.append(
+                    conversation_id,
+                    MessageEvent(
+                        role="system",
+                        text=f"{by} rolled the worktree back to checkpoint {n}",
+                    ),
+                )
+        finally:
+            self._runs.end(conversation_id, active)
 
     async def delete(self, conversation_id: str, *, delete_branch: bool = False) -> None:
         """Remove the conversation, its events and its worktree; refused while active."""

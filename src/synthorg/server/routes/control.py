@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from synthorg.domain.ids import Identifier
@@ -27,6 +29,7 @@ from synthorg.server.wire import (
     Delivery,
     MessageResult,
     PendingView,
+    RollbackResult,
     SendMessage,
 )
 from synthorg.service import control as service_control
@@ -111,6 +114,24 @@ def _control_route(action: ControlAction) -> None:
 
 for _action in ("pause", "interrupt", "resume", "cancel"):
     _control_route(_action)
+
+
+@router.post(
+    "/checkpoints/{n}/rollback",
+    response_model=RollbackResult,
+    responses=responses(400, 401, 403, 404, 409),
+)
+async def rollback_checkpoint(
+    conversation_id: Identifier,
+    n: Annotated[int, Path(ge=0, le=1_000_000_000, description="The checkpoint number.")],
+    state: State,
+    principal: Operator,
+) -> RollbackResult:
+    """Restore the worktree to checkpoint ``n``; refused (409) while a run is active."""
+    await state.conversation(conversation_id, principal)  # a scoped key's 404 comes first
+    await state.service.rollback(conversation_id, n, by=principal.name)
+    state.metrics.commands.labels("rollback").inc()
+    return RollbackResult(conversation_id=conversation_id, checkpoint=n, by=principal.name)
 
 
 @router.get("/confirmation", response_model=PendingView, responses=responses(401, 403, 404))
