@@ -1,7 +1,7 @@
 // The worktree's changes: changed files, the unified diff (coloured by line kind) and the
-// commits on the conversation's branch.
-import { get } from "./api.js";
-import { h, clear } from "./dom.js";
+// commits on the conversation's branch; the checkpoints, with rollback for operators.
+import { can, get, post } from "./api.js";
+import { h, clear, toast } from "./dom.js";
 import { highlight } from "./highlight.js";
 
 export function showChanges(body, base) {
@@ -13,9 +13,23 @@ export function showChanges(body, base) {
   clear(body).append(
     h("section", { class: "card" }, h("h2", {}, "Changed files"), files),
     h("section", { class: "card" }, h("h2", {}, "Commits"), commits),
-    h("section", { class: "card" }, h("h2", {}, "Checkpoints"), checkpoints,
-      h("p", { class: "muted small" }, "Rollback to a checkpoint is not offered: the API has no rollback yet.")),
+    h("section", { class: "card" }, h("h2", {}, "Checkpoints"), checkpoints),
     h("section", { class: "card" }, h("h2", {}, "Diff"), diff));
+
+  // Operators only (the server refuses viewers all the same, and refuses while running).
+  const rollback = (index) => h("button", {
+    type: "button", class: "danger small", id: `rollback-${index}`,
+    onclick: async () => {
+      if (!confirm(`Roll the worktree back to checkpoint #${index}? Later edits are lost.`)) return;
+      try {
+        await post(`${base}/checkpoints/${index}/rollback`);
+        toast(`rolled back to checkpoint #${index}`);
+      } catch (err) {
+        toast(`Roll back refused: ${err.message}`, "error");
+        return;
+      }
+      if (alive) { clear(files); clear(diff); clear(commits); clear(checkpoints); load(); }
+    } }, "Roll back");
 
   async function load() {
     try {
@@ -28,7 +42,8 @@ export function showChanges(body, base) {
       commits.append(...log.items.map((c) => h("li", {}, h("span", { class: "mono" }, (c.sha || "").slice(0, 10)), ` ${c.subject || c.message || ""}`)));
       if (!log.items.length) commits.append(h("li", { class: "muted" }, "No commits yet."));
       checkpoints.append(...marks.items.map((m) => h("li", {},
-        h("span", { class: "mono" }, `#${m.event.index}`), ` before action ${m.event.action_id || "—"} · ${m.timestamp}`)));
+        h("span", { class: "mono" }, `#${m.event.index}`), ` before action ${m.event.action_id || "—"} · ${m.timestamp} `,
+        can("operator") && Number.isInteger(m.event.index) ? rollback(m.event.index) : false)));
       if (!marks.items.length) checkpoints.append(h("li", { class: "muted" }, "No checkpoints."));
       for (const line of text.diff.split("\n")) {
         const kind = line.startsWith("+++") || line.startsWith("---") ? "file"
