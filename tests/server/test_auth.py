@@ -34,6 +34,7 @@ NEEDS = {
     ("POST", "/api/conversations/{conversation_id}/interrupt"): Role.OPERATOR,
     ("POST", "/api/conversations/{conversation_id}/resume"): Role.OPERATOR,
     ("POST", "/api/conversations/{conversation_id}/cancel"): Role.OPERATOR,
+    ("POST", "/api/conversations/{conversation_id}/checkpoints/{n}/rollback"): Role.OPERATOR,
     ("POST", "/api/conversations/{conversation_id}/confirmation"): Role.APPROVER,
     ("GET", "/api/keys"): Role.ADMIN,
     ("POST", "/api/keys"): Role.ADMIN,
@@ -51,7 +52,7 @@ def api_routes(app: FastAPI) -> list[tuple[str, str]]:
 
 
 def concrete(path: str) -> str:
-    return path.replace("{conversation_id}", "conv-x").replace("{key_id}", "k1")
+    return path.replace("{conversation_id}", "conv-x").replace("{key_id}", "k1").replace("{n}", "0")
 
 
 def test_key_file_is_private_hashed_and_revocable(tmp_path: Path) -> None:

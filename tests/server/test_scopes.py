@@ -51,7 +51,7 @@ async def test_a_scoped_key_reaches_only_its_projects(
                 continue
             body = {"text": "x"} if path.endswith("/messages") else {"accepted": ["act-1"]}
             response = await pat.request(
-                method, path.replace("{conversation_id}", theirs), json=body
+                method, path.replace("{conversation_id}", theirs).replace("{n}", "0"), json=body
             )
             assert response.status_code == 404, (method, path, response.text)
             assert response.json() == {"detail": f"no conversation {theirs}", "code": "not_found"}
