@@ -440,6 +440,8 @@ async def test_dotgit_file_is_covered_inside_the_sandbox(tmp_path: Path) -> None
             "cat /workspace/.git",
             "cd /workspace; printf 'gitdir: .evil\\n' > .git; echo write=$?; : > .git;"
             " echo truncate=$?; rm -f .git; echo rm=$?; mv .git gone; echo mv=$?;"
+            " umount /workspace/.git 2>&1; echo umount=$?;"
+            " unshare -Urm sh -c 'umount /workspace/.git' 2>&1; echo unshare=$?;"
             " test -e gone && echo MOVED; cat .git",
             "echo work > /workspace/work.txt",
         ]
@@ -451,7 +453,7 @@ async def test_dotgit_file_is_covered_inside_the_sandbox(tmp_path: Path) -> None
     assert len(out) == 3, out
     assert str(repo) not in out[0] and "worktrees" not in out[0], out[0]
     assert str(tmp_path) not in "\n".join(out), out
-    for step in ("write", "truncate", "rm", "mv"):
+    for step in ("write", "truncate", "rm", "mv", "umount", "unshare"):
         assert f"{step}=0" not in out[1], (step, out[1])
         assert f"{step}=" in out[1], (step, out[1])
     assert "MOVED" not in out[1] and "gitdir: /nonexistent/" in out[1], out[1]
