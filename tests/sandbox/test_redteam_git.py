@@ -2,6 +2,13 @@
 metadata in its worktree; no host-side path (gate, checkpoint, views, rollback, resume) may
 run any of it or mount what it names.
 
+Inside the bwrap sandbox the worktree's ``.git`` file is covered by a read-only neutral file
+(sandbox/bwrap.py), so the last step of the recipe, repointing ``.git`` at the planted git dir,
+fails: each test asserts that (the host's ``.git`` is byte-identical afterwards, the run is not
+refused as tampered) as well as that nothing ran on the host. Host git's own refusal of a
+changed ``.git`` (still the guard for a worktree changed some other way) is tested in
+``tests/workspace/test_host_git.py``.
+
 Every test drives a real run: the bwrap sandbox, the embedded gateway serving a scripted model
 that issues the attack as terminal commands, the native react loop, worktrees, the gate. The
 attack's programs each touch a marker in a host directory the sandbox cannot see: if a marker
@@ -55,9 +62,8 @@ def plant_evil_gitdir(marker: Path, conversation_id: str) -> list[str]:
         " cp /tmp/hook .evil/hooks/$h; done && chmod +x .evilhooks/* .evil/hooks/*",
         "cd /workspace && printf '* filter=f diff=d merge=m\\n*.txt filter=p\\n' > .gitattributes"
         " && echo planted > planted.txt"
-        # `.git` itself is root's and read-only to the sandbox user; the worktree dir is
-        # writable, so the file is replaced rather than written (the stronger attack).
-        " && rm -f .git && printf 'gitdir: .evil\\n' > .git && cat .git",
+        # Replace rather than write `.git` (the stronger attack); both fail on the cover.
+        "; rm -f .git; mv .git .gone; printf 'gitdir: .evil\\n' > .git; cat .git",
     ]
 
 
@@ -83,6 +89,22 @@ async def start_attack(
     return record.id, token
 
 
+async def host_dotgit(components: Components, conversation_id: str) -> tuple[Path, bytes]:
+    """The worktree's ``.git`` file on the host and its bytes (read before the run)."""
+    recorded = await components.worktrees.get(conversation_id)
+    assert recorded is not None and recorded.is_worktree
+    path = Path(recorded.path) / ".git"
+    return path, path.read_bytes()
+
+
+def assert_not_repointed(dotgit: tuple[Path, bytes], error: str | None) -> None:
+    """The repoint failed inside: the host's file is as git wrote it, no tamper refusal."""
+    path, before = dotgit
+    assert path.read_bytes() == before
+    assert not (path.parent / ".gone").exists()
+    assert error is None or ".git file changed" not in error, error
+
+
 async def kinds(components: Components, conversation_id: str) -> list[tuple[str, str]]:
     page = await components.store.history(conversation_id, after=0, limit=1000)
     out = []
@@ -97,23 +119,24 @@ async def test_commit_gate_runs_nothing_the_agent_planted(tmp_path: Path, marker
     repo = create_demo_repo(tmp_path / "calc")
     async with booted(tmp_path / "home") as components:
         cid, token = await start_attack(components, repo)
+        dotgit = await host_dotgit(components, cid)
         PLANS[token] = plant_evil_gitdir(marker, cid)
         result = await components.service.run(cid)
         assert ran_on_host(marker) == []
         final = await components.store.get_conversation(cid)
         events = await kinds(components, cid)
         last_status = await last_status_in_log(components, cid)
-    assert result.commit_sha is None
-    # The gate refused, said why, and the record and the log agree on the end state.
-    assert final.status is ConversationStatus.FAILED, (final, events)
-    refusals = [d for k, d in events if k == "error" and ".git" in d]
-    assert refusals, events
-    assert last_status is ConversationStatus.FAILED, events
-    # Nothing reached the user's repository either.
-    branches = subprocess.run(
-        ["git", "log", "--format=%s", f"synthorg/{cid}"], cwd=repo, capture_output=True, text=True
-    ).stdout
-    assert branches.count("\n") == 1  # only the demo's initial commit
+    assert_not_repointed(dotgit, final.error)
+    # The gate ran with the planted drivers, hooks and attributes in the worktree (as data):
+    # none ran; the record and the log agree on the end state.
+    assert final.status is not ConversationStatus.FAILED, (final, events)
+    assert last_status is final.status, events
+    assert result.commit_sha is not None, (final, events)
+    committed = subprocess.run(
+        ["git", "show", "--format=", "--name-only", f"synthorg/{cid}"],
+        cwd=repo, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert "planted.txt" in committed and ".git" not in committed, committed
 
 
 async def last_status_in_log(components: Components, conversation_id: str) -> object:
@@ -127,17 +150,17 @@ async def test_checkpoint_runs_nothing_the_agent_planted(tmp_path: Path, marker:
     repo = create_demo_repo(tmp_path / "calc")
     async with booted(tmp_path / "home") as components:
         cid, token = await start_attack(components, repo)
+        dotgit = await host_dotgit(components, cid)
         # The command after the plant is mutating: a checkpoint is taken before it runs.
         PLANS[token] = [*plant_evil_gitdir(marker, cid), "echo more > /workspace/more.txt"]
-        result = await components.service.run(cid)
+        await components.service.run(cid)
         events = await kinds(components, cid)
         final = await components.store.get_conversation(cid)
     assert ran_on_host(marker) == []
-    assert result.commit_sha is None
-    # The refused checkpoint stops the loop (the runner's error path) before the command runs.
-    assert final.status is ConversationStatus.ERROR, (final, events)
-    assert any(".git" in d for k, d in events if k == "error"), events
-    assert not (Path(final.workspace.path) / "more.txt").exists()  # type: ignore[union-attr]
+    assert_not_repointed(dotgit, final.error)
+    # The checkpoint ran over the planted worktree, ran nothing, and the command ran after it.
+    assert final.status is not ConversationStatus.ERROR, (final, events)
+    assert (Path(final.workspace.path) / "more.txt").exists()  # type: ignore[union-attr]
 
 
 async def test_git_views_run_nothing_the_agent_planted(tmp_path: Path, marker: Path) -> None:
@@ -149,8 +172,10 @@ async def test_git_views_run_nothing_the_agent_planted(tmp_path: Path, marker: P
     async with booted(tmp_path / "home") as components:
         plan_len = len(plant_evil_gitdir(marker, "x"))
         cid, token = await start_attack(components, repo, max_turns=plan_len)
+        dotgit = await host_dotgit(components, cid)
         PLANS[token] = plant_evil_gitdir(marker, cid)
         await components.service.run(cid)  # ends at the turn cap: the gate never runs
+        assert_not_repointed(dotgit, None)
         assert ran_on_host(marker) == []
         app = create_app(
             ServerSettings(), store=components.store, run_service=components.service, auth=keys
@@ -168,9 +193,11 @@ async def test_git_views_run_nothing_the_agent_planted(tmp_path: Path, marker: P
                 for view in ("changes", "diff", "commits")
             }
     assert ran_on_host(marker) == []
+    # The views read the planted worktree (attributes naming the drivers included) and ran
+    # nothing of it.
     for view, response in answers.items():
-        assert response.status_code == 409, (view, response.text)
-        assert ".git" in response.json()["detail"], (view, response.text)
+        assert response.status_code == 200, (view, response.text)
+    assert "planted.txt" in answers["changes"].text, answers["changes"].text
 
 
 async def test_rollback_runs_nothing_the_agent_planted(tmp_path: Path, marker: Path) -> None:
@@ -181,7 +208,9 @@ async def test_rollback_runs_nothing_the_agent_planted(tmp_path: Path, marker: P
         PLANS[token] = plant_evil_gitdir(marker, cid)
         recorded = await components.worktrees.get(cid)  # as recorded before the run
         assert recorded is not None and recorded.is_git
+        dotgit = await host_dotgit(components, cid)
         await components.service.run(cid)
+        assert_not_repointed(dotgit, None)
         # Control: the run took a checkpoint before each of its commands (read in the repo).
         taken = subprocess.run(
             ["git", "for-each-ref", "--format=%(refname)", f"refs/synthorg/checkpoints/{cid}/"],
@@ -191,8 +220,9 @@ async def test_rollback_runs_nothing_the_agent_planted(tmp_path: Path, marker: P
             check=True,
         ).stdout.split()
         assert len(taken) == plan_len, taken
-        with pytest.raises(Exception, match=r"\.git"):
-            await components.checkpoints.rollback(recorded, 0)
+        # The rollback goes ahead over the planted worktree and runs nothing of it.
+        await components.checkpoints.rollback(recorded, 0)
+        assert not (Path(recorded.path) / "planted.txt").exists()
     assert ran_on_host(marker) == []
 
 
@@ -206,6 +236,7 @@ async def test_resume_mounts_and_runs_nothing_the_agent_planted(
     async with booted(tmp_path / "home") as components:
         plant = plant_evil_gitdir(marker, "x")
         cid, token = await start_attack(components, repo, max_turns=len(plant) + 1)
+        dotgit = await host_dotgit(components, cid)
         *setup, repoint = plant_evil_gitdir(marker, cid)
         PLANS[token] = [
             *setup,
@@ -222,9 +253,11 @@ async def test_resume_mounts_and_runs_nothing_the_agent_planted(
     assert ran_on_host(marker) == []
     assert sorted(p.name for p in target.iterdir()) == ["signing.key"]
     assert not any("host secret" in d for _, d in events)
-    assert resumed.commit_sha is None
-    assert final.status is ConversationStatus.FAILED, (final, events)
-    assert any(".git" in d for k, d in events if k == "error"), events
+    assert_not_repointed(dotgit, final.error)
+    # The repoint failed, so the planted metadata was never read: the resume mounted the
+    # worktree itself (the resumed run's file landed there) and ended normally.
+    assert (dotgit[0].parent / "written-by-resumed-run").exists()
+    assert final.status is not ConversationStatus.FAILED, (final, events, resumed)
 
 
 async def test_core_dump_and_oversize_file_are_refused_by_the_gate(tmp_path: Path) -> None:

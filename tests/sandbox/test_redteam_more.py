@@ -139,9 +139,22 @@ async def test_dotgit_replaced_by_directory_runs_nothing(tmp_path: Path, marker:
         )
         final = await components.store.get_conversation(cid)
     assert ran_on_host(marker) == []
-    # The agent can replace .git (the worktree is its to write): host git then refuses it.
-    assert result.commit_sha is None, (result, out)  # type: ignore[attr-defined]
-    assert final.error is not None and ".git file changed" in final.error, final
+    # Inside, .git is a read-only bind (sandbox/bwrap.py): neither removed, moved nor
+    # replaced, so `git init` there fails; the gate verifies the host's file and commits.
+    assert "Device or resource busy" in out[0], out
+    assert "regular file" in out[1].splitlines()[-2], out
+    assert_dotgit_as_git_wrote(repo, final)
+    assert result.commit_sha is not None, (result, out)  # type: ignore[attr-defined]
+
+
+def assert_dotgit_as_git_wrote(repo: Path, final: object) -> None:
+    """The worktree's .git on the host still points into the user's repo, and the run was
+    not refused as tampered (host git compares the file byte for byte before it runs)."""
+    ws = final.workspace  # type: ignore[attr-defined]
+    dotgit = (Path(ws.path) / ".git").read_bytes()
+    assert dotgit.startswith(f"gitdir: {repo}/.git/worktrees/".encode()), dotgit
+    error = final.error  # type: ignore[attr-defined]
+    assert error is None or ".git file changed" not in error, final
 
 
 @pytest.mark.parametrize("target", ["../../../../..", "HOSTREPO"])
@@ -164,9 +177,10 @@ async def test_gitdir_pointing_up_or_at_host_repo_runs_nothing(
         final = await components.store.get_conversation(cid)
     assert ran_on_host(marker) == []
     assert git(repo, "status", "--porcelain") == ""
-    assert out and gitdir in out[0], out  # the repoint landed in the worktree
-    assert result.commit_sha is None, (result, out)  # type: ignore[attr-defined]
-    assert final.error is not None and ".git file changed" in final.error, final
+    # The repoint fails on the read-only cover (sandbox/bwrap.py): .git reads neutral inside.
+    assert out and gitdir not in out[0] and "gitdir: /nonexistent/" in out[0], out
+    assert_dotgit_as_git_wrote(repo, final)
+    assert result.commit_sha is not None, (result, out)  # type: ignore[attr-defined]
 
 
 async def nested_submodule_attack(tmp_path: Path, marker: Path) -> tuple[Exception | None, object]:
@@ -408,3 +422,41 @@ def test_personality_rules_refuse_exactly_the_non_query_non_linux_personas() -> 
     for value in values:
         refused = any(value & mask == want for mask, want in rules)
         assert refused == (value & 0xFFFFFFFF not in (0, 0xFFFFFFFF)), hex(value)
+
+
+async def test_dotgit_file_is_covered_inside_the_sandbox(tmp_path: Path) -> None:
+    """Inside, /workspace/.git is a read-only neutral file: it names no host path, and the
+    agent can neither write, truncate, remove nor rename it; the host's file is untouched and
+    the run ends normally (the gate commits), not FAILED for a tampered worktree."""
+    repo = create_demo_repo(tmp_path / "calc")
+    async with booted(tmp_path / "home") as components:
+        record, token = await create_planned(components, repo, "Red team")
+        recorded = await components.worktrees.get(record.id)
+        assert recorded is not None and recorded.is_worktree
+        host_dotgit = Path(recorded.path) / ".git"
+        before = host_dotgit.read_bytes()
+        assert str(repo).encode() in before  # the control: the host's file names the repo
+        PLANS[token] = [
+            "cat /workspace/.git",
+            "cd /workspace; printf 'gitdir: .evil\\n' > .git; echo write=$?; : > .git;"
+            " echo truncate=$?; rm -f .git; echo rm=$?; mv .git gone; echo mv=$?;"
+            " umount /workspace/.git 2>&1; echo umount=$?;"
+            " unshare -Urm sh -c 'umount /workspace/.git' 2>&1; echo unshare=$?;"
+            " test -e gone && echo MOVED; cat .git",
+            "echo work > /workspace/work.txt",
+        ]
+        CURRENT.append(token)
+        result = await asyncio.wait_for(components.service.run(record.id), timeout=240)
+        out = OUTPUTS.get(token, [])
+        final = await components.store.get_conversation(record.id)
+        after = host_dotgit.read_bytes()
+    assert len(out) == 3, out
+    assert str(repo) not in out[0] and "worktrees" not in out[0], out[0]
+    assert str(tmp_path) not in "\n".join(out), out
+    for step in ("write", "truncate", "rm", "mv", "umount", "unshare"):
+        assert f"{step}=0" not in out[1], (step, out[1])
+        assert f"{step}=" in out[1], (step, out[1])
+    assert "MOVED" not in out[1] and "gitdir: /nonexistent/" in out[1], out[1]
+    assert after == before
+    assert final.error is None or ".git" not in final.error, final
+    assert result.commit_sha is not None, (result, final)  # type: ignore[attr-defined]

@@ -69,6 +69,7 @@ def persona(value):
     libc.personality(ctypes.c_ulong(0))
 status = dict(l.split(":", 1) for l in read("/proc/self/status").splitlines() if ":" in l)
 ws, tmp = os.statvfs(os.environ["PROBE_WS"]), os.statvfs("/tmp")
+dotgit = os.path.join(os.environ["PROBE_WS"], ".git")
 print(json.dumps({
     "interfaces": [name for _, name in socket.if_nameindex()],
     "home_entries": sorted(os.listdir(os.environ["PROBE_HOME"])) if can(
@@ -86,6 +87,9 @@ print(json.dumps({
     "tmp_bytes": tmp.f_blocks * tmp.f_frsize,
     "cmdline_1": read("/proc/1/cmdline").replace("\0", " "),
     "mountinfo": read("/proc/self/mountinfo"),
+    "dotgit": read(dotgit),
+    "dotgit_write": refused(lambda: rewrite(dotgit)),
+    "dotgit_rename": refused(lambda: os.rename(dotgit, dotgit + "-moved")),
 }))
 """
 _CHECK_ID = "sandbox-check"
@@ -186,6 +190,10 @@ def _verdicts(
          f"/workspace filesystem of {ws_bytes} bytes (allowance {allowance})"),
         ("host paths and ids", not revealed,
          f"/proc/1/cmdline and mountinfo show {revealed}" if revealed else "none shown"),
+        ("worktree .git", str(workspace.parent) not in str(seen["dotgit"])
+         and "allowed" not in (seen["dotgit_write"], seen["dotgit_rename"]),
+         f"reads {str(seen['dotgit']).strip()!r}; write: {seen['dotgit_write']}; "
+         f"rename: {seen['dotgit_rename']}"),
     ]  # fmt: skip
 
 
@@ -200,6 +208,8 @@ def check(backend: str = BackendOption, allow_local: bool = AllowLocalOption) ->
     with tempfile.TemporaryDirectory(prefix="synthorg-sandbox-check-", dir="/var/tmp") as tmp:
         workspace = Path(tmp) / "worktree"
         workspace.mkdir()
+        # Like a worktree's: the .git file names the host repository (it must not show).
+        (workspace / ".git").write_text(f"gitdir: {tmp}/repo/.git/worktrees/worktree\n")
         try:
             seen, elapsed = run_async(_probe(sandbox, workspace, limits))
         except SynthOrgError as exc:

@@ -10,6 +10,7 @@ import resource
 import secrets
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import weakref
@@ -63,6 +64,9 @@ _START_TIMEOUT_S = 10.0
 _ETC_FILES = ("passwd", "group", "nsswitch.conf", "ld.so.cache", "localtime", "alternatives")
 _USR_LINKS = ("bin", "lib", "lib64", "lib32", "libx32", "sbin")
 _HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
+#: What the sandbox sees as a worktree's ``.git`` file: it names no host path, and git
+#: inside fails on it exactly as it did on the real one (whose git dir is not mounted).
+NEUTRAL_DOTGIT = "gitdir: /nonexistent/synthorg-host-git\n"
 #: Without --unshare-user: as root a user namespace would only map root to root, and the
 #: drop to the sandbox user needs that user to exist in the namespace (the host's).
 _UNSHARE_PRIVILEGED = (
@@ -86,6 +90,8 @@ def _prepare_overlay() -> Path:
         elif source.exists():
             shutil.copy2(source, etc / name)
     (etc / "hosts").write_text(_HOSTS)
+    (root / "dotgit").write_text(NEUTRAL_DOTGIT)
+    (root / "dotgit").chmod(0o444)
     for script in ("launcher.py", "toolbox.py"):
         shutil.copyfile(_PACKAGE_DIR / script, opt / script)
         (opt / script).chmod(0o644)  # read by the dropped sandbox user
@@ -261,6 +267,7 @@ class BwrapSandbox:
             raise SandboxStartError(f"workspace {request.workspace} is not a directory")
         grant_tree(request.workspace, self.identity, keep_top=True)
         args += ["--bind", str(request.workspace), WORKSPACE]
+        args += self._dotgit_cover(request.workspace)
         if request.state_dir is not None:
             state = views.state or request.state_dir
             state.mkdir(parents=True, exist_ok=True)
@@ -286,6 +293,25 @@ class BwrapSandbox:
             launcher = [host_python(), "-I", "-S", f"{_INSIDE_DIR}/launcher.py"]
             argv = [*launcher, *forwards, "--", *argv]
         return args, [*self._drop_prefix(), *argv]
+
+    def _dotgit_cover(self, workspace: Path) -> list[str]:
+        """Cover a worktree's ``.git`` file inside with a read-only neutral one (after the
+        workspace bind, inside the sandbox's mount namespace only: the host's file, and the
+        quota image's copy, stay what git wrote). The real one names the user's repository
+        path, and the agent could otherwise replace it (host git would then refuse the
+        worktree). A bind-mount target cannot be written, removed or renamed from inside.
+
+        A ``.git`` directory (a plain repository edited in place: no host git runs there) and
+        a symlink (refused by host git anyway; bwrap would follow it) are left as they are.
+        """
+        dotgit = workspace / ".git"
+        try:
+            mode = dotgit.lstat().st_mode
+        except FileNotFoundError:
+            return []
+        if not stat.S_ISREG(mode):
+            return []
+        return ["--ro-bind", str(self._overlay / "dotgit"), f"{WORKSPACE}/.git"]
 
     @asynccontextmanager
     async def stream(
