@@ -3,6 +3,7 @@ scripted model, native loop (which takes the checkpoints), worktree, commit gate
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,11 @@ async def test_rollback_restores_refuses_while_running_and_is_attributed(
         await wait_running(operator, cid)
         refused = await operator.post(f"{base}/checkpoints/0/rollback")
         assert refused.status_code == 409, refused.text
+        # Two commands observed: the worktree then differs from checkpoint 1 (one line).
+        deadline = asyncio.get_running_loop().time() + 120
+        while len(await events(operator, cid, kind="observation")) < 2:
+            assert asyncio.get_running_loop().time() < deadline, "two commands never ran"
+            await asyncio.sleep(0.05)
         assert (await operator.post(f"{base}/cancel")).status_code == 200
         await wait_status(operator, cid, "cancelled")
 
