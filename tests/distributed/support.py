@@ -10,6 +10,11 @@ from pathlib import Path
 from temporalio.client import Client
 
 from synthorg.distributed.config import DistributedConfig
+from synthorg.domain import ActionEvent
+from synthorg.errors import NotFoundError
+from synthorg.service.demo import DEMO_TASK
+from synthorg.store import open_store
+from tests.distributed.scripts import SLOW_COMMAND
 from tests.faults.harness import ENDLESS, SCRIPT, Proc, World, synthorg
 
 SLOW = "tests.distributed.scripts:slow_then_fix"
@@ -66,3 +71,32 @@ async def start_worker(world: World) -> Proc:
 async def client_of(world: TemporalWorld) -> Client:
     """A Temporal client of the world's namespace."""
     return await Client.connect(world.address)
+
+
+async def slow_action(world: World, conversation: str) -> str:
+    """The id of the slow tool call, once it is logged (the worker is inside it)."""
+    store = await open_store(world.store_url)
+    try:
+        async with asyncio.timeout(300):
+            while True:
+                try:
+                    async for stored in store.tail(conversation):
+                        event = stored.event
+                        if isinstance(event, ActionEvent) and SLOW_COMMAND in str(event.arguments):
+                            return event.action_id
+                except NotFoundError:  # the first activity has not created it yet
+                    await asyncio.sleep(0.2)
+    finally:
+        await store.close()
+
+
+async def start_slow_run(world: World, name: str) -> tuple[Path, Proc, str, str]:
+    """``synthorg run --engine temporal`` of the demo task on the slow model, once a worker is
+    inside its slow tool call: (repo, the run's process, conversation id, slow action id)."""
+    repo = world.repo(name)
+    run = await synthorg(
+        world, "run", DEMO_TASK, "--repo", str(repo), "--loop", "react", "--model", "slow",
+        "--engine", "temporal",
+    )  # fmt: skip
+    conversation = await run.conversation_id()
+    return repo, run, conversation, await slow_action(world, conversation)

@@ -9,14 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from synthorg.domain import ActionEvent, ConversationStatus, ObservationEvent, StatusChangeEvent
-from synthorg.errors import NotFoundError
-from synthorg.service.demo import DEMO_TASK
+from synthorg.domain import ConversationStatus, ObservationEvent, StatusChangeEvent
 from synthorg.store import open_store
 from tests.distributed.conftest import TemporalServer
-from tests.distributed.scripts import SLOW_COMMAND
-from tests.distributed.support import TemporalWorld, start_worker
-from tests.faults.harness import branch_tests_pass, check_log, synthorg
+from tests.distributed.support import TemporalWorld, start_slow_run, start_worker
+from tests.faults.harness import branch_tests_pass, check_log
 
 pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
 
@@ -26,44 +23,12 @@ def world(tmp_path: Path, pg_schema: str, temporal_server: TemporalServer) -> Te
     return TemporalWorld(tmp_path, pg_schema, address=temporal_server.address)
 
 
-async def _slow_action(world: TemporalWorld, conversation: str) -> str:
-    """The id of the slow tool call, once it is logged (the worker is inside it)."""
-    store = await open_store(world.store_url)
-    try:
-        async with asyncio.timeout(300):
-            while True:
-                try:
-                    async for stored in store.tail(conversation):
-                        event = stored.event
-                        if isinstance(event, ActionEvent) and SLOW_COMMAND in str(event.arguments):
-                            return event.action_id
-                except NotFoundError:  # the first activity has not created it yet
-                    await asyncio.sleep(0.2)
-    finally:
-        await store.close()
-
-
 @pytest.mark.timeout(600)
 async def test_sigkill_mid_tool_call_resumes_on_another_worker_and_lands(
     world: TemporalWorld,
 ) -> None:
     workers = list(await asyncio.gather(start_worker(world), start_worker(world)))
-    repo = world.repo("kill")
-    run = await synthorg(
-        world,
-        "run",
-        DEMO_TASK,
-        "--repo",
-        str(repo),
-        "--loop",
-        "react",
-        "--model",
-        "slow",
-        "--engine",
-        "temporal",
-    )
-    conversation = await run.conversation_id()
-    slow = await _slow_action(world, conversation)
+    repo, run, conversation, slow = await start_slow_run(world, "kill")
     store = await open_store(world.store_url)
     try:
         owner = await store.conversation_owner(conversation)
@@ -110,22 +75,7 @@ async def test_a_zombie_worker_cannot_write_or_spend_for_a_run_taken_over(
     world: TemporalWorld,
 ) -> None:
     workers = list(await asyncio.gather(start_worker(world), start_worker(world)))
-    repo = world.repo("zombie")
-    run = await synthorg(
-        world,
-        "run",
-        DEMO_TASK,
-        "--repo",
-        str(repo),
-        "--loop",
-        "react",
-        "--model",
-        "slow",
-        "--engine",
-        "temporal",
-    )
-    conversation = await run.conversation_id()
-    slow = await _slow_action(world, conversation)
+    repo, run, conversation, slow = await start_slow_run(world, "zombie")
     store = await open_store(world.store_url)
     try:
         owner = await store.conversation_owner(conversation)

@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from synthorg.service.demo import DEMO_TASK
 from tests.distributed.conftest import TemporalServer, wait_ready
-from tests.distributed.support import TemporalWorld, start_worker
-from tests.distributed.test_failover import _slow_action
-from tests.faults.harness import branch_tests_pass, check_log, synthorg
+from tests.distributed.support import TemporalWorld, start_slow_run, start_worker
+from tests.faults.harness import branch_tests_pass, check_log
 
 pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
 
@@ -26,22 +24,8 @@ async def test_a_temporal_restart_mid_run_loses_nothing(
     world: TemporalWorld, temporal_server: TemporalServer
 ) -> None:
     worker = await start_worker(world)
-    repo = world.repo("restart")
-    run = await synthorg(
-        world,
-        "run",
-        DEMO_TASK,
-        "--repo",
-        str(repo),
-        "--loop",
-        "react",
-        "--model",
-        "slow",
-        "--engine",
-        "temporal",
-    )
-    conversation = await run.conversation_id()
-    await _slow_action(world, conversation)  # the worker is inside the run's slow tool call
+    # Once the worker is inside the run's slow tool call.
+    repo, run, conversation, _ = await start_slow_run(world, "restart")
     await asyncio.to_thread(temporal_server.stop)
     temporal_server.start()  # the same db and port
     await wait_ready(temporal_server.address)
