@@ -119,7 +119,7 @@ class WorkspaceQuota:
     def _mount_new(cls, worktree: Path, allowance: int, root: Path | None) -> WorkspaceQuota:
         base = root or quota_root()
         base.mkdir(mode=0o700, parents=True, exist_ok=True)
-        quota = cls(base / secrets.token_hex(8), worktree.resolve())
+        quota = cls(base / secrets.token_hex(8), worktree)  # resolved by mount
         quota.dir.mkdir(mode=0o700)
         quota._lock_fd = lock_dir(quota.dir, blocking=True)  # ours until release
         quota._record()
