@@ -41,6 +41,12 @@ class RunNode(BaseModel):
     children: list[RunNode] = Field(description="Conversations it delegated, oldest first.")
 
 
+async def ledger_spend(store: TreeStore, conversation_id: str) -> Decimal:
+    """The conversation's spend over all its runs, from the gateway's ledger rows."""
+    rows = await store.executions_of(conversation_id)
+    return sum((row.cost_usd for row in rows), Decimal(0))
+
+
 async def run_tree(store: TreeStore, conversation_id: str) -> RunNode:
     """``conversation_id`` and everything it delegated (NotFoundError when unknown)."""
     budget = [MAX_NODES]
@@ -54,7 +60,7 @@ async def run_tree(store: TreeStore, conversation_id: str) -> RunNode:
                 if budget[0] <= 0:
                     break
                 children.append(await node(child.id, depth + 1))
-        own = sum((row.cost_usd for row in await store.executions_of(record.id)), Decimal(0))
+        own = await ledger_spend(store, record.id)
         return RunNode(
             id=record.id,
             parent_id=record.parent_id,
