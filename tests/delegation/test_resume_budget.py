@@ -10,10 +10,7 @@ ceilings by at most one request over all runs before and after the kill, and eve
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import signal
-import sys
 from decimal import ROUND_DOWN, Decimal
 from pathlib import Path
 
@@ -23,7 +20,7 @@ from synthorg.domain import ConversationStatus, ObservationEvent, TerminationRea
 from synthorg.gateway.service import Ticket
 from synthorg.service.delegation import ledger_spend
 from synthorg.service.tree import run_tree
-from tests.delegation.conftest import Booter
+from tests.delegation.conftest import Booter, crashing_host
 from tests.delegation.scripts import delegate
 from tests.delegation.test_control import _sandboxes_alive
 
@@ -36,50 +33,31 @@ SHARE = Decimal("0.45")
 async def test_sigkill_then_resume_continues_every_budget_of_the_tree(
     booted: Booter, repo: Path, tmp_path: Path
 ) -> None:
-    prompt = tmp_path / "prompt.txt"
-    prompt.write_text(
-        delegate(
-            {"prompt": "SPIN", "budget_share": float(SHARE)},
-            {"prompt": "SPIN", "budget_share": float(SHARE)},
-            then_spin=True,
-        )
+    prompt = delegate(
+        {"prompt": "SPIN", "budget_share": float(SHARE)},
+        {"prompt": "SPIN", "budget_share": float(SHARE)},
+        then_spin=True,
     )
-    driver = Path(__file__).with_name("crash_driver.py")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(driver),
-        str(tmp_path / "home"),
-        str(repo),
-        str(prompt),
-        str(CEILING),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    assert proc.stdout is not None
-    try:
-        parent_id = (await asyncio.wait_for(proc.stdout.readline(), 120)).decode().strip()
-        async with booted() as components:  # the same data dir: the same store
-            store = components.store
+    async with (
+        crashing_host(tmp_path, repo, prompt, CEILING) as (parent_id, kill),
+        booted() as components,  # the same data dir: the same store
+    ):
+        store = components.store
 
-            async def children_half_spent() -> dict[str, Decimal]:
-                while True:
-                    children = await store.list_children(parent_id)
-                    spent = {c.id: await ledger_spend(store, c.id) for c in children}
-                    carves = [c.budget_usd for c in children]
-                    if len(children) == 2 and all(
-                        carve is not None and spent[c.id] * 2 >= carve
-                        for c, carve in zip(children, carves, strict=True)
-                    ):
-                        return spent
-                    await asyncio.sleep(0.05)  # polled under the deadline below
+        async def children_half_spent() -> dict[str, Decimal]:
+            while True:
+                children = await store.list_children(parent_id)
+                spent = {c.id: await ledger_spend(store, c.id) for c in children}
+                carves = [c.budget_usd for c in children]
+                if len(children) == 2 and all(
+                    carve is not None and spent[c.id] * 2 >= carve
+                    for c, carve in zip(children, carves, strict=True)
+                ):
+                    return spent
+                await asyncio.sleep(0.05)  # polled under the deadline below
 
-            before_kill = await asyncio.wait_for(children_half_spent(), 300)
-            os.kill(proc.pid, signal.SIGKILL)
-            await proc.wait()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        before_kill = await asyncio.wait_for(children_half_spent(), 300)
+        await kill()
 
     async with booted() as components:
         store, service = components.store, components.service

@@ -17,6 +17,7 @@ import asyncio
 import secrets
 from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal
+from functools import partial
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
@@ -26,9 +27,8 @@ from synthorg.domain import AgentIdentity, ConversationRecord, Task
 from synthorg.gateway.service import Ticket
 from synthorg.gateway.signer import RunBinding
 
-from .fake_upstream import Reply
 from .harness import FAKE_MODEL, FakeHarness
-from .test_ceiling_property import Spec, _body, _send, specs
+from .test_ceiling_property import Spec, _body, _send, reply, specs
 
 _CENT = Decimal("0.000001")
 
@@ -115,13 +115,7 @@ async def test_a_delegation_tree_stays_within_one_request_of_its_roots_ceiling(
             by_nonce[nonce] = spec
             sends.append((token, _body(nonce, spec)))
 
-    def plan(body: dict[str, Any]) -> Reply:
-        spec = by_nonce[body["messages"][0]["content"].split(" ", 1)[0]]
-        if spec.error:
-            return Reply(status=spec.error, error={"message": "no", "type": "server_error"})
-        return Reply(text="o" * spec.out_chars, usage=spec.usage, ending=spec.ending, cut_after=2)
-
-    fake.upstream.plan = plan
+    fake.upstream.plan = partial(reply, by_nonce)
     ours = {execution_id for execution_id, _ in runs}
     tickets: list[Ticket] = []
     fake.gateway.on_settle(lambda t: tickets.append(t) if t.claims.execution_id in ours else None)

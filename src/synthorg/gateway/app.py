@@ -254,7 +254,7 @@ class GatewayApp:
         return 200
 
     def _ceiling_message(self, ticket: Ticket) -> str:
-        tree = ticket.tree_closed()
+        tree = None if ticket.killed else ticket.tree_closed()  # its own ceiling says more
         if tree is not None:
             return f"{tree.message}; the stream was cut"
         return (
