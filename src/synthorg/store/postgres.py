@@ -272,6 +272,7 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             )
         except pg_errors.UniqueViolation as exc:
             raise ConflictError(f"conversation {record.id} already exists") from exc
+        self._changed(record.id)
 
     async def get_conversation(self, conversation_id: str) -> ConversationRecord:
         rows = await self._all(
@@ -308,6 +309,12 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
     async def save_conversation(self, record: ConversationRecord) -> None:
         async with self._conn() as conn, conn.transaction():
             await self._save(conn, record)
+        self._changed(record.id)
+
+    def _changed(self, conversation_id: str) -> None:
+        """Tell this process's followers and watchers, then the other processes'."""
+        self._hub.notify(conversation_id)
+        self._notifier.notify(conversation_id)
 
     async def transition(self, record: ConversationRecord, event: StatusChangeEvent) -> StoredEvent:
         codec.check_transition(record, event)
@@ -322,8 +329,7 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             cur = await conn.execute(_APPEND, params)
             row = await cur.fetchone()
         assert row is not None  # the save above proved the conversation exists
-        self._hub.notify(record.id)
-        self._notifier.notify(record.id)
+        self._changed(record.id)
         return StoredEvent(
             conversation_id=record.id, seq=row[0], timestamp=codec.utc(row[1]), event=event
         )
@@ -389,9 +395,10 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
         project_id: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        search: str | None = None,
     ) -> ConversationPage:
         codec.check_limit(limit)
-        where, params = codec.filters(status, project_id, mark="%s", true="TRUE")
+        where, params = codec.filters(status, project_id, mark="%s", true="TRUE", search=search)
         if cursor is not None:
             created, last_id = codec.decode_cursor(cursor)
             where += " AND (created_at, id) < (%s, %s)"
@@ -416,9 +423,13 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
         return [codec.record_from_json(r[0], self._cipher) for r in rows]
 
     async def count_conversations(
-        self, *, status: ConversationStatus | None = None, project_id: str | None = None
+        self,
+        *,
+        status: ConversationStatus | None = None,
+        project_id: str | None = None,
+        search: str | None = None,
     ) -> int:
-        where, params = codec.filters(status, project_id, mark="%s", true="TRUE")
+        where, params = codec.filters(status, project_id, mark="%s", true="TRUE", search=search)
         rows = await self._all(f"SELECT COUNT(*) FROM conversations WHERE {where}", params)  # noqa: S608
         return int(rows[0][0])
 
@@ -434,8 +445,7 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             await conn.execute(
                 "DELETE FROM executions WHERE conversation_id = %s", (conversation_id,)
             )
-        self._hub.notify(conversation_id)
-        self._notifier.notify(conversation_id)
+        self._changed(conversation_id)
 
     # -- event log -------------------------------------------------------------------------
 
@@ -456,8 +466,7 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
                 raise LeaseLostError(lost(conversation_id, owner))
             raise NotFoundError(f"no conversation {conversation_id}")
         # Committed (autocommit): wake local followers now, other processes' soon.
-        self._hub.notify(conversation_id)
-        self._notifier.notify(conversation_id)
+        self._changed(conversation_id)
         seq, moment = rows[0]
         return StoredEvent(
             conversation_id=conversation_id, seq=seq, timestamp=codec.utc(moment), event=event

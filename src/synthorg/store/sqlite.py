@@ -135,7 +135,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
             except sqlite3.IntegrityError as exc:
                 raise ConflictError(f"conversation {record.id} already exists") from exc
 
-        await self._writer.submit(work)
+        await self._writer.submit(work, wakes=record.id)
 
     async def get_conversation(self, conversation_id: str) -> ConversationRecord:
         row = await self._readers.run(
@@ -177,7 +177,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         return work
 
     async def save_conversation(self, record: ConversationRecord) -> None:
-        await self._writer.submit(self._saver(record))
+        await self._writer.submit(self._saver(record), wakes=record.id)
 
     async def transition(self, record: ConversationRecord, event: StatusChangeEvent) -> StoredEvent:
         codec.check_transition(record, event)
@@ -289,9 +289,10 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         project_id: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        search: str | None = None,
     ) -> ConversationPage:
         codec.check_limit(limit)
-        where, params = codec.filters(status, project_id, mark="?", true="1")
+        where, params = codec.filters(status, project_id, mark="?", true="1", search=search)
         if cursor is not None:
             created, last_id = codec.decode_cursor(cursor)
             where += " AND (created_at, id) < (?, ?)"
@@ -318,9 +319,13 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         return [codec.record_from_json(r[0], self._cipher) for r in rows]
 
     async def count_conversations(
-        self, *, status: ConversationStatus | None = None, project_id: str | None = None
+        self,
+        *,
+        status: ConversationStatus | None = None,
+        project_id: str | None = None,
+        search: str | None = None,
     ) -> int:
-        where, params = codec.filters(status, project_id, mark="?", true="1")
+        where, params = codec.filters(status, project_id, mark="?", true="1", search=search)
         sql = f"SELECT COUNT(*) FROM conversations WHERE {where}"  # noqa: S608
         return int(await self._readers.run(lambda c: c.execute(sql, params).fetchone()[0]))
 

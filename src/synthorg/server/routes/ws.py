@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, WebSocket
 
 from synthorg.errors import ConflictError, NotFoundError
+from synthorg.server.list_stream import LIST_STREAM, ListStream
 from synthorg.server.state import ServerState
 from synthorg.server.stream import (
     CLOSE_BUSY,
@@ -18,6 +19,25 @@ from synthorg.server.stream import (
 )
 
 router = APIRouter()
+
+
+@router.websocket("/api/conversations/ws")
+async def conversations_ws(websocket: WebSocket) -> None:
+    """Send ``{"type":"auth","token":...}`` first; then ``{"type":"changed"}`` on changes."""
+    state: ServerState = websocket.app.state.server
+    await websocket.accept()
+    caller = await authenticate(websocket, state)
+    if caller is None:
+        return
+    try:
+        state.subscribers.acquire(LIST_STREAM)
+    except ConflictError as exc:
+        await close(websocket, Close(CLOSE_BUSY, str(exc)))
+        return
+    try:
+        await ListStream(websocket, state, caller).run()
+    finally:
+        state.subscribers.release(LIST_STREAM)
 
 
 @router.websocket("/api/conversations/{conversation_id}/events/ws")

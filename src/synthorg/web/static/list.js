@@ -1,6 +1,7 @@
-// The conversations list: live (re-read every 2 s while visible), filtered by status,
-// searched by task text, paged by the server's cursor; and the new-run form.
-import { can, get, post } from "./api.js";
+// The conversations list: live (the server pushes "changed" on a WebSocket and the page is
+// re-read then; no polling), filtered by status, searched by task text in the server's store,
+// paged by the server's cursor; and the new-run form.
+import { can, get, listSocket, post } from "./api.js";
 import { h, append, clear, age, usd, safeId, toast } from "./dom.js";
 
 const STATUSES = ["created", "running", "paused", "waiting_confirmation", "finished", "failed",
@@ -8,11 +9,14 @@ const STATUSES = ["created", "running", "paused", "waiting_confirmation", "finis
 const LOOPS = ["react", "plan_execute", "hybrid", "openhands"];
 const POLICIES = ["never", "risky", "always"];
 const PAGE = 50;
-const REFRESH_MS = 2000;
+const SEARCH_DELAY_MS = 250; // typing settles before the server is asked
+const AGE_TICK_MS = 30000; // ages are re-rendered locally; nothing is fetched
+const FINAL_CLOSE = { 4401: "Your session or key is no longer valid: sign in again." };
 
 export function showList(main) {
   const state = { status: "", search: "", cursors: [null], items: [], next: null, total: null };
-  let timer = null;
+  const live = { socket: null, retry: 500, timer: null, loading: false, again: false };
+  let searchTimer = null;
   let alive = true;
 
   const statusSelect = h("select", { id: "status-filter" },
@@ -28,8 +32,12 @@ export function showList(main) {
     refresh();
   });
   search.addEventListener("input", () => {
-    state.search = search.value.toLowerCase();
-    render();
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => {
+      state.search = search.value.trim();
+      state.cursors = [null];
+      refresh();
+    }, SEARCH_DELAY_MS);
   });
 
   append(clear(main), [
@@ -39,7 +47,8 @@ export function showList(main) {
         h("h1", { id: "list-title" }, "Conversations"), count),
       h("div", { class: "row filters" },
         h("label", { for: "status-filter" }, "Status"), statusSelect,
-        h("label", { for: "task-search" }, "Search this page"), search),
+        h("label", { for: "task-search" }, "Search tasks"), search,
+        h("span", { id: "list-live", class: "conn", role: "status" }, "connecting")),
       h("div", { class: "scroll-x" },
         h("table", { class: "list" },
           h("thead", {}, h("tr", {},
@@ -49,8 +58,7 @@ export function showList(main) {
       pager)]);
 
   function render() {
-    const rows = state.items.filter(
-      (c) => !state.search || c.task.prompt.toLowerCase().includes(state.search));
+    const rows = state.items;
     clear(tbody).append(...rows.map((c) => {
       const id = safeId(c.id);
       return h("tr", { "data-id": id || "" },
@@ -73,33 +81,81 @@ export function showList(main) {
     count.textContent = state.total === null ? "" : `${state.total} total`;
   }
 
+  // One read at a time; a change pushed meanwhile asks for one more read after it.
   async function refresh() {
-    clearTimeout(timer);
-    const params = new URLSearchParams({ limit: String(PAGE) });
-    if (state.status) params.set("status", state.status);
+    if (live.loading) {
+      live.again = true;
+      return;
+    }
+    live.loading = true;
+    const filters = {};
+    if (state.status) filters.status = state.status;
+    if (state.search) filters.search = state.search;
+    const params = new URLSearchParams({ ...filters, limit: String(PAGE) });
     const cursor = state.cursors[state.cursors.length - 1];
     if (cursor) params.set("cursor", cursor);
     try {
-      const countParams = new URLSearchParams(state.status ? { status: state.status } : {});
       const [page, total] = await Promise.all([
         get(`/api/conversations?${params}`),
-        get(`/api/conversations/count?${countParams}`),
+        get(`/api/conversations/count?${new URLSearchParams(filters)}`),
       ]);
-      if (!alive) return;
-      state.items = page.items;
-      state.next = page.next_cursor;
-      state.total = total.count;
-      render();
+      if (alive) {
+        state.items = page.items;
+        state.next = page.next_cursor;
+        state.total = total.count;
+        render();
+      }
     } catch (err) {
       if (alive) toast(`Could not load conversations: ${err.message}`, "error");
     }
-    if (alive) timer = setTimeout(refresh, REFRESH_MS);
+    live.loading = false;
+    if (live.again && alive) {
+      live.again = false;
+      refresh();
+    }
+  }
+
+  const liveState = document.getElementById("list-live");
+  function connect() {
+    if (!alive) return;
+    const { url, token } = listSocket();
+    const socket = new WebSocket(url);
+    live.socket = socket;
+    socket.addEventListener("open", () => socket.send(JSON.stringify({ type: "auth", token })));
+    socket.addEventListener("message", (msg) => {
+      let frame;
+      try { frame = JSON.parse(msg.data); } catch { return; }
+      if (frame.type === "subscribed") {
+        live.retry = 500;
+        liveState.textContent = "live";
+        liveState.className = "conn live";
+        refresh(); // whatever changed while the socket was down
+      } else if (frame.type === "changed") {
+        refresh();
+      }
+    });
+    socket.addEventListener("close", (event) => {
+      if (!alive || live.socket !== socket) return;
+      liveState.className = "conn down";
+      if (FINAL_CLOSE[event.code]) {
+        liveState.textContent = FINAL_CLOSE[event.code];
+        return;
+      }
+      liveState.textContent = "reconnecting…";
+      live.timer = setTimeout(connect, live.retry);
+      live.retry = Math.min(live.retry * 2, 4000);
+    });
   }
 
   refresh();
+  connect();
+  const ages = setInterval(() => alive && render(), AGE_TICK_MS);
   return () => {
     alive = false;
-    clearTimeout(timer);
+    clearTimeout(live.timer);
+    clearTimeout(searchTimer);
+    clearInterval(ages);
+    if (live.socket) live.socket.close(1000);
   };
 }
 
