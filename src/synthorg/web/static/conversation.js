@@ -5,6 +5,7 @@ import { can, del, get, post, socketFor } from "./api.js";
 import { h, clear, usd, safeId, toast } from "./dom.js";
 import { renderAnsi } from "./ansi.js";
 import { showChanges } from "./changes.js";
+import { showTree } from "./tree.js";
 
 const LONG_CHARS = 1200;
 const LONG_LINES = 16;
@@ -27,7 +28,8 @@ export function showConversation(main, id, tab) {
   const usage = h("p", { id: "usage", class: "small" });
   const conn = h("span", { id: "conn", class: "conn", role: "status" }, "connecting");
   const controls = h("div", { id: "controls", class: "row controls" });
-  const events = h("ol", { id: "events", class: "events", "aria-label": "Events" });
+  // Focusable: a keyboard user must be able to scroll the log even when no row holds a control.
+  const events = h("ol", { id: "events", class: "events", "aria-label": "Events", tabindex: "0" });
   const approveAll = h("button", { id: "approve-all", type: "button", hidden: true, onclick: () => decide([...view.pending.keys()], []) },
     "Approve all pending");
   const tabs = h("nav", { class: "tabs", "aria-label": "Conversation views" },
@@ -35,10 +37,12 @@ export function showConversation(main, id, tab) {
     h("a", { href: `#/c/${id}/changes`, "aria-current": tab === "changes" ? "page" : null }, "Changes"));
   const body = h("div", { id: "conv-body" });
 
+  const treeCard = h("section", { id: "tree", class: "card", hidden: true, "aria-labelledby": "tree-title" });
   clear(main).append(
     h("p", {}, h("a", { href: "#/" }, "← Conversations")),
     h("section", { class: "card", "aria-labelledby": "conv-title" }, title, meta, usage, h("div", { class: "row" }, conn, approveAll), controls),
-    tabs, body);
+    treeCard, tabs, body);
+  const tree = showTree(treeCard, id);
 
   // -- the record -------------------------------------------------------------------------
   let recordTimer = null;
@@ -57,6 +61,7 @@ export function showConversation(main, id, tab) {
     usage.textContent = `tokens in ${u.tokens_in} / out ${u.tokens_out} · cost ${usd(u.cost_usd)}` +
       (r.budget_usd !== null ? ` of ${usd(r.budget_usd)} budget` : "");
     renderControls();
+    tree.reload();
   }
   function recordSoon() {
     if (recordTimer) return;
@@ -202,6 +207,7 @@ export function showConversation(main, id, tab) {
       recordSoon();
     }
     const entry = newEntry(stored);
+    if (ev.kind === "action" && ev.tool_name === "delegate") tree.watch();
     if (ev.kind === "action" && safeId(ev.action_id)) view.byAction.set(ev.action_id, entry);
     view.entries.push(entry);
   }
@@ -417,7 +423,7 @@ export function showConversation(main, id, tab) {
   if (tab === "changes") {
     const stop = showChanges(body, base);
     conn.textContent = "";
-    return () => { view.alive = false; stop(); };
+    return () => { view.alive = false; stop(); tree.stop(); };
   }
   body.append(events);
   // Open a long log at its end: subscribe after (last seq - TAIL_EVENTS), older on request.
@@ -431,6 +437,7 @@ export function showConversation(main, id, tab) {
   }, () => connect());
   return () => {
     view.alive = false;
+    tree.stop();
     clearTimeout(view.timer);
     clearTimeout(recordTimer);
     if (view.socket) view.socket.close(1000);

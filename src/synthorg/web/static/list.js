@@ -1,8 +1,9 @@
 // The conversations list: live (the server pushes "changed" on a WebSocket and the page is
 // re-read then; no polling), filtered by status, searched by task text in the server's store,
 // paged by the server's cursor; and the new-run form.
-import { can, get, listSocket, post } from "./api.js";
+import { can, get, post } from "./api.js";
 import { h, append, clear, age, usd, safeId, toast } from "./dom.js";
+import { serialised, watchChanges } from "./live.js";
 
 const STATUSES = ["created", "running", "paused", "waiting_confirmation", "finished", "failed",
   "cancelled", "error", "interrupted"];
@@ -11,11 +12,9 @@ const POLICIES = ["never", "risky", "always"];
 const PAGE = 50;
 const SEARCH_DELAY_MS = 250; // typing settles before the server is asked
 const AGE_TICK_MS = 30000; // ages are re-rendered locally; nothing is fetched
-const FINAL_CLOSE = { 4401: "Your session or key is no longer valid: sign in again." };
 
 export function showList(main) {
   const state = { status: "", search: "", cursors: [null], items: [], next: null, total: null };
-  const live = { socket: null, retry: 500, timer: null, loading: false, again: false };
   let searchTimer = null;
   let alive = true;
 
@@ -82,12 +81,7 @@ export function showList(main) {
   }
 
   // One read at a time; a change pushed meanwhile asks for one more read after it.
-  async function refresh() {
-    if (live.loading) {
-      live.again = true;
-      return;
-    }
-    live.loading = true;
+  const refresh = serialised(async () => {
     const filters = {};
     if (state.status) filters.status = state.status;
     if (state.search) filters.search = state.search;
@@ -99,63 +93,28 @@ export function showList(main) {
         get(`/api/conversations?${params}`),
         get(`/api/conversations/count?${new URLSearchParams(filters)}`),
       ]);
-      if (alive) {
-        state.items = page.items;
-        state.next = page.next_cursor;
-        state.total = total.count;
-        render();
-      }
+      if (!alive) return;
+      state.items = page.items;
+      state.next = page.next_cursor;
+      state.total = total.count;
+      render();
     } catch (err) {
       if (alive) toast(`Could not load conversations: ${err.message}`, "error");
     }
-    live.loading = false;
-    if (live.again && alive) {
-      live.again = false;
-      refresh();
-    }
-  }
+  });
 
   const liveState = document.getElementById("list-live");
-  function connect() {
-    if (!alive) return;
-    const { url, token } = listSocket();
-    const socket = new WebSocket(url);
-    live.socket = socket;
-    socket.addEventListener("open", () => socket.send(JSON.stringify({ type: "auth", token })));
-    socket.addEventListener("message", (msg) => {
-      let frame;
-      try { frame = JSON.parse(msg.data); } catch { return; }
-      if (frame.type === "subscribed") {
-        live.retry = 500;
-        liveState.textContent = "live";
-        liveState.className = "conn live";
-        refresh(); // whatever changed while the socket was down
-      } else if (frame.type === "changed") {
-        refresh();
-      }
-    });
-    socket.addEventListener("close", (event) => {
-      if (!alive || live.socket !== socket) return;
-      liveState.className = "conn down";
-      if (FINAL_CLOSE[event.code]) {
-        liveState.textContent = FINAL_CLOSE[event.code];
-        return;
-      }
-      liveState.textContent = "reconnecting…";
-      live.timer = setTimeout(connect, live.retry);
-      live.retry = Math.min(live.retry * 2, 4000);
-    });
-  }
-
   refresh();
-  connect();
+  const stopWatching = watchChanges(refresh, (kind, text) => {
+    liveState.textContent = text;
+    liveState.className = `conn ${kind}`;
+  });
   const ages = setInterval(() => alive && render(), AGE_TICK_MS);
   return () => {
     alive = false;
-    clearTimeout(live.timer);
+    stopWatching();
     clearTimeout(searchTimer);
     clearInterval(ages);
-    if (live.socket) live.socket.close(1000);
   };
 }
 
