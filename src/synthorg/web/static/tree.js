@@ -2,7 +2,7 @@
 // own and tree cost, links), and what a child waits for, decided by the child's id. Re-read
 // when the server pushes a change (no polling). Shown only for conversations in a tree.
 import { can, get, post } from "./api.js";
-import { h, clear, usd, safeId, toast } from "./dom.js";
+import { h, append, clear, usd, safeId, toast } from "./dom.js";
 import { serialised, watchChanges } from "./live.js";
 
 const STATUSES = ["created", "running", "paused", "waiting_confirmation", "finished", "failed",
@@ -75,12 +75,12 @@ export function showTree(card, id) {
     for (const child of tree.children) items.push(await node(child, 1));
     if (!alive) return;
     card.hidden = false;
-    clear(card).append(
+    append(clear(card), [
       h("h2", { id: "tree-title" }, "Delegation"),
       parent ? h("p", { id: "tree-parent" }, "Delegated by ", h("a", { href: `#/c/${parent}` }, parent)) : null,
       tree.children.length ? h("p", { class: "muted small" },
         `${tree.children.length} sub-run(s) · own ${usd(tree.cost_usd)} · tree ${usd(tree.tree_cost_usd)}`) : null,
-      tree.children.length ? h("ul", { id: "tree-children", class: "tree" }, items) : null);
+      tree.children.length ? h("ul", { id: "tree-children", class: "tree" }, items) : null]);
     watch();
   });
 
