@@ -41,7 +41,7 @@ from synthorg.store.errors import (
     StoreUnavailableError,
 )
 from synthorg.store.fence import RUN_FENCE, lost
-from synthorg.store.pg_listen import Listener, Notifier
+from synthorg.store.pg_listen import RECORD_CHANGED, Listener, Notifier
 from synthorg.store.postgres_eval import PostgresEvalItems
 from synthorg.store.postgres_idempotency import PostgresIdempotencyKeys
 from synthorg.store.protocol import (
@@ -311,10 +311,14 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             await self._save(conn, record)
         self._changed(record.id)
 
-    def _changed(self, conversation_id: str) -> None:
-        """Tell this process's followers and watchers, then the other processes'."""
-        self._hub.notify(conversation_id)
-        self._notifier.notify(conversation_id)
+    def _changed(self, conversation_id: str, *, appended: bool = False) -> None:
+        """The record changed (and an event was appended, when ``appended``): tell this
+        process's watchers (and followers), then the other processes'."""
+        self._hub.changed(conversation_id)
+        self._notifier.notify(RECORD_CHANGED + conversation_id)
+        if appended:
+            self._hub.notify(conversation_id)
+            self._notifier.notify(conversation_id)
 
     async def transition(self, record: ConversationRecord, event: StatusChangeEvent) -> StoredEvent:
         codec.check_transition(record, event)
@@ -329,7 +333,7 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             cur = await conn.execute(_APPEND, params)
             row = await cur.fetchone()
         assert row is not None  # the save above proved the conversation exists
-        self._changed(record.id)
+        self._changed(record.id, appended=True)
         return StoredEvent(
             conversation_id=record.id, seq=row[0], timestamp=codec.utc(row[1]), event=event
         )
@@ -445,7 +449,7 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             await conn.execute(
                 "DELETE FROM executions WHERE conversation_id = %s", (conversation_id,)
             )
-        self._changed(conversation_id)
+        self._changed(conversation_id, appended=True)  # its followers learn it is gone
 
     # -- event log -------------------------------------------------------------------------
 
@@ -466,7 +470,8 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
                 raise LeaseLostError(lost(conversation_id, owner))
             raise NotFoundError(f"no conversation {conversation_id}")
         # Committed (autocommit): wake local followers now, other processes' soon.
-        self._changed(conversation_id)
+        self._hub.notify(conversation_id)
+        self._notifier.notify(conversation_id)
         seq, moment = rows[0]
         return StoredEvent(
             conversation_id=conversation_id, seq=seq, timestamp=codec.utc(moment), event=event

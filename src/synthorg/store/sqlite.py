@@ -135,7 +135,8 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
             except sqlite3.IntegrityError as exc:
                 raise ConflictError(f"conversation {record.id} already exists") from exc
 
-        await self._writer.submit(work, wakes=record.id)
+        await self._writer.submit(work)
+        self._hub.changed(record.id)
 
     async def get_conversation(self, conversation_id: str) -> ConversationRecord:
         row = await self._readers.run(
@@ -177,7 +178,8 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         return work
 
     async def save_conversation(self, record: ConversationRecord) -> None:
-        await self._writer.submit(self._saver(record), wakes=record.id)
+        await self._writer.submit(self._saver(record))
+        self._hub.changed(record.id)
 
     async def transition(self, record: ConversationRecord, event: StatusChangeEvent) -> StoredEvent:
         codec.check_transition(record, event)
@@ -190,6 +192,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
             return _insert_event(conn, record.id, event.kind, body)
 
         seq, moment = await self._writer.submit(work, wakes=record.id)
+        self._hub.changed(record.id)
         return codec.envelope(record.id, seq, moment, event)
 
     # -- ownership -------------------------------------------------------------------------
@@ -339,6 +342,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
             conn.execute("DELETE FROM executions WHERE conversation_id = ?", (conversation_id,))
 
         await self._writer.submit(work, wakes=conversation_id)
+        self._hub.changed(conversation_id)
 
     # -- event log -------------------------------------------------------------------------
 

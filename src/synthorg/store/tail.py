@@ -112,9 +112,14 @@ class TailHub:
         """Events of this conversation were committed (callable from any thread)."""
         with self._lock:
             waiters = tuple(self._waiters.get(conversation_id, ()))
-            watchers = tuple(self._watchers)
         for waiter in waiters:
             waiter.wake()
+
+    def changed(self, conversation_id: str) -> None:
+        """The conversation's record was created, saved or deleted (callable from any thread):
+        tells the watchers (events alone do not change what a listing shows)."""
+        with self._lock:
+            watchers = tuple(self._watchers)
         for watcher in watchers:
             watcher.changed(conversation_id)
 
@@ -183,8 +188,9 @@ class LiveTail(ABC):
         """Events with seq > after, in order."""
 
     def watch_changes(self) -> AbstractContextManager[ChangeWatcher]:
-        """Told of every conversation created, changed or deleted through this store (other
-        processes' changes too on PostgreSQL; on SQLite only this process's)."""
+        """Told of every conversation record created, saved (status, turns, usage) or deleted
+        through this store (other processes' too on PostgreSQL; on SQLite only this
+        process's). Appended events alone do not count: ``tail`` follows those."""
         return self._hub.watch()
 
     async def tail(self, conversation_id: str, *, after: int = 0) -> AsyncIterator[StoredEvent]:
