@@ -103,14 +103,16 @@ async def seed_conversations(
 ) -> list[str]:
     """Conversation rows straight into the store (no worktree), one second apart in the
     order given (the last is the newest); their ids."""
+    import secrets
     from datetime import UTC, datetime, timedelta
 
     from synthorg.domain import AgentIdentity, ConversationRecord, Task
 
     base = datetime(2030, 1, 1, tzinfo=UTC)
+    batch = secrets.token_hex(4)
     records = [
         ConversationRecord(
-            id=f"seed-{i:05d}",
+            id=f"seed-{batch}-{i:05d}",
             task=Task(id=f"t-{i:05d}", project_id=project, prompt=prompt, repository="/r"),
             agent=AgentIdentity(id="agent-1"),
             loop_type="react",
