@@ -6,6 +6,7 @@ import { h, clear, usd, safeId, toast } from "./dom.js";
 import { renderAnsi } from "./ansi.js";
 import { showChanges } from "./changes.js";
 import { showTree } from "./tree.js";
+import { keepSocket } from "./live.js";
 
 const LONG_CHARS = 1200;
 const LONG_LINES = 16;
@@ -18,7 +19,7 @@ const FINAL_CLOSE = { 4401: "Your session or key is no longer valid: sign in aga
 
 export function showConversation(main, id, tab) {
   const base = `/api/conversations/${encodeURIComponent(id)}`;
-  const view = { record: null, lastSeq: 0, socket: null, alive: true, retry: 500, timer: null,
+  const view = { record: null, lastSeq: 0, stopSocket: null, alive: true,
     pending: new Map(), byAction: new Map(), entries: [], start: 0, end: 0, queue: [],
     scheduled: false, follow: true, input: -Infinity,
     floor: 0, decided: new Set() };
@@ -390,32 +391,14 @@ export function showConversation(main, id, tab) {
 
   function connect() {
     if (!view.alive) return;
-    const { url, token } = socketFor(id, view.lastSeq);
-    const socket = new WebSocket(url);
-    view.socket = socket;
-    socket.addEventListener("open", () => socket.send(JSON.stringify({ type: "auth", token })));
-    socket.addEventListener("message", (msg) => {
-      let frame;
-      try { frame = JSON.parse(msg.data); } catch { return; }
-      if (frame.type === "subscribed") {
-        view.retry = 500;
-        conn.textContent = "live";
-        conn.className = "conn live";
-      } else if (frame.type === "event") {
-        receive(frame);
-      }
-    });
-    socket.addEventListener("close", (event) => {
-      if (!view.alive || view.socket !== socket) return;
-      if (FINAL_CLOSE[event.code]) {
-        conn.textContent = FINAL_CLOSE[event.code];
-        conn.className = "conn down";
-        return;
-      }
-      conn.textContent = "reconnecting…";
-      conn.className = "conn down";
-      view.timer = setTimeout(connect, view.retry);
-      view.retry = Math.min(view.retry * 2, 4000);
+    view.stopSocket = keepSocket({
+      address: () => socketFor(id, view.lastSeq), // resume after the last seq rendered
+      onFrame: (frame) => { if (frame.type === "event") receive(frame); },
+      onState: (kind, text) => {
+        conn.textContent = text;
+        conn.className = `conn ${kind}`;
+      },
+      finalCodes: FINAL_CLOSE,
     });
   }
 
@@ -438,8 +421,7 @@ export function showConversation(main, id, tab) {
   return () => {
     view.alive = false;
     tree.stop();
-    clearTimeout(view.timer);
     clearTimeout(recordTimer);
-    if (view.socket) view.socket.close(1000);
+    if (view.stopSocket) view.stopSocket();
   };
 }

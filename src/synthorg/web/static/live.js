@@ -1,14 +1,15 @@
-// The server's conversation-change socket: calls onChange() after every (re)subscribe and on
-// every pushed "changed" frame; reconnects with backoff. Returns a stop function.
+// Live sockets of the console: one kept-open WebSocket helper, the change watch, a serialiser.
 import { listSocket } from "./api.js";
 
-const FINAL_CLOSE = { 4401: "Your session or key is no longer valid: sign in again." };
-
-export function watchChanges(onChange, onState = () => {}) {
+// A WebSocket kept open: address() gives { url, token } for each (re)connect; the auth frame
+// goes first; onFrame gets every parsed frame; a close with a code in finalCodes ends it (its
+// text goes to onState), any other close reconnects with backoff (0.5 s doubling to 4 s).
+// Returns a stop function.
+export function keepSocket({ address, onFrame, onState = () => {}, finalCodes = {} }) {
   const live = { socket: null, retry: 500, timer: null, alive: true };
   function connect() {
     if (!live.alive) return;
-    const { url, token } = listSocket();
+    const { url, token } = address();
     const socket = new WebSocket(url);
     live.socket = socket;
     socket.addEventListener("open", () => socket.send(JSON.stringify({ type: "auth", token })));
@@ -18,15 +19,13 @@ export function watchChanges(onChange, onState = () => {}) {
       if (frame.type === "subscribed") {
         live.retry = 500;
         onState("live", "live");
-        onChange(); // whatever changed while the socket was down
-      } else if (frame.type === "changed") {
-        onChange();
       }
+      onFrame(frame);
     });
     socket.addEventListener("close", (event) => {
       if (!live.alive || live.socket !== socket) return;
-      if (FINAL_CLOSE[event.code]) {
-        onState("down", FINAL_CLOSE[event.code]);
+      if (finalCodes[event.code]) {
+        onState("down", finalCodes[event.code]);
         return;
       }
       onState("down", "reconnecting…");
@@ -40,6 +39,19 @@ export function watchChanges(onChange, onState = () => {}) {
     clearTimeout(live.timer);
     if (live.socket) live.socket.close(1000);
   };
+}
+
+// The server's conversation-change socket: onChange() after every (re)subscribe (whatever
+// changed while it was down) and on every pushed "changed" frame.
+export function watchChanges(onChange, onState = () => {}) {
+  return keepSocket({
+    address: () => listSocket(),
+    onFrame: (frame) => {
+      if (frame.type === "subscribed" || frame.type === "changed") onChange();
+    },
+    onState,
+    finalCodes: { 4401: "Your session or key is no longer valid: sign in again." },
+  });
 }
 
 // Wraps an async reader so that one read runs at a time; a call meanwhile asks for one more.
