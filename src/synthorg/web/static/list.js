@@ -20,7 +20,7 @@ export function showList(main) {
 
   const statusSelect = h("select", { id: "status-filter" },
     h("option", { value: "" }, "any status"), STATUSES.map((s) => h("option", { value: s }, s)));
-  const search = h("input", { id: "task-search", type: "search", placeholder: "task text" });
+  const search = h("input", { id: "task-search", type: "search", placeholder: "task text", maxlength: "200" });
   const tbody = h("tbody", { id: "conversation-rows" });
   const pager = h("div", { class: "pager" });
   const count = h("span", { id: "conversation-count", class: "muted" });
