@@ -41,7 +41,7 @@ from synthorg.store.errors import (
     StoreUnavailableError,
 )
 from synthorg.store.fence import RUN_FENCE, lost
-from synthorg.store.pg_listen import Listener, Notifier
+from synthorg.store.pg_listen import RECORD_CHANGED, Listener, Notifier
 from synthorg.store.postgres_eval import PostgresEvalItems
 from synthorg.store.postgres_idempotency import PostgresIdempotencyKeys
 from synthorg.store.protocol import (
@@ -274,6 +274,7 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             )
         except pg_errors.UniqueViolation as exc:
             raise ConflictError(f"conversation {record.id} already exists") from exc
+        self._changed(record.id)
 
     async def get_conversation(self, conversation_id: str) -> ConversationRecord:
         rows = await self._all(
@@ -310,6 +311,16 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
     async def save_conversation(self, record: ConversationRecord) -> None:
         async with self._conn() as conn, conn.transaction():
             await self._save(conn, record)
+        self._changed(record.id)
+
+    def _changed(self, conversation_id: str, *, appended: bool = False) -> None:
+        """The record changed (and an event was appended, when ``appended``): tell this
+        process's watchers (and followers), then the other processes'."""
+        self._hub.changed(conversation_id)
+        self._notifier.notify(RECORD_CHANGED + conversation_id)
+        if appended:
+            self._hub.notify(conversation_id)
+            self._notifier.notify(conversation_id)
 
     async def transition(self, record: ConversationRecord, event: StatusChangeEvent) -> StoredEvent:
         codec.check_transition(record, event)
@@ -324,8 +335,7 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             cur = await conn.execute(_APPEND, params)
             row = await cur.fetchone()
         assert row is not None  # the save above proved the conversation exists
-        self._hub.notify(record.id)
-        self._notifier.notify(record.id)
+        self._changed(record.id, appended=True)
         return StoredEvent(
             conversation_id=record.id, seq=row[0], timestamp=codec.utc(row[1]), event=event
         )
@@ -391,9 +401,10 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
         project_id: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        search: str | None = None,
     ) -> ConversationPage:
         codec.check_limit(limit)
-        where, params = codec.filters(status, project_id, mark="%s", true="TRUE")
+        where, params = codec.filters(status, project_id, mark="%s", true="TRUE", search=search)
         if cursor is not None:
             created, last_id = codec.decode_cursor(cursor)
             where += " AND (created_at, id) < (%s, %s)"
@@ -418,9 +429,13 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
         return [codec.record_from_json(r[0], self._cipher) for r in rows]
 
     async def count_conversations(
-        self, *, status: ConversationStatus | None = None, project_id: str | None = None
+        self,
+        *,
+        status: ConversationStatus | None = None,
+        project_id: str | None = None,
+        search: str | None = None,
     ) -> int:
-        where, params = codec.filters(status, project_id, mark="%s", true="TRUE")
+        where, params = codec.filters(status, project_id, mark="%s", true="TRUE", search=search)
         rows = await self._all(f"SELECT COUNT(*) FROM conversations WHERE {where}", params)  # noqa: S608
         return int(rows[0][0])
 
@@ -436,8 +451,7 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             await conn.execute(
                 "DELETE FROM executions WHERE conversation_id = %s", (conversation_id,)
             )
-        self._hub.notify(conversation_id)
-        self._notifier.notify(conversation_id)
+        self._changed(conversation_id, appended=True)  # its followers learn it is gone
 
     # -- event log -------------------------------------------------------------------------
 
