@@ -9,6 +9,7 @@ the worktree with --delete (the worktree's .git vanished in a fault-injection ru
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -189,6 +190,73 @@ def test_a_same_size_edit_with_the_same_mtime_comes_back(tmp_path: Path) -> None
         os.utime(original, ns=(before.st_atime_ns, before.st_mtime_ns))
         quota.release()
         assert original.read_text() == "return a + b\n"
+    finally:
+        while worktree.is_mount():
+            subprocess.run(["umount", "-l", str(worktree)], check=False)
+
+
+def _tree(root: Path) -> dict[str, tuple[str, int, bytes]]:
+    """Every entry under root: (kind, permission bits, content or link target)."""
+    seen: dict[str, tuple[str, int, bytes]] = {}
+    for top, dirs, files, dirfd in os.fwalk(root, follow_symlinks=False):
+        for name in (*dirs, *files):
+            path = os.path.relpath(os.path.join(top, name), root)
+            st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                seen[path] = ("link", 0, os.fsencode(os.readlink(name, dir_fd=dirfd)))
+            elif stat.S_ISDIR(st.st_mode):
+                seen[path] = ("dir", stat.S_IMODE(st.st_mode), b"")
+            else:
+                content = Path(os.path.join(top, name)).read_bytes()
+                seen[path] = ("file", stat.S_IMODE(st.st_mode), content)
+    return seen
+
+
+def test_every_kind_of_change_comes_back_and_nothing_else(tmp_path: Path) -> None:
+    """The copy back lists only what changed (by inode and ctime): renames, swaps, deletions,
+    type changes and same-size edits with a forged mtime all reach the worktree."""
+    worktree, root = tmp_path / "wt", tmp_path / "quota"
+    for d in ("x/deep", "y/deep", "gone/sub", "old", "keep/a/b"):
+        (worktree / d).mkdir(parents=True)
+    (worktree / "x/deep/f").write_text("from x\n")
+    (worktree / "y/deep/f").write_text("from y\n")
+    (worktree / "gone/sub/g").write_text("g\n")
+    (worktree / "old/h").write_text("h\n")
+    (worktree / "keep/a/b/same.py").write_text("return a - b\n")
+    (worktree / "keep/untouched").write_text("u\n")
+    (worktree / "was_link").symlink_to("/etc")
+    (worktree / "was_dir").mkdir()
+    (worktree / "was_dir/i").write_text("i\n")
+    (worktree / "mode").write_text("m\n")
+    (worktree / "keep/a/still").write_text("s\n")
+    untouched = {p: (worktree / p).stat().st_mtime_ns for p in ("keep/a/still", "keep/a")}
+    quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+    try:
+        (worktree / "x").rename(worktree / "tmp")  # swap two dirs: same paths, other inodes
+        (worktree / "y").rename(worktree / "x")
+        (worktree / "tmp").rename(worktree / "y")
+        subprocess.run(["rm", "-r", str(worktree / "gone")], check=True)
+        (worktree / "old").rename(worktree / "renamed")
+        same = worktree / "keep/a/b/same.py"
+        before = same.stat()
+        same.write_text("return a + b\n")
+        os.utime(same, ns=(before.st_atime_ns, before.st_mtime_ns))
+        (worktree / "was_link").unlink()
+        (worktree / "was_link").mkdir()
+        (worktree / "was_link/passwd").write_text("not the host's\n")
+        subprocess.run(["rm", "-r", str(worktree / "was_dir")], check=True)
+        (worktree / "was_dir").write_text("now a file\n")
+        (worktree / "mode").chmod(0o600)
+        os.link(worktree / "keep/untouched", worktree / "hard")
+        (worktree / "new\nline").write_text("n\n")
+        Path(os.fsdecode(bytes(worktree) + b"/bad-\xff-utf8")).write_text("b\n")
+        expected = _tree(worktree)
+        quota.release()
+        assert _tree(worktree) == expected
+        assert Path("/etc/passwd").read_text() != "not the host's\n"
+        # Not copied at all: rsync -a over the whole tree reset their mtimes to the image's
+        # (whole seconds, as mkfs copies times).
+        assert {p: (worktree / p).stat().st_mtime_ns for p in untouched} == untouched
     finally:
         while worktree.is_mount():
             subprocess.run(["umount", "-l", str(worktree)], check=False)
