@@ -260,3 +260,43 @@ def test_every_kind_of_change_comes_back_and_nothing_else(tmp_path: Path) -> Non
     finally:
         while worktree.is_mount():
             subprocess.run(["umount", "-l", str(worktree)], check=False)
+
+
+def test_type_changes_under_untouched_parents_come_back(tmp_path: Path) -> None:
+    """Only the changed entries are listed when their parent keeps its names: a symlink
+    become a directory is replaced (never followed), a directory become a file replaces it."""
+    worktree, root, outside = tmp_path / "wt", tmp_path / "quota", tmp_path / "outside"
+    (worktree / "a/d").mkdir(parents=True)
+    (worktree / "a/d/x").write_text("x\n")
+    outside.mkdir()
+    (worktree / "a/l").symlink_to(outside)
+    quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+    try:
+        (worktree / "a/l").unlink()
+        (worktree / "a/l").mkdir()
+        (worktree / "a/l/planted").write_text("p\n")
+        subprocess.run(["rm", "-r", str(worktree / "a/d")], check=True)
+        (worktree / "a/d").write_text("now a file\n")
+        expected = _tree(worktree)
+        quota.release()
+        assert _tree(worktree) == expected
+        assert list(outside.iterdir()) == []
+    finally:
+        while worktree.is_mount():
+            subprocess.run(["umount", "-l", str(worktree)], check=False)
+
+
+def test_a_run_that_changed_nothing_copies_nothing(tmp_path: Path) -> None:
+    """Nothing listed, no rsync: the worktree (its top dir included) keeps its times."""
+    worktree, root = tmp_path / "wt", tmp_path / "quota"
+    (worktree / "d").mkdir(parents=True)
+    (worktree / "d/f").write_text("f\n")
+    times = {p: p.stat().st_mtime_ns for p in (worktree, worktree / "d", worktree / "d/f")}
+    quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+    try:
+        assert (worktree / "d/f").read_text() == "f\n"
+        quota.release()
+        assert {p: p.stat().st_mtime_ns for p in times} == times
+    finally:
+        while worktree.is_mount():
+            subprocess.run(["umount", "-l", str(worktree)], check=False)

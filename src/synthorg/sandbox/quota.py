@@ -38,7 +38,7 @@ import shutil
 import stat
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import structlog
@@ -99,6 +99,16 @@ def _entries(root: Path) -> Iterator[tuple[str, os.stat_result]]:
             with contextlib.suppress(OSError):
                 st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
                 yield (name if rel == "." else f"{rel}/{name}"), st
+
+
+def _by_dir(paths: Iterable[str]) -> dict[str, set[str]]:
+    """Relative paths (as _entries yields them) grouped by their directory."""
+    grouped: dict[str, set[str]] = {}
+    for path in paths:
+        if path != ".":
+            parent, _, name = path.rpartition("/")
+            grouped.setdefault(parent or ".", set()).add(name)
+    return grouped
 
 
 def _usage(root: Path) -> int:
@@ -194,12 +204,31 @@ class WorkspaceQuota:
             since, inodes = int(record["since_ns"]), dict(record["inodes"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
+        entries = list(_entries(self.mnt))
+        before, now = _by_dir(inodes), _by_dir(rel for rel, _ in entries)
         listed: list[str] = []
-        for rel, st in _entries(self.mnt):
+        for rel, st in entries:
             if inodes.get(rel) == st.st_ino and st.st_ctime_ns < since:
                 continue  # as mkfs copied it from the worktree, untouched since
-            listed.append(f"{rel}/." if stat.S_ISDIR(st.st_mode) else rel)
+            if not stat.S_ISDIR(st.st_mode):
+                listed.append(rel)
+            elif (
+                inodes.get(rel) != st.st_ino  # new, or another one moved here
+                or before.get(rel) != now.get(rel)  # entries added, removed or renamed
+                or not self._same_attributes(rel, st)
+            ):
+                listed.append(f"{rel}/.")
+            # else the same names as recorded (nothing to delete there) and the worktree's
+            # owner and mode: copying it would change nothing, and its entries are judged on
+            # their own. (The root's ctime is always recent: set up just before the mark.)
         return listed
+
+    def _same_attributes(self, rel: str, st: os.stat_result) -> bool:
+        try:
+            there = os.lstat(self.worktree / rel)
+        except OSError:
+            return False
+        return (there.st_mode, there.st_uid, there.st_gid) == (st.st_mode, st.st_uid, st.st_gid)
 
     def release(self) -> None:
         """Unbind, copy the tree back onto the worktree, unmount and delete the image.
