@@ -232,12 +232,13 @@ def sweep_stale(root: Path | None = None) -> None:
                 log.debug("sandbox.state_sweep_skipped", dir=str(entry), error=str(exc))
     with contextlib.suppress(OSError):
         for entry in (base / "stage").iterdir():
-            if time.time() - entry.stat().st_mtime < _STAGE_GRACE_S:
-                continue  # its maker may not hold the lock yet
-            fd = lock_dir(entry, blocking=False)
-            if fd is not None:  # its owner is gone
-                shutil.rmtree(entry, ignore_errors=True)
-                os.close(fd)
+            with contextlib.suppress(OSError):  # deleted by another sweeper meanwhile
+                if time.time() - entry.stat().st_mtime < _STAGE_GRACE_S:
+                    continue  # its maker may not hold the lock yet
+                fd = lock_dir(entry, blocking=False)
+                if fd is not None:  # its owner is gone
+                    shutil.rmtree(entry, ignore_errors=True)
+                    os.close(fd)
     with contextlib.suppress(OSError):
         for entry in (base / "ro").iterdir():
             if entry.name.startswith(".making-"):
