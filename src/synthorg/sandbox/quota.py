@@ -317,6 +317,7 @@ def _discard(dir: Path) -> None:
     takes it for a quota; one left by a killed process goes at the next sweep."""
     trash = dir.with_name(f"{_TRASH}{dir.name}")
     try:
+        (dir / "record.json").unlink(missing_ok=True)  # whatever the name, no quota to claim
         dir.rename(trash)
     except OSError:
         shutil.rmtree(dir, ignore_errors=True)
