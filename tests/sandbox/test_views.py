@@ -80,6 +80,21 @@ def test_farm_is_made_once_and_dropped_when_its_source_is_gone(tmp_path: Path) -
     assert not farm.exists()
 
 
+def test_a_farm_is_remade_when_its_watched_dir_changes(tmp_path: Path) -> None:
+    """The interpreter's farm watches site-packages: a package installed there later (the
+    install dir's own mtime unchanged) is seen inside once the next backend starts."""
+    root, prefix = tmp_path / "views", tmp_path / "python"
+    site = prefix / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    top = prefix.stat().st_mtime_ns
+    farm = link_farm(prefix, root, watch=site)
+    (site / "newpkg.py").write_text("x = 1\n")
+    os.utime(site, ns=(site.stat().st_atime_ns, site.stat().st_mtime_ns + 1_000_000))
+    assert prefix.stat().st_mtime_ns == top
+    again = link_farm(prefix, root, watch=site)
+    assert again != farm and (again / "lib" / "site-packages" / "newpkg.py").exists()
+
+
 def test_a_venvs_farm_names_the_interpreter_at_its_neutral_path(tmp_path: Path) -> None:
     """pyvenv.cfg and the interpreter links of the farm name PYTHON_DIR; the venv's own
     files (hard-linked into the farm) are untouched."""

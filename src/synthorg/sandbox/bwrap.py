@@ -213,8 +213,10 @@ class BwrapSandbox:
     def _python_view(self) -> Path:
         """The source bound at PYTHON_DIR: the interpreter's hard-link farm (its host path,
         /root/.pyenv/..., is not what mountinfo shows), else the host dir itself."""
+        pydir = host_python_dir()
+        site = pydir / "lib" / _python_name() / "site-packages"
         try:
-            return link_farm(host_python_dir())
+            return link_farm(pydir, watch=site)  # a package installed later: a new farm
         except OSError as exc:
             self._fallback("the interpreter", "no hard-link view could be made", exc)
             return host_python_dir()

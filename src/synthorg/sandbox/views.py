@@ -79,11 +79,13 @@ def same_filesystem(path: Path, root: Path | None = None) -> bool:
         return False
 
 
-def link_farm(source: Path, root: Path | None = None) -> Path:
+def link_farm(source: Path, root: Path | None = None, *, watch: Path | None = None) -> Path:
     """A read-only view of source's tree made of hard links, made once and reused.
 
-    Keyed by the source's path, inode and mtime (a rebuilt dir gets a new farm). Raises
-    OSError when the farm cannot be made (another filesystem, say).
+    Keyed by the source's path, inode and mtime (a rebuilt dir gets a new farm), and watch's
+    mtime when given (a dir below that changes without the top changing: the interpreter's
+    site-packages, where a later install lands). Raises OSError when the farm cannot be made
+    (another filesystem, say).
     """
     base = _ensure((root or view_root()) / "ro")
     source = source.resolve()
@@ -92,6 +94,9 @@ def link_farm(source: Path, root: Path | None = None) -> Path:
         raise NotADirectoryError(f"{source} is not a directory")
     python = base_python_dir()
     key = f"{source}\0{st.st_ino}\0{st.st_mtime_ns}\0{python}->{PYTHON_DIR}"
+    if watch is not None:
+        with contextlib.suppress(OSError):
+            key += f"\0{os.stat(watch).st_mtime_ns}"
     final = base / hashlib.sha256(key.encode()).hexdigest()[:24]
     if (final / "tree").is_dir():
         return final / "tree"
