@@ -1,8 +1,8 @@
 """The git red team's scripted model: run the planned shell commands one by one, then finish.
 
 Importable as ``tests.sandbox.redteam_git_scripts:planned_commands``. A test registers a plan
-(its commands) under a token it puts in the task prompt; the model finds the token in the first
-user message and issues each command through the terminal tool. A prompt naming no registered
+(its commands) under a token it puts in the task prompt; the model finds the token in the user
+messages and issues each command through the terminal tool. A prompt naming no registered
 plan fails loudly: a script that ran out must never look like a finished run.
 """
 
@@ -23,7 +23,8 @@ _TOKEN = re.compile(r"PLAN:([0-9a-f]{16})")
 
 def planned_commands(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
     """The next command of the plan named in the task, or finish when all have run."""
-    prompt = next((m.text() for m in messages if m.role == "user"), "")
+    # Any user message: with host root inside (the opt-in), a sandbox warning comes first.
+    prompt = "\n".join(m.text() for m in messages if m.role == "user")
     found = _TOKEN.search(prompt)
     if found is None or found.group(1) not in PLANS:
         raise AssertionError(f"no plan registered for this task: {prompt[:200]!r}")

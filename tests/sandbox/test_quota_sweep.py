@@ -9,6 +9,7 @@ the worktree with --delete (the worktree's .git vanished in a fault-injection ru
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -26,6 +27,16 @@ DIRS = 30
 pytestmark = pytest.mark.skipif(
     unavailable_reason() is not None, reason=f"quota: {unavailable_reason()}"
 )
+
+
+def _emptied(root: Path, limit_s: float = 30.0) -> bool:
+    """Whether root empties (bounded): a released quota's dir is deleted in the background."""
+    deadline = time.monotonic() + limit_s
+    while any(root.iterdir()):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _orphan(worktree: Path, root: Path) -> None:
@@ -96,7 +107,7 @@ def _sweep_concurrently(worktree: Path, root: Path) -> None:
     assert len(list(worktree.glob("file*.txt"))) == FILES
     assert len(list(worktree.glob("new*/*.txt"))) == FILES // DIRS * DIRS
     assert sum(released) == 1, released
-    assert list(root.iterdir()) == []
+    assert _emptied(root)
 
 
 def test_sandboxes_of_one_process_share_the_worktree_quota(tmp_path: Path) -> None:
@@ -116,7 +127,7 @@ def test_sandboxes_of_one_process_share_the_worktree_quota(tmp_path: Path) -> No
         second.release()
         assert not worktree.is_mount()
         assert (worktree / "b.txt").read_text() == "b\n"
-        assert list(root.iterdir()) == []
+        assert _emptied(root)
     finally:
         while worktree.is_mount():
             subprocess.run(["umount", "-l", str(worktree)], check=False)
@@ -159,7 +170,7 @@ def test_a_covered_quota_never_copies_its_stale_image_over_the_live_tree(tmp_pat
         assert not worktree.is_mount()
         assert (worktree / "f.txt").read_text() == "successor's edit\n"
         assert (worktree / "new.txt").read_text() == "successor's new file\n"
-        assert list(root.iterdir()) == []
+        assert _emptied(root)
     finally:
         successor.kill()
         successor.wait()
@@ -189,6 +200,113 @@ def test_a_same_size_edit_with_the_same_mtime_comes_back(tmp_path: Path) -> None
         os.utime(original, ns=(before.st_atime_ns, before.st_mtime_ns))
         quota.release()
         assert original.read_text() == "return a + b\n"
+    finally:
+        while worktree.is_mount():
+            subprocess.run(["umount", "-l", str(worktree)], check=False)
+
+
+def _tree(root: Path) -> dict[str, tuple[str, int, bytes]]:
+    """Every entry under root: (kind, permission bits, content or link target)."""
+    seen: dict[str, tuple[str, int, bytes]] = {}
+    for top, dirs, files, dirfd in os.fwalk(root, follow_symlinks=False):
+        for name in (*dirs, *files):
+            path = os.path.relpath(os.path.join(top, name), root)
+            st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                seen[path] = ("link", 0, os.fsencode(os.readlink(name, dir_fd=dirfd)))
+            elif stat.S_ISDIR(st.st_mode):
+                seen[path] = ("dir", stat.S_IMODE(st.st_mode), b"")
+            else:
+                content = Path(os.path.join(top, name)).read_bytes()
+                seen[path] = ("file", stat.S_IMODE(st.st_mode), content)
+    return seen
+
+
+def test_every_kind_of_change_comes_back_and_nothing_else(tmp_path: Path) -> None:
+    """The copy back lists only what changed (by inode and ctime): renames, swaps, deletions,
+    type changes and same-size edits with a forged mtime all reach the worktree."""
+    worktree, root = tmp_path / "wt", tmp_path / "quota"
+    for d in ("x/deep", "y/deep", "gone/sub", "old", "keep/a/b"):
+        (worktree / d).mkdir(parents=True)
+    (worktree / "x/deep/f").write_text("from x\n")
+    (worktree / "y/deep/f").write_text("from y\n")
+    (worktree / "gone/sub/g").write_text("g\n")
+    (worktree / "old/h").write_text("h\n")
+    (worktree / "keep/a/b/same.py").write_text("return a - b\n")
+    (worktree / "keep/untouched").write_text("u\n")
+    (worktree / "was_link").symlink_to("/etc")
+    (worktree / "was_dir").mkdir()
+    (worktree / "was_dir/i").write_text("i\n")
+    (worktree / "mode").write_text("m\n")
+    (worktree / "keep/a/still").write_text("s\n")
+    untouched = {p: (worktree / p).stat().st_mtime_ns for p in ("keep/a/still", "keep/a")}
+    quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+    try:
+        (worktree / "x").rename(worktree / "tmp")  # swap two dirs: same paths, other inodes
+        (worktree / "y").rename(worktree / "x")
+        (worktree / "tmp").rename(worktree / "y")
+        subprocess.run(["rm", "-r", str(worktree / "gone")], check=True)
+        (worktree / "old").rename(worktree / "renamed")
+        same = worktree / "keep/a/b/same.py"
+        before = same.stat()
+        same.write_text("return a + b\n")
+        os.utime(same, ns=(before.st_atime_ns, before.st_mtime_ns))
+        (worktree / "was_link").unlink()
+        (worktree / "was_link").mkdir()
+        (worktree / "was_link/passwd").write_text("not the host's\n")
+        subprocess.run(["rm", "-r", str(worktree / "was_dir")], check=True)
+        (worktree / "was_dir").write_text("now a file\n")
+        (worktree / "mode").chmod(0o600)
+        os.link(worktree / "keep/untouched", worktree / "hard")
+        (worktree / "new\nline").write_text("n\n")
+        Path(os.fsdecode(bytes(worktree) + b"/bad-\xff-utf8")).write_text("b\n")
+        expected = _tree(worktree)
+        quota.release()
+        assert _tree(worktree) == expected
+        assert Path("/etc/passwd").read_text() != "not the host's\n"
+        # Not copied at all: rsync -a over the whole tree reset their mtimes to the image's
+        # (whole seconds, as mkfs copies times).
+        assert {p: (worktree / p).stat().st_mtime_ns for p in untouched} == untouched
+    finally:
+        while worktree.is_mount():
+            subprocess.run(["umount", "-l", str(worktree)], check=False)
+
+
+def test_type_changes_under_untouched_parents_come_back(tmp_path: Path) -> None:
+    """Only the changed entries are listed when their parent keeps its names: a symlink
+    become a directory is replaced (never followed), a directory become a file replaces it."""
+    worktree, root, outside = tmp_path / "wt", tmp_path / "quota", tmp_path / "outside"
+    (worktree / "a/d").mkdir(parents=True)
+    (worktree / "a/d/x").write_text("x\n")
+    outside.mkdir()
+    (worktree / "a/l").symlink_to(outside)
+    quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+    try:
+        (worktree / "a/l").unlink()
+        (worktree / "a/l").mkdir()
+        (worktree / "a/l/planted").write_text("p\n")
+        subprocess.run(["rm", "-r", str(worktree / "a/d")], check=True)
+        (worktree / "a/d").write_text("now a file\n")
+        expected = _tree(worktree)
+        quota.release()
+        assert _tree(worktree) == expected
+        assert list(outside.iterdir()) == []
+    finally:
+        while worktree.is_mount():
+            subprocess.run(["umount", "-l", str(worktree)], check=False)
+
+
+def test_a_run_that_changed_nothing_copies_nothing(tmp_path: Path) -> None:
+    """Nothing listed, no rsync: the worktree (its top dir included) keeps its times."""
+    worktree, root = tmp_path / "wt", tmp_path / "quota"
+    (worktree / "d").mkdir(parents=True)
+    (worktree / "d/f").write_text("f\n")
+    times = {p: p.stat().st_mtime_ns for p in (worktree, worktree / "d", worktree / "d/f")}
+    quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+    try:
+        assert (worktree / "d/f").read_text() == "f\n"
+        quota.release()
+        assert {p: p.stat().st_mtime_ns for p in times} == times
     finally:
         while worktree.is_mount():
             subprocess.run(["umount", "-l", str(worktree)], check=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from synthorg.sandbox import BwrapSandbox
-from synthorg.sandbox.views import MovedState, link_farm, sweep_stale
+from synthorg.sandbox.views import (
+    PYTHON_DIR,
+    MovedState,
+    base_python_dir,
+    link_farm,
+    staging_dir,
+    sweep_stale,
+)
 
 from .helpers import collect, py, request
 
@@ -70,6 +78,49 @@ def test_farm_is_made_once_and_dropped_when_its_source_is_gone(tmp_path: Path) -
     source.rmdir()
     sweep_stale(root)
     assert not farm.exists()
+
+
+def test_a_farm_is_remade_when_its_watched_dir_changes(tmp_path: Path) -> None:
+    """The interpreter's farm watches site-packages: a package installed there later (the
+    install dir's own mtime unchanged) is seen inside once the next backend starts."""
+    root, prefix = tmp_path / "views", tmp_path / "python"
+    site = prefix / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    top = prefix.stat().st_mtime_ns
+    farm = link_farm(prefix, root, watch=site)
+    (site / "newpkg.py").write_text("x = 1\n")
+    os.utime(site, ns=(site.stat().st_atime_ns, site.stat().st_mtime_ns + 1_000_000))
+    assert prefix.stat().st_mtime_ns == top
+    again = link_farm(prefix, root, watch=site)
+    assert again != farm and (again / "lib" / "site-packages" / "newpkg.py").exists()
+
+
+def test_a_venvs_farm_names_the_interpreter_at_its_neutral_path(tmp_path: Path) -> None:
+    """pyvenv.cfg and the interpreter links of the farm name PYTHON_DIR; the venv's own
+    files (hard-linked into the farm) are untouched."""
+    root, venv = tmp_path / "views", tmp_path / "venv"
+    base = base_python_dir()
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {base}/bin\nversion_info = 3\n")
+    (venv / "bin" / "python").symlink_to(f"{base}/bin/python3")
+    (venv / "bin" / "python3").symlink_to("python")
+    farm = link_farm(venv, root)
+    assert (farm / "pyvenv.cfg").read_text() == f"home = {PYTHON_DIR}/bin\nversion_info = 3\n"
+    assert (farm / "bin" / "python").readlink() == Path(f"{PYTHON_DIR}/bin/python3")
+    assert (farm / "bin" / "python3").readlink() == Path("python")
+    assert (venv / "pyvenv.cfg").read_text() == f"home = {base}/bin\nversion_info = 3\n"
+    assert (venv / "bin" / "python").readlink() == Path(f"{base}/bin/python3")
+
+
+def test_a_staging_dir_is_swept_only_once_its_owner_is_gone(tmp_path: Path) -> None:
+    root = tmp_path / "views"
+    stage, fd = staging_dir(root)
+    os.utime(stage, (0, 0))  # past the grace a new dir gets before its lock is taken
+    sweep_stale(root)
+    assert stage.is_dir(), "its owner (this process) holds the lock"
+    os.close(fd)
+    sweep_stale(root)
+    assert not stage.exists()
 
 
 def test_state_of_a_dead_host_is_put_back_by_the_sweep(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -13,6 +15,7 @@ from rich.markup import escape
 from synthorg.cli.common import console, fail, run_async
 from synthorg.errors import SynthOrgError
 from synthorg.sandbox import (
+    ForwardedEndpoint,
     SandboxLimits,
     SandboxRequest,
     SandboxStreamer,
@@ -124,15 +127,22 @@ def boundary(
 async def _probe(
     sandbox: SandboxStreamer, workspace: Path, limits: SandboxLimits
 ) -> tuple[dict[str, object], float]:
-    # A state dir and a runtime bind beside the worktree, named like a run's: mountinfo
-    # must name none of them.
+    # A state dir, a runtime bind and a forwarded socket beside the worktree, named like a
+    # run's: mountinfo must name none of them.
     runtime = workspace.parent / "runtime"
     runtime.mkdir(exist_ok=True)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(workspace.parent / "probe.sock"))
+    listener.listen()
+    endpoint = ForwardedEndpoint(
+        name="probe", host_socket=workspace.parent / "probe.sock", sandbox_port=18999
+    )
     request = SandboxRequest(
         argv=[sandbox.python_inside(), "-I", "-S", "-c", _PROBE],
         workspace=workspace,
         state_dir=workspace.parent / "state" / _CHECK_ID,
         runtime_binds=[runtime],
+        endpoints=[endpoint],
         limits=limits,
         conversation_id=_CHECK_ID,
     )
@@ -141,33 +151,34 @@ async def _probe(
     request = request.model_copy(update={"env": env})
     started = time.perf_counter()
     lines: list[str] = []
-    async with sandbox.stream(request, "{}") as proc:
-        async for line in proc:
-            lines.append(line)
+    with listener:
+        async with sandbox.stream(request, "{}") as proc:
+            async for line in proc:
+                lines.append(line)
     if proc.exit is None or proc.exit.returncode != 0 or not lines:
         message = proc.exit.message if proc.exit else "no exit"
         raise SynthOrgError(f"the probe failed: {message}: {proc.stderr_tail.strip()}")
     return dict(json.loads(lines[-1])), time.perf_counter() - started
 
 
-def _bound_paths() -> list[Path]:
-    from synthorg.sandbox.bwrap import host_python_dir
-
-    return [host_python_dir()]
-
-
 def _verdicts(
     seen: dict[str, object], workspace: Path, limits: SandboxLimits
 ) -> list[tuple[str, bool, str]]:
     """(what, holds, evidence) for every boundary the probe exercised."""
-    home = Path.home()
-    needed = {p.relative_to(home).parts[0] for p in _bound_paths() if p.is_relative_to(home)}
     home_entries = seen["home_entries"]
     assert isinstance(home_entries, list)
-    leaks = sorted(set(home_entries) - needed)
+    leaks = sorted(home_entries)
     processes = seen["processes"]
     visible = f"{seen['cmdline_1']}\n{seen['mountinfo']}"
-    revealed = [s for s in (str(workspace.parent), _CHECK_ID) if s in visible]
+    # The worktree's, state dir's, runtime bind's and socket's host dir, the check's id, the
+    # host home and the base interpreter's install dir (/root/.pyenv/...).
+    hidden = (
+        str(workspace.parent),
+        _CHECK_ID,
+        f"{Path.home()}/",
+        str(Path(sys.base_prefix).resolve()),
+    )
+    revealed = [s for s in hidden if s in visible]
     allowance = limits.disk_bytes
     ws_bytes = seen["workspace_bytes"]
     assert isinstance(ws_bytes, int)

@@ -14,7 +14,8 @@ _DECLARED = {
     "filesystem": "read-only /usr, interpreter and runtime binds; read-write worktree "
     "(/workspace) and state dir only; private size-capped /tmp; host home, data dir and keys "
     "invisible; /proc/sys read-only; no host path or id in /proc/1/cmdline, and no path naming "
-    "the data dir, the conversation or the runtime in /proc/self/mountinfo",
+    "the data dir, the conversation, the runtime, the host home or the interpreter's install "
+    "dir in /proc/self/mountinfo",
     "network": "own network namespace; the only way out is the forwarded gateway and MCP "
     "unix sockets, reached via 127.0.0.1 forwarders; no DNS",
     "processes": "own pid namespace; dies with its parent; pid-1 killed on every exit path; "
@@ -169,8 +170,9 @@ def _filesystem_row(
         declared=_DECLARED["filesystem"],
         on_this_host=f"{version}: mount namespace, --remount-ro /, only listed binds; "
         "/proc/sys bound read-only; options passed via --args; worktree from its per-run "
-        "filesystem; state dir, runtime and sockets bound at neutral paths from neutral "
-        "sources (renamed state dir, hard-link views, per-run socket links)",
+        "filesystem; state dir, runtime, interpreter (/opt/python) and sockets bound at "
+        "neutral paths from neutral sources (renamed state dir, hard-link views, per-run "
+        "socket links); /etc files and helper scripts copied in, not bound",
         status=W if leaks else E,
         warning="; ".join(leaks) or None,
     )

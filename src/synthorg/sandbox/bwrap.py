@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import resource
@@ -12,7 +13,6 @@ import shutil
 import signal
 import stat
 import sys
-import tempfile
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -47,7 +47,14 @@ from synthorg.sandbox.protocol import (
 from synthorg.sandbox.quota import WorkspaceQuota, unavailable_reason
 from synthorg.sandbox.quota import sweep_stale as sweep_quotas
 from synthorg.sandbox.seccomp import filter_program, program_fd
-from synthorg.sandbox.views import MovedState, link_farm, same_filesystem
+from synthorg.sandbox.views import (
+    PYTHON_DIR,
+    MovedState,
+    base_python_dir,
+    link_farm,
+    same_filesystem,
+    staging_dir,
+)
 from synthorg.sandbox.views import sweep_stale as sweep_views
 
 log = structlog.get_logger(__name__)
@@ -61,7 +68,8 @@ RUNTIME_DIR = "/opt/runtime"
 _SOCKET_DIR = "/run/synthorg"
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _START_TIMEOUT_S = 10.0
-_ETC_FILES = ("passwd", "group", "nsswitch.conf", "ld.so.cache", "localtime", "alternatives")
+_ETC_FILES = ("passwd", "group", "nsswitch.conf", "ld.so.cache", "localtime")
+_SCRIPTS = ("launcher.py", "toolbox.py")
 _USR_LINKS = ("bin", "lib", "lib64", "lib32", "libx32", "sbin")
 _HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
 #: What the sandbox sees as a worktree's ``.git`` file: it names no host path, and git
@@ -76,38 +84,50 @@ _UNSHARE_PRIVILEGED = (
 _DROP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 
 
-def _prepare_overlay() -> Path:
-    """A private dir with the sandbox's /etc (a few host files, our hosts) and helpers."""
-    root = Path(tempfile.mkdtemp(prefix="synthorg-sandbox-"))
-    etc, opt = root / "etc", root / "opt"
-    etc.mkdir(mode=0o755)
-    opt.mkdir(mode=0o755)
+def _prepare_overlay() -> tuple[Path, int, list[tuple[Path, str]]]:
+    """A host-only staging dir (views.staging_dir) and its lock fd, and the files the sandbox
+    gets as copies (``--file``: no mount, so mountinfo names no staging path): (staged
+    file, path inside). Also a dir for per-run socket links and the neutral ``.git``."""
+    root, lock_fd = staging_dir()
     (root / "links").mkdir(mode=0o700)  # per-run hard links of forwarded sockets
+    files: list[tuple[Path, str]] = []
     for name in _ETC_FILES:
         source = Path("/etc") / name
-        if source.is_dir():
-            shutil.copytree(source, etc / name, symlinks=True)
-        elif source.exists():
-            shutil.copy2(source, etc / name)
-    (etc / "hosts").write_text(_HOSTS)
+        if source.is_file():  # a symlink's target (localtime)
+            shutil.copyfile(source, root / name)
+            files.append((root / name, f"/etc/{name}"))
+    (root / "hosts").write_text(_HOSTS)
+    files.append((root / "hosts", "/etc/hosts"))
     (root / "dotgit").write_text(NEUTRAL_DOTGIT)
-    (root / "dotgit").chmod(0o444)
-    for script in ("launcher.py", "toolbox.py"):
-        shutil.copyfile(_PACKAGE_DIR / script, opt / script)
-        (opt / script).chmod(0o644)  # read by the dropped sandbox user
-    return root
+    for script in _SCRIPTS:
+        shutil.copyfile(_PACKAGE_DIR / script, root / script)
+        files.append((root / script, f"{_INSIDE_DIR}/{script}"))
+    return root, lock_fd, files
+
+
+def _remove_overlay(root: Path, lock_fd: int) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    os.close(lock_fd)
 
 
 def host_python_dir() -> Path:
-    """The host interpreter's install dir (bound read-only so `python3` works inside)."""
-    return Path(sys.base_prefix).resolve()
+    """The host interpreter's install dir (shown read-only at PYTHON_DIR inside)."""
+    return base_python_dir()
+
+
+def _python_name() -> str:
+    return f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def host_python() -> str:
-    """The base interpreter (not a venv shim) as a path valid both outside and inside."""
-    name = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    candidate = host_python_dir() / "bin" / name
+    """The base interpreter (not a venv shim) on the host (the local backend's)."""
+    candidate = host_python_dir() / "bin" / _python_name()
     return str(candidate if candidate.exists() else Path(sys.executable).resolve())
+
+
+def python_in_sandbox() -> str:
+    """The base interpreter as a bwrap sandbox sees it (its install dir at PYTHON_DIR)."""
+    return f"{PYTHON_DIR}/bin/{_python_name()}"
 
 
 class BwrapSandbox:
@@ -150,8 +170,9 @@ class BwrapSandbox:
         sweep_stale(self._cgroups)
         sweep_views()
         self._view_fallbacks: dict[str, str] = {}  # what a run had to bind from its host path
-        self._overlay = _prepare_overlay()
-        weakref.finalize(self, shutil.rmtree, self._overlay, True)
+        self._python_source = self._python_view()
+        self._overlay, lock_fd, self._files = _prepare_overlay()
+        weakref.finalize(self, _remove_overlay, self._overlay, lock_fd)
         self._base_args = self._static_args()
 
     @property
@@ -184,10 +205,21 @@ class BwrapSandbox:
         raise ValueError(f"{host} is under none of the runtime binds {list(runtime_binds)}")
 
     def python_inside(self) -> str:
-        return host_python()
+        return python_in_sandbox()
 
     def toolbox_argv(self) -> list[str]:
-        return [host_python(), "-I", "-S", f"{_INSIDE_DIR}/toolbox.py"]
+        return [python_in_sandbox(), "-I", "-S", f"{_INSIDE_DIR}/toolbox.py"]
+
+    def _python_view(self) -> Path:
+        """The source bound at PYTHON_DIR: the interpreter's hard-link farm (its host path,
+        /root/.pyenv/..., is not what mountinfo shows), else the host dir itself."""
+        pydir = host_python_dir()
+        site = pydir / "lib" / _python_name() / "site-packages"
+        try:
+            return link_farm(pydir, watch=site)  # a package installed later: a new farm
+        except OSError as exc:
+            self._fallback("the interpreter", "no hard-link view could be made", exc)
+            return host_python_dir()
 
     def _static_args(self) -> list[str]:
         mode = self.identity.mode
@@ -203,14 +235,14 @@ class BwrapSandbox:
                 args += ["--symlink", os.readlink(host), str(host)]
             elif host.is_dir():
                 args += ["--ro-bind", str(host), str(host)]
-        # One mount each for /etc and the helper scripts: every mount costs start-up time.
-        args += ["--ro-bind", str(self._overlay / "etc"), "/etc"]
+        # /etc's files and the helper scripts are copied in per start (build_args): no mount
+        # whose source names the staging dir. /etc/alternatives is shown as itself.
+        args += ["--perms", "0755", "--dir", "/etc"]
+        if Path("/etc/alternatives").is_dir():
+            args += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
         args += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/run"]
-        args += ["--perms", "0755", "--dir", _SOCKET_DIR]
-        args += ["--ro-bind", str(self._overlay / "opt"), _INSIDE_DIR]
-        pydir = host_python_dir()
-        args += [*_traversable_parents(pydir, {Path("/")})]
-        args += ["--ro-bind", str(pydir), str(pydir)]
+        args += ["--perms", "0755", "--dir", _SOCKET_DIR, "--perms", "0755", "--dir", _INSIDE_DIR]
+        args += ["--ro-bind", str(self._python_source), PYTHON_DIR]
         args += ["--dev", "/dev", "--proc", "/proc"]
         # Kernel knobs stay read-only whoever runs inside (root mode included).
         args += ["--ro-bind", "/proc/sys", "/proc/sys"]
@@ -235,24 +267,37 @@ class BwrapSandbox:
         ]
 
     def build_args(
-        self, request: SandboxRequest, links: Path | None = None, views: _Views | None = None
+        self,
+        request: SandboxRequest,
+        fds: list[int],
+        links: Path | None = None,
+        views: _Views | None = None,
     ) -> tuple[list[str], list[str]]:
-        """The bwrap options (without fds) and the argv run inside, for a request.
+        """The bwrap options (without the control fds) and the argv run inside, for a request.
 
-        Hands the worktree and state dir to the sandbox user. With links (a fresh per-run
-        dir), forwarded sockets are bound from hard links there, and with views the state dir
-        and runtime binds from neutral sources (views.py), so the bind sources that
+        Opens the staged files copied in (appended to fds: the caller passes and closes
+        them). Hands the worktree and state dir to the sandbox user. With links (a fresh
+        per-run dir), forwarded sockets are bound from hard links there, and with views the
+        state dir and runtime binds from neutral sources (views.py), so the bind sources that
         /proc/self/mountinfo shows inside carry no host path or id.
         """
         views = views or _Views()
         args = [self._bwrap, *self._base_args]
+        for source, inside in self._files:
+            fds.append(os.open(source, os.O_RDONLY | os.O_CLOEXEC))
+            args += ["--perms", "0644", "--file", str(fds[-1]), inside]
         size = request.limits.tmp_bytes
         args += ["--size", str(size), "--perms", "1777", "--tmpfs", "/tmp"]
         args += ["--perms", "0777", "--dir", HOME]
-        made = {Path("/"), Path("/tmp"), *host_python_dir().parents}
+        made = {Path("/"), Path("/tmp")}
+        # A venv's base interpreter is shown at PYTHON_DIR, where its farm points; only a venv
+        # bound from its host path (no farm) needs the interpreter at its host path too.
+        farmed = all(bind in views.runtime for bind in request.runtime_binds)
         for bind in request.read_only_binds:
             if not bind.exists():
                 raise SandboxStartError(f"read-only bind {bind} does not exist on this host")
+            if farmed and bind.resolve() == host_python_dir():
+                continue
             grant_read(bind, self.identity)
             args += [*_traversable_parents(bind, made), "--ro-bind", str(bind), str(bind)]
         if request.runtime_binds:
@@ -267,7 +312,7 @@ class BwrapSandbox:
             raise SandboxStartError(f"workspace {request.workspace} is not a directory")
         grant_tree(request.workspace, self.identity, keep_top=True)
         args += ["--bind", str(request.workspace), WORKSPACE]
-        args += self._dotgit_cover(request.workspace)
+        args += self._dotgit_cover(request.workspace, fds)
         if request.state_dir is not None:
             state = views.state or request.state_dir
             state.mkdir(parents=True, exist_ok=True)
@@ -284,17 +329,17 @@ class BwrapSandbox:
             args += ["--ro-bind", str(_neutral_link(ep.host_socket, ep.name, links)), inside]
             forwards += ["--forward", f"{ep.sandbox_port}={inside}"]
         args += ["--chdir", WORKSPACE, "--remount-ro", "/", "--clearenv"]
-        path = f"{host_python_dir()}/bin:/usr/local/bin:/usr/bin:/bin"
-        env = {"PATH": path, "HOME": HOME, "LANG": "C.UTF-8", **request.env}
+        path = f"{PYTHON_DIR}/bin:/usr/local/bin:/usr/bin:/bin"
+        env = {"PATH": path, "HOME": HOME, "LANG": "C.UTF-8", **_library_path(), **request.env}
         for key, value in env.items():
             args += ["--setenv", key, value]
         argv = request.argv
         if forwards:  # the launcher is only needed (and only paid for) with endpoints
-            launcher = [host_python(), "-I", "-S", f"{_INSIDE_DIR}/launcher.py"]
+            launcher = [python_in_sandbox(), "-I", "-S", f"{_INSIDE_DIR}/launcher.py"]
             argv = [*launcher, *forwards, "--", *argv]
         return args, [*self._drop_prefix(), *argv]
 
-    def _dotgit_cover(self, workspace: Path) -> list[str]:
+    def _dotgit_cover(self, workspace: Path, fds: list[int]) -> list[str]:
         """Cover a worktree's ``.git`` file inside with a read-only neutral one (after the
         workspace bind, inside the sandbox's mount namespace only: the host's file, and the
         quota image's copy, stay what git wrote). The real one names the user's repository
@@ -311,7 +356,9 @@ class BwrapSandbox:
             return []
         if not stat.S_ISREG(mode):
             return []
-        return ["--ro-bind", str(self._overlay / "dotgit"), f"{WORKSPACE}/.git"]
+        # A copy bwrap makes on its own tmpfs: the mount's source names no staging dir.
+        fds.append(os.open(self._overlay / "dotgit", os.O_RDONLY | os.O_CLOEXEC))
+        return ["--perms", "0444", "--ro-bind-data", str(fds[-1]), f"{WORKSPACE}/.git"]
 
     @asynccontextmanager
     async def stream(
@@ -341,13 +388,20 @@ class BwrapSandbox:
                     WorkspaceQuota.mount, request.workspace, allowance
                 )
             views = await asyncio.to_thread(self._views, request, control)
-            args, argv = self.build_args(request, control.links, views)
         except BaseException:
+            control.cleanup()
+            raise
+        fds: list[int] = []
+        try:
+            args, argv = self.build_args(request, fds, control.links, views)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
             control.cleanup()
             raise
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
-        fds = [info_w, block_r]
+        fds += [info_w, block_r]
         try:
             args += ["--info-fd", str(info_w), "--block-fd", str(block_r)]
             if self.seccomp:
@@ -461,6 +515,14 @@ class BwrapSandbox:
             raise SandboxStartError(f"cannot cap the sandbox's resources: {exc}") from exc
         os.write(block_w, b"1")
         return True
+
+
+@functools.cache
+def _library_path() -> dict[str, str]:
+    """LD_LIBRARY_PATH for a shared-libpython interpreter: its RUNPATH names the host dir
+    (/root/.pyenv/.../lib), which is not where it is inside."""
+    shared = any((host_python_dir() / "lib").glob("libpython3*.so*"))
+    return {"LD_LIBRARY_PATH": f"{PYTHON_DIR}/lib"} if shared else {}
 
 
 def _traversable_parents(path: Path, made: set[Path]) -> list[str]:

@@ -16,6 +16,11 @@ neutral too. Two ways, neither needing root nor a mount on the host:
 
 Both need the view root on the source's filesystem (hard links and renames do not cross
 filesystems); when it is not, the caller binds the host path and says so.
+
+The base interpreter is shown at ``/opt/python`` (from its own farm), so a venv's farm gets
+a copied ``pyvenv.cfg`` and new interpreter symlinks naming that path instead of the host's
+(``/root/.pyenv/...``); the originals are not touched. Per backend, a staging dir (locked by
+its owner, swept when the owner is gone) holds the socket links a run binds.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import secrets
 import shutil
 import stat
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +49,14 @@ _SOURCE = "source.json"
 _RECORD = "record.json"
 _LINK_TIMEOUT_S = 600.0
 _ABANDONED_S = 3600.0  # a farm still being made after an hour was left by a dead process
+_STAGE_GRACE_S = 60.0  # a staging dir this young may not be locked by its maker yet
+PYTHON_DIR = "/opt/python"
+"""Where the base interpreter appears inside; venv farms point there."""
+
+
+def base_python_dir() -> Path:
+    """The host interpreter's install dir (shown at PYTHON_DIR inside)."""
+    return Path(sys.base_prefix).resolve()
 
 
 def view_root() -> Path:
@@ -64,18 +79,24 @@ def same_filesystem(path: Path, root: Path | None = None) -> bool:
         return False
 
 
-def link_farm(source: Path, root: Path | None = None) -> Path:
+def link_farm(source: Path, root: Path | None = None, *, watch: Path | None = None) -> Path:
     """A read-only view of source's tree made of hard links, made once and reused.
 
-    Keyed by the source's path, inode and mtime (a rebuilt dir gets a new farm). Raises
-    OSError when the farm cannot be made (another filesystem, say).
+    Keyed by the source's path, inode and mtime (a rebuilt dir gets a new farm), and watch's
+    mtime when given (a dir below that changes without the top changing: the interpreter's
+    site-packages, where a later install lands). Raises OSError when the farm cannot be made
+    (another filesystem, say).
     """
     base = _ensure((root or view_root()) / "ro")
     source = source.resolve()
     st = os.stat(source)
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(f"{source} is not a directory")
-    key = f"{source}\0{st.st_ino}\0{st.st_mtime_ns}"
+    python = base_python_dir()
+    key = f"{source}\0{st.st_ino}\0{st.st_mtime_ns}\0{python}->{PYTHON_DIR}"
+    if watch is not None:
+        with contextlib.suppress(OSError):
+            key += f"\0{os.stat(watch).st_mtime_ns}"
     final = base / hashlib.sha256(key.encode()).hexdigest()[:24]
     if (final / "tree").is_dir():
         return final / "tree"
@@ -84,6 +105,7 @@ def link_farm(source: Path, root: Path | None = None) -> Path:
     try:
         (tmp / _SOURCE).write_text(json.dumps({"source": str(source)}))
         _link_tree(source, tmp / "tree")
+        _retarget_venv(tmp / "tree", python)
         try:
             tmp.rename(final)
         except OSError:  # another process made it meanwhile
@@ -112,6 +134,39 @@ def _link_tree(source: Path, dest: Path) -> None:
         raise OSError(f"cp -a -l {source} failed: {exc}") from exc
     if done.returncode != 0:
         raise OSError(f"cp -a -l {source} failed: {done.stderr.strip()[-300:]}")
+
+
+def _retarget_venv(tree: Path, python: Path) -> None:
+    """In a venv's farm, name the base interpreter at PYTHON_DIR: a copied pyvenv.cfg and
+    new symlinks (the farm's entries are hard links: unlink first, the originals stay)."""
+    host = str(python)
+    cfg = tree / "pyvenv.cfg"
+    if cfg.is_file() and not cfg.is_symlink():
+        text = cfg.read_text()
+        if host in text:
+            cfg.unlink()
+            cfg.write_text(text.replace(host, PYTHON_DIR))
+    with contextlib.suppress(FileNotFoundError):
+        for link in (tree / "bin").iterdir():
+            if link.is_symlink():
+                target = os.readlink(link)
+                if target == host or target.startswith(f"{host}/"):
+                    link.unlink()
+                    link.symlink_to(PYTHON_DIR + target[len(host) :])
+
+
+def staging_dir(root: Path | None = None) -> tuple[Path, int]:
+    """A host-only dir for one backend's staged files and socket links, and its lock fd.
+
+    Socket links are bound from here, so mountinfo inside shows this path: a random name
+    under the view root (no id, data dir or home). The owner holds the lock for its life;
+    a sweep deletes the dir once it is free.
+    """
+    base = _ensure((root or view_root()) / "stage")
+    path = Path(tempfile.mkdtemp(dir=base))
+    fd = lock_dir(path, blocking=True)
+    assert fd is not None
+    return path, fd
 
 
 class MovedState:
@@ -171,7 +226,8 @@ class MovedState:
 
 
 def sweep_stale(root: Path | None = None) -> None:
-    """Put back state dirs of runs whose host died; delete farms whose source is gone."""
+    """Put back state dirs of runs whose host died; delete farms whose source is gone and
+    staging dirs whose owner is gone."""
     base = root or view_root()
     with contextlib.suppress(OSError):
         for entry in (base / "run").iterdir():
@@ -179,6 +235,15 @@ def sweep_stale(root: Path | None = None) -> None:
                 _sweep_run(entry)
             except OSError as exc:  # released by its owner meanwhile, most likely
                 log.debug("sandbox.state_sweep_skipped", dir=str(entry), error=str(exc))
+    with contextlib.suppress(OSError):
+        for entry in (base / "stage").iterdir():
+            with contextlib.suppress(OSError):  # deleted by another sweeper meanwhile
+                if time.time() - entry.stat().st_mtime < _STAGE_GRACE_S:
+                    continue  # its maker may not hold the lock yet
+                fd = lock_dir(entry, blocking=False)
+                if fd is not None:  # its owner is gone
+                    shutil.rmtree(entry, ignore_errors=True)
+                    os.close(fd)
     with contextlib.suppress(OSError):
         for entry in (base / "ro").iterdir():
             if entry.name.startswith(".making-"):

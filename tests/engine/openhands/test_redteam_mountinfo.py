@@ -2,8 +2,9 @@
 
 The agent reads its mount table through the SDK's own terminal tool (the real runtime venv,
 SDK, service and bwrap sandbox; only the model is scripted). Neither the data dir, the
-conversation id, the state dir, the runtime venv nor the entrypoint's directory may appear:
-that map is what the resume and ``.git`` escapes of issue 12 were built from.
+conversation id, the state dir, the runtime venv, the entrypoint's directory, the host home,
+the venv's base interpreter (/root/.pyenv/...) nor the backend's staging dir may appear: that
+map is what the resume and ``.git`` escapes of issue 12 were built from.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from .e2e_support import make_task
 pytestmark = [pytest.mark.openhands, pytest.mark.bwrap, pytest.mark.slow, pytest.mark.timeout(900)]
 
 SCRIPT = "tests.engine.openhands.test_redteam_mountinfo:read_mountinfo"
-PROBE = "cat /proc/self/mountinfo /proc/1/mountinfo > mountinfo.txt; cat /proc/1/cmdline"
+PROBE = (
+    "cat /proc/self/mountinfo /proc/1/mountinfo > mountinfo.txt; "
+    "tr '\\0' ' ' </proc/1/cmdline >> mountinfo.txt"
+)
 
 
 def read_mountinfo(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
@@ -63,6 +67,11 @@ async def test_mountinfo_inside_an_openhands_run_names_no_host_location(
         "runtimes dir": "runtimes/openhands",
         "entrypoint dir": str(openhands_runtime.entrypoint.parent),
         "state dir": "/openhands/",
+        "host home": f"{Path.home()}/",
+        "base interpreter": str(openhands_runtime.interpreter_prefix),
+        "base interpreter (resolved)": str(openhands_runtime.interpreter_prefix.resolve()),
+        "pyenv": "/.pyenv/",
+        "staging dir": "/tmp/synthorg-sandbox-",
     }
     leaks = {name: value for name, value in secrets.items() if value in seen}
     assert not leaks, (leaks, seen)
