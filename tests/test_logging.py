@@ -1,0 +1,33 @@
+"""Logging: structlog loads with the first line, and the configuration made before it holds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PROBE = """
+import sys
+from synthorg.logging import configure_logging, get_logger
+from synthorg.sandbox import bwrap  # a module that makes its logger at import time
+log = get_logger("probe")
+configure_logging("WARNING")
+assert "structlog" not in sys.modules, "structlog loaded before any line was logged"
+log.info("HIDDEN")
+log.warning("SHOWN", n=1)
+bwrap.log.error("SANDBOX_LINE")
+"""
+
+
+def test_a_configuration_made_before_structlog_loads_applies_to_the_first_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""  # structlog's default would print to stdout
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [(x["event"], x["level"]) for x in lines] == [
+        ("SHOWN", "warning"),
+        ("SANDBOX_LINE", "error"),
+    ]
+    assert lines[0]["n"] == 1 and "timestamp" in lines[0]
