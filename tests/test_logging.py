@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 PROBE = """
 import sys
@@ -31,3 +32,15 @@ def test_a_configuration_made_before_structlog_loads_applies_to_the_first_line()
         ("SANDBOX_LINE", "error"),
     ]
     assert lines[0]["n"] == 1 and "timestamp" in lines[0]
+
+
+def test_every_module_logs_through_synthorg_logging() -> None:
+    # A module holding structlog's own logger could write before the configuration is applied
+    # (structlog's default goes to stdout: an MCP stdio server's protocol channel).
+    src = Path(__file__).resolve().parents[1] / "src" / "synthorg"
+    direct = [
+        str(path.relative_to(src))
+        for path in sorted(src.rglob("*.py"))
+        if path.name != "logging.py" and "structlog" in path.read_text(encoding="utf-8")
+    ]
+    assert direct == []
