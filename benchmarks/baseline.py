@@ -35,7 +35,7 @@ def bytecode_env(env: dict[str, str], cache: Path, *, enabled: bool = True) -> d
     if enabled:
         out.pop("PYTHONDONTWRITEBYTECODE", None)
         out["PYTHONPYCACHEPREFIX"] = str(cache)
-    else:
+    else:  # an empty prefix that is never written: __pycache__ dirs in the tree are not read
         out["PYTHONDONTWRITEBYTECODE"] = "1"
-        out.pop("PYTHONPYCACHEPREFIX", None)
+        out["PYTHONPYCACHEPREFIX"] = f"{cache}-never-written"
     return out
