@@ -20,3 +20,22 @@ def extract_src(rev: str, into: Path) -> Path:
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
     return into / "src"
+
+
+def bytecode_env(env: dict[str, str], cache: Path, *, enabled: bool = True) -> dict[str, str]:
+    """``env`` for a measured process that reads and writes compiled bytecode under ``cache``.
+
+    An installed package runs from bytecode (pip compiles at install; Python writes it on the
+    first import). A shell with ``PYTHONDONTWRITEBYTECODE`` set (this machine's) would make
+    every fresh process compile every module it imports: up to twice the start-up CPU. A
+    separate cache prefix keeps ``src/`` and the venv clean; run each variant once, not
+    counted, to fill it. ``enabled=False`` measures the no-bytecode case on purpose.
+    """
+    out = dict(env)
+    if enabled:
+        out.pop("PYTHONDONTWRITEBYTECODE", None)
+        out["PYTHONPYCACHEPREFIX"] = str(cache)
+    else:  # an empty prefix that is never written: __pycache__ dirs in the tree are not read
+        out["PYTHONDONTWRITEBYTECODE"] = "1"
+        out["PYTHONPYCACHEPREFIX"] = f"{cache}-never-written"
+    return out

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -25,35 +26,44 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from baseline import extract_src
+import psutil
+from baseline import bytecode_env, extract_src
 
 ROOT = Path(__file__).resolve().parents[1]
 PRE_CHANGE_IMPORTS = "import typer, rich.console, fastapi, mcp, psycopg, uvicorn, httpx"
 
 
-def _env(home: Path, src: Path) -> dict[str, str]:
+def _env(home: Path, src: Path, *, bytecode: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
     env.update(SYNTHORG_HOME=str(home), PYTHONPATH=f"{src}:{ROOT}", COLUMNS="120")
-    return env
+    return bytecode_env(env, home.parent / "pycache", enabled=bytecode)
 
 
-def _timed(argv: list[str], env: dict[str, str]) -> float:
-    started = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one command: CPU barely depends on the machine's load."""
+    cpu, started = _children_cpu(), time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, check=False)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{argv} failed: {done.stderr.decode(errors='replace')[-2000:]}")
-    return elapsed
+    return elapsed, _children_cpu() - cpu
 
 
-def _first_event(argv: list[str], env: dict[str, str]) -> float:
+def _first_event(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU of the CLI process and its reaped children) at the first event line."""
     started = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
     first = None
     for raw in proc.stdout:
         if first is None and raw.lstrip().startswith(b"1 status"):
-            first = time.perf_counter() - started
+            wall, cpu = time.perf_counter() - started, psutil.Process(proc.pid).cpu_times()
+            first = wall, cpu.user + cpu.system + cpu.children_user + cpu.children_system
     if proc.wait() != 0 or first is None:
         raise SystemExit(f"{argv} failed or printed no event")
     return first
@@ -64,7 +74,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--run-rounds", type=int, default=3)
     parser.add_argument("--baseline-rev", default="c505cd3")
+    parser.add_argument(
+        "--no-bytecode", action="store_true", help="compile every module in every process"
+    )
     args = parser.parse_args()
+    bytecode = not args.no_bytecode
 
     from synthorg.service.demo import DEMO_TASK, create_demo_repo
 
@@ -73,9 +87,11 @@ def main() -> None:
         scratch = Path(tmp)
         src, old_src = ROOT / "src", extract_src(args.baseline_rev, scratch / "old")
         home = scratch / "home"
-        env, old_env = _env(home, src), _env(home, old_src)
+        env, old_env = _env(home, src, bytecode=bytecode), _env(home, old_src, bytecode=bytecode)
         cli = [py, "-m", "synthorg.cli.app"]
-        subprocess.run([*cli, "conversations", "list"], env=env, capture_output=True, check=True)
+        for warm_env in (env, old_env):  # creates the home; fills the bytecode cache
+            subprocess.run([*cli, "conversations", "list"], env=warm_env, capture_output=True)
+            subprocess.run([py, "-c", PRE_CHANGE_IMPORTS], env=warm_env, capture_output=True)
         repo = create_demo_repo(scratch / "calc")
         config = scratch / "bench.toml"
         config.write_text(
@@ -84,7 +100,7 @@ def main() -> None:
             '[run]\nmodel = "m"\n'
         )
 
-        variants: dict[str, Callable[[], float]] = {
+        variants: dict[str, Callable[[], tuple[float, float]]] = {
             "python -c pass": lambda: _timed([py, "-c", "pass"], env),
             "pre-change import set": lambda: _timed([py, "-c", PRE_CHANGE_IMPORTS], env),
             "synthorg --help": lambda: _timed([*cli, "--help"], env),
@@ -94,7 +110,7 @@ def main() -> None:
                 [*cli, "conversations", "list"], old_env
             ),
         }
-        runs: dict[str, Callable[[], float]] = {
+        runs: dict[str, Callable[[], tuple[float, float]]] = {
             "run: first event": lambda: _first_event(
                 [*cli, "run", DEMO_TASK, "--repo", str(repo), "-c", str(config)], env
             ),
@@ -102,30 +118,37 @@ def main() -> None:
                 [*cli, "run", DEMO_TASK, "--repo", str(repo), "-c", str(config)], old_env
             ),
         }
-        times: dict[str, list[float]] = {name: [] for name in [*variants, *runs]}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in [*variants, *runs]}
         for _ in range(args.rounds):
             for name, measure in variants.items():
                 times[name].append(measure())
+        for measure in runs.values():  # fills the bytecode cache of the run path; not counted
+            measure()
         for _ in range(args.run_rounds):
             for name, measure in runs.items():
                 times[name].append(measure())
         shutil.rmtree(home, ignore_errors=True)
 
-    median = {name: statistics.median(values) for name, values in times.items()}
+    median = {name: statistics.median(wall for wall, _ in values) for name, values in times.items()}
+    cpu = {name: statistics.median(c for _, c in values) for name, values in times.items()}
     floor = median["python -c pass"]
-    print(f"{'variant':<40} {'median s':>9} {'- floor s':>9}")
+    print(f"{'variant':<40} {'median s':>9} {'- floor s':>9} {'CPU s':>7}")
     for name, value in median.items():
-        print(f"{name:<40} {value:>9.3f} {value - floor:>9.3f}")
+        print(f"{name:<40} {value:>9.3f} {value - floor:>9.3f} {cpu[name]:>7.3f}")
     rev = args.baseline_rev
     print()
     for what in ("synthorg --help", "conversations list", "run: first event"):
-        old = median[f"{what} @{rev}"]
-        print(f"{what}: {median[what]:.3f} s vs {old:.3f} s at {rev} -> {median[what] / old:.2f}x")
+        old, old_cpu = median[f"{what} @{rev}"], cpu[f"{what} @{rev}"]
+        print(
+            f"{what}: {median[what]:.3f} s vs {old:.3f} s at {rev} -> {median[what] / old:.2f}x; "
+            f"CPU {cpu[what]:.3f} s vs {old_cpu:.3f} s -> {cpu[what] / old_cpu:.2f}x"
+        )
     print(
         f"synthorg --help over the interpreter floor: {median['synthorg --help'] - floor:.3f} s; "
         f"the pre-change import set alone: {median['pre-change import set'] - floor:.3f} s"
     )
-    print(f"load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
+    print(f"load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus", end=", ")
+    print(f"bytecode {'cached' if bytecode else 'off'}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 import psutil
-from baseline import extract_src
+from baseline import bytecode_env, extract_src
 
 ROOT = Path(__file__).resolve().parents[1]
 _DEADLINE_S = 120.0
@@ -40,12 +40,13 @@ def _free_port() -> int:
         return port
 
 
-def _to_ready(src: Path, home: Path) -> tuple[float, float]:
+def _to_ready(src: Path, home: Path, *, bytecode: bool) -> tuple[float, float]:
     """(Seconds from spawning ``synthorg serve`` to its first ``/ready`` 200, the server's
     CPU seconds by then): CPU barely depends on machine load, wall time does."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
     env.update(SYNTHORG_HOME=str(home), PYTHONPATH=str(src))
+    env = bytecode_env(env, home.parent / "pycache", enabled=bytecode)
     command = [sys.executable, "-m", "synthorg.cli.app", "serve", "--port", str(port)]
     url = f"http://127.0.0.1:{port}/ready"
     started = time.perf_counter()
@@ -90,7 +91,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--baseline-rev", default="6681ac7")
+    parser.add_argument(
+        "--no-bytecode", action="store_true", help="compile every module on every start"
+    )
     args = parser.parse_args()
+    bytecode = not args.no_bytecode
 
     with tempfile.TemporaryDirectory(prefix="synthorg-serve-bench-") as tmp:
         scratch = Path(tmp)
@@ -98,14 +103,19 @@ def main() -> None:
         cold: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
         warm: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
         floor: list[float] = []
+        for name, src in variants.items():  # fills the bytecode cache; not counted
+            _to_ready(src, scratch / f"{name}-warm-up", bytecode=bytecode)
         for round_no in range(args.rounds):
             floor.append(_floor())
             for name, src in variants.items():
                 home = scratch / f"{name}-{round_no}"
-                cold[name].append(_to_ready(src, home))
-                warm[name].append(_to_ready(src, home))
+                cold[name].append(_to_ready(src, home, bytecode=bytecode))
+                warm[name].append(_to_ready(src, home, bytecode=bytecode))
         load = os.getloadavg()[0]
-        print(f"rounds {args.rounds}, load average {load:.1f}, baseline {args.baseline_rev}")
+        print(
+            f"rounds {args.rounds}, load average {load:.1f}, baseline {args.baseline_rev}, "
+            f"bytecode {'cached' if bytecode else 'off'}"
+        )
         print(f"python -c pass: {statistics.median(floor) * 1000:.0f} ms")
         for label, figures in (("cold", cold), ("warm", warm)):
             for what, at in (("wall", 0), ("CPU", 1)):

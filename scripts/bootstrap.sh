@@ -41,6 +41,10 @@ if ! uv --version >/dev/null 2>&1; then
   python -m pip install -q uv
 fi
 uv sync --frozen --quiet
+# Bytecode for the venv and src/ (incremental: only what changed is compiled again). With
+# PYTHONDONTWRITEBYTECODE set (some shells and CI images) Python never writes it, and every
+# fresh `synthorg` process would compile each module it imports: 2-3x its start-up CPU.
+uv run --frozen python -m compileall -q -j0 src "$(uv run --frozen python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
 
 git config --global user.name >/dev/null 2>&1 || git config --global user.name "SynthOrg CI"
 git config --global user.email >/dev/null 2>&1 || git config --global user.email "ci@synthorg.invalid"

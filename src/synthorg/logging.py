@@ -1,4 +1,10 @@
-"""Structured logging: one JSON object per line on stderr, named events."""
+"""Structured logging: one JSON object per line on stderr, named events.
+
+structlog is imported by the first log line, not before: importing it costs ~0.1 s of CPU
+(its ``dev`` module loads rich's traceback and pretty printers), which a command that logs
+nothing (``synthorg conversations list``) should not pay. Every module logs through
+:func:`get_logger`, so the configuration is always applied before a line is written.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +12,27 @@ import logging
 import sys
 from typing import Any
 
-import structlog
-
 _configured = False
+_pending: tuple[str, bool] | None = None
 
 
 def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
-    """Route structlog and stdlib logging to stderr as JSON (or console text)."""
-    global _configured
+    """Route structlog to stderr as JSON (or console text).
+
+    Applied at once when structlog is already loaded, else by the first log line.
+    """
+    global _pending
+    _pending = (level, json)
+    if "structlog" in sys.modules:
+        _apply()
+
+
+def _apply() -> None:
+    global _configured, _pending
+    import structlog
+
+    level, json = _pending or ("INFO", True)
+    _pending = None
     renderer: Any = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
     structlog.configure(
         processors=[
@@ -48,6 +67,20 @@ class _StderrLogger:
 
 def get_logger(name: str) -> Any:
     """A structured logger; ``log.info("EVENT_NAME", key=value)``."""
-    if not _configured:
-        configure_logging()
-    return structlog.get_logger(name)
+    return _LazyLogger(name)
+
+
+class _LazyLogger:
+    """structlog's logger for ``name``, looked up (and logging configured) on each use."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        if _pending is not None or not _configured:
+            _apply()
+        import structlog
+
+        return getattr(structlog.get_logger(self._name), attr)

@@ -70,6 +70,8 @@ def test_listing_conversations_loads_no_server_library(tmp_path: Path) -> None:
     assert "synthorg.cli.conversations" in loaded and "synthorg.store.sqlite" in loaded
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
     assert "synthorg.engine.runner" not in loaded
+    # Nothing is logged, so structlog (and rich's traceback printers it loads) stays out.
+    assert not loaded & {"structlog", "rich.traceback"}, sorted(loaded & {"structlog"})
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

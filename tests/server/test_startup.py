@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_booting_a_server_imports_neither_mcp_nor_httpx(tmp_path: Path) -> None:
     # The MCP app is built in the background once the server listens (LazyAsgi), and the
     # Anthropic provider and the native model client (httpx) only when used: none belongs on
-    # the start-up path.
+    # the start-up path. PyJWT (cryptography's x509) is loaded by the first bearer,
+    # pygit2 by the first in-process ref read or checkpoint.
     probe = (
         "import json, sys\n"
         "import synthorg.cli.serve, synthorg.service.boot, synthorg.service.loops\n"
@@ -27,6 +28,6 @@ def test_booting_a_server_imports_neither_mcp_nor_httpx(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     loaded = {name.split(".")[0] for name in json.loads(done.stdout)}
-    heavy = {"mcp", "mcp_types", "httpx"}
+    heavy = {"mcp", "mcp_types", "httpx", "jwt", "pygit2"}
     assert not loaded & heavy, sorted(loaded & heavy)
     assert "synthorg.gateway.providers.anthropic" not in json.loads(done.stdout)

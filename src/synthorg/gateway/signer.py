@@ -15,7 +15,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import jwt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from synthorg.errors import ConfigError, SynthOrgError
@@ -91,6 +90,8 @@ class GatewaySigner:
                 "bind the model to a configured provider in the gateway config "
                 "(no provider is picked automatically)"
             )
+        import jwt  # see _decode
+
         now = int(self._clock())
         payload: dict[str, Any] = binding.model_dump(mode="json")
         payload.update(
@@ -113,6 +114,10 @@ class GatewaySigner:
         return claims
 
     def _decode(self, token: str) -> BearerClaims:
+        # PyJWT loads cryptography's x509 and ssh modules (~0.12 s of CPU): paid by the first
+        # bearer, not by every process that builds the gateway (`serve` before /ready).
+        import jwt
+
         try:
             payload = jwt.decode(
                 token,

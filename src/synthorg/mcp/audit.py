@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol
 
-import structlog
-
 from synthorg.domain import ConversationRecord, ToolAuditEvent
 from synthorg.errors import BoundaryError
+from synthorg.logging import get_logger
 from synthorg.store.protocol import ExecutionUsage
 
 Outcome = Literal["started", "ok", "refused", "error"]
 
-_log = structlog.get_logger("synthorg.mcp")
+_log = get_logger("synthorg.mcp")
 
 
 class AuditSink(Protocol):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import structlog
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from synthorg.gateway.signer import BearerClaims, BearerError, GatewaySigner
+from synthorg.logging import get_logger
 
 CLAIMS_KEY = "synthorg.bearer_claims"
 """Key of the verified claims in the ASGI scope's ``state``."""
@@ -16,7 +16,7 @@ CLAIMS_KEY = "synthorg.bearer_claims"
 # JSON-RPC error code for an unauthenticated request (implementation-defined range).
 UNAUTHENTICATED = -32001
 
-_log = structlog.get_logger("synthorg.mcp")
+_log = get_logger("synthorg.mcp")
 
 
 def _bearer_of(scope: Scope) -> str | None:

@@ -10,7 +10,6 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import mcp_types as types
-import structlog
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
@@ -19,6 +18,7 @@ from starlette.types import ASGIApp
 from synthorg.errors import NotFoundError
 from synthorg.gateway.liveness import run_closed
 from synthorg.gateway.signer import BearerClaims, GatewaySigner
+from synthorg.logging import get_logger
 from synthorg.mcp.audit import AuditWriteError, McpStore, Outcome, record_call
 from synthorg.mcp.auth import UNAUTHENTICATED, BearerAuthMiddleware, claims_from_request
 from synthorg.mcp.config import MCP_PATH, McpConfig
@@ -36,7 +36,7 @@ from synthorg.mcp.vault import CredentialVault
 
 SERVER_NAME = "synthorg-credentialed-tools"
 
-_log = structlog.get_logger("synthorg.mcp")
+_log = get_logger("synthorg.mcp")
 
 
 def _version() -> str:

@@ -18,8 +18,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import structlog
-
+from synthorg.logging import get_logger
 from synthorg.sandbox.boundary import bwrap_boundary
 from synthorg.sandbox.cgroups import (
     CgroupMode,
@@ -57,7 +56,7 @@ from synthorg.sandbox.views import (
 )
 from synthorg.sandbox.views import sweep_stale as sweep_views
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 WORKSPACE = "/workspace"
 STATE = "/state"

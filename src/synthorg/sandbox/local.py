@@ -12,8 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import structlog
-
+from synthorg.logging import get_logger
 from synthorg.sandbox.boundary import local_boundary
 from synthorg.sandbox.bwrap import host_python, host_python_dir
 from synthorg.sandbox.errors import SandboxIOError, SandboxOptInError, SandboxStartError
@@ -25,7 +24,7 @@ from synthorg.sandbox.process import (
 )
 from synthorg.sandbox.protocol import BoundaryDeclaration, SandboxProcess, SandboxRequest
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 WARNING = (

@@ -41,12 +41,11 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import structlog
-
+from synthorg.logging import get_logger
 from synthorg.sandbox.errors import SandboxStartError
 from synthorg.sandbox.hostlock import lock_dir
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: Host-only dir for images and records (disk-backed; /tmp may be RAM).
 ROOT_ENV = "SYNTHORG_SANDBOX_QUOTA_DIR"

@@ -38,11 +38,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import structlog
-
+from synthorg.logging import get_logger
 from synthorg.sandbox.hostlock import lock_dir
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ROOT_ENV = "SYNTHORG_SANDBOX_VIEW_DIR"
 _SOURCE = "source.json"

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pygit2
-from pygit2.enums import RepositoryOpenFlag
+if TYPE_CHECKING:
+    import pygit2
 
-_OPEN_FLAGS = RepositoryOpenFlag.NO_SEARCH | RepositoryOpenFlag.BARE
+# pygit2 is imported by the functions that use it (~0.1 s of CPU): a process that never
+# checkpoints or reads refs in-process (`serve` until its first run) does not pay for it.
 
 
 class RefTaken(Exception):
@@ -50,10 +52,9 @@ def commit_and_create_ref(
     locked; ``InProcessUnavailable`` when the repository cannot be opened or written by
     libgit2 (nothing was created then, except possibly an unreferenced commit object).
     """
-    try:
-        repo = pygit2.Repository(str(common_dir), _OPEN_FLAGS)
-    except (pygit2.GitError, KeyError, ValueError) as exc:
-        raise InProcessUnavailable(str(exc)) from exc
+    import pygit2
+
+    repo = _open_bare(common_dir)
     try:
         signature = pygit2.Signature(*identity)
         parents = [pygit2.Oid(hex=parent)] if parent else []
@@ -88,6 +89,8 @@ class RefReader:
 
     def commit_of(self, name: str) -> str | None:
         """The commit ``name`` (HEAD or a full ref name) points at, peeled; None if none."""
+        import pygit2
+
         try:
             target = self._repo.revparse_single(name)
             return str(target.peel(pygit2.Commit).id)
@@ -112,6 +115,8 @@ class RefReader:
 
     def set_ref(self, name: str, sha: str) -> bool:
         """Point ``name`` at the commit ``sha`` (created or moved, as ``git update-ref``)."""
+        import pygit2
+
         self._repo.references.create(name, pygit2.Oid(hex=sha), force=True)
         return True
 
@@ -122,6 +127,9 @@ def refs_in_process(cwd: Path, question: Callable[[RefReader], object]) -> objec
     extension it lacks): the caller then asks git. The same reads ``git -C cwd`` makes, in
     a fraction of a millisecond. Like git here it reads config and refs (and writes the one
     ref ``RefReader.set_ref`` names); it runs nothing the repository configures."""
+    import pygit2
+    from pygit2.enums import RepositoryOpenFlag
+
     try:
         repo = pygit2.Repository(str(cwd), RepositoryOpenFlag.NO_SEARCH)
     except (pygit2.GitError, KeyError, ValueError):
@@ -139,8 +147,12 @@ _GITLINK = 0o160000
 
 
 def _open_bare(common_dir: Path) -> pygit2.Repository:
+    import pygit2
+    from pygit2.enums import RepositoryOpenFlag
+
     try:
-        return pygit2.Repository(str(common_dir), _OPEN_FLAGS)
+        flags = RepositoryOpenFlag.NO_SEARCH | RepositoryOpenFlag.BARE
+        return pygit2.Repository(str(common_dir), flags)
     except (pygit2.GitError, KeyError, ValueError) as exc:
         raise InProcessUnavailable(str(exc)) from exc
 
@@ -149,6 +161,8 @@ def changed_regular_files(common_dir: Path, base: str, tree: str) -> list[tuple[
     """(path, blob sha) of the regular files of ``tree`` added or modified since ``base``
     (no rename detection), as ``git diff-tree -r --raw --no-renames`` lists them. Only
     object reads on the recorded shared git dir: no work tree, attributes or drivers."""
+    import pygit2
+
     repo = _open_bare(common_dir)
     try:
         old, new = (repo.revparse_single(rev).peel(pygit2.Tree) for rev in (base, tree))
@@ -165,6 +179,8 @@ def changed_regular_files(common_dir: Path, base: str, tree: str) -> list[tuple[
 
 def object_sizes(common_dir: Path, shas: list[str]) -> dict[str, int]:
     """Each object's size from its header (the content is never inflated whole)."""
+    import pygit2
+
     repo = _open_bare(common_dir)
     try:
         return {sha: repo.odb.read_header(pygit2.Oid(hex=sha))[1] for sha in shas}
@@ -176,6 +192,8 @@ def object_sizes(common_dir: Path, shas: list[str]) -> dict[str, int]:
 
 def gitlink_paths(common_dir: Path, tree: str) -> list[str]:
     """Paths of ``tree`` (recursively) that are gitlinks: nested repositories."""
+    import pygit2
+
     repo = _open_bare(common_dir)
     try:
         found = []

@@ -56,6 +56,14 @@ def test_specs_are_openai_function_tools_with_closed_objects() -> None:
     assert editor["function"]["parameters"]["required"] == ["command", "path"]
 
 
+def test_each_tool_set_gets_its_own_copy_of_the_remembered_schemas() -> None:
+    first = toolset().specs
+    first[0]["function"]["parameters"]["properties"].clear()
+    first[0]["function"]["parameters"]["required"].append("mutated")
+    again = toolset().specs[0]["function"]["parameters"]
+    assert again["properties"] and "mutated" not in again["required"]
+
+
 @pytest.mark.parametrize(
     ("name", "args", "error"),
     [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -111,11 +112,7 @@ class ModelTool[A: BaseModel]:
     summarize: Callable[[A], str] | None = None
 
     def spec(self) -> dict[str, Any]:
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        schema.pop("description", None)
-        for prop in schema.get("properties", {}).values():
-            prop.pop("title", None)
+        schema = json.loads(_parameters_json(self.args_model))  # a fresh copy per offer
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": schema},
@@ -140,6 +137,18 @@ class ModelTool[A: BaseModel]:
 
     async def run(self, args: A) -> ToolResult:
         return await self.execute(args)
+
+
+@functools.cache
+def _parameters_json(args_model: type[BaseModel]) -> str:
+    """The model's JSON schema without titles, generated once per class (pydantic's schema
+    generation cost about a millisecond per tool, paid by every tool set of every turn)."""
+    schema = args_model.model_json_schema()
+    schema.pop("title", None)
+    schema.pop("description", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return json.dumps(schema)
 
 
 @dataclass(frozen=True)

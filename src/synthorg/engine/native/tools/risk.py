@@ -17,6 +17,7 @@ named ``ls``); the approval of that earlier command is the control.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Callable, Sequence
@@ -318,9 +319,26 @@ def _max(*levels: RiskLevel) -> RiskLevel:
     return max(levels, key=lambda level: level.rank)
 
 
+_MEMO_MAX_CHARS = 4096
+"""Commands up to this length have their risk remembered (bounded memory for the cache)."""
+
+
 def terminal_risk(command: str) -> RiskLevel:
     """HIGH for destructive, networked, publishing or hidden commands; LOW only for proven
     reads; everything else MEDIUM."""
+    if len(command) <= _MEMO_MAX_CHARS:
+        return _remembered_risk(command)
+    return _terminal_risk(command)
+
+
+@functools.lru_cache(maxsize=256)
+def _remembered_risk(command: str) -> RiskLevel:
+    # A pure function of the text, asked several times per call (risk, mutates) and again
+    # for a repeated command: the scanner costs ~2 ms for a typical test command.
+    return _terminal_risk(command)
+
+
+def _terminal_risk(command: str) -> RiskLevel:
     if _HIGH.search(command):
         return RiskLevel.HIGH
     segments = _scan(command)
