@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-from synthorg.domain import ConversationStatus, StoredEvent, TerminationReason
+from synthorg.domain import ConversationStatus, StatusChangeEvent, StoredEvent, TerminationReason
+from synthorg.engine import LoopDependencies
 from synthorg.engine.bearers import RunGrant
 from synthorg.gateway.signer import UnboundModelError
 from synthorg.service.bearers import GatewayMinter
-from synthorg.service.boot import Components
+from synthorg.service.boot import Components, ProvisionContext, boot
+from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.options import RunOptions
+from synthorg.service.provisioning import LoopEndpoints, LoopProvisioner, RunSetup
+from tests.support import scripted_settings
 
 from .conftest import Booter, make_task
 
@@ -125,3 +132,99 @@ async def test_one_bearer_per_run_bound_to_the_run(booted: Booter, demo_repo: Pa
         with pytest.raises(UnboundModelError, match="gpt-unbound"):
             await minter.open(unbound)
         await minter.close("exec-one", "test over")
+
+
+def _terminations(stderr: str, cid: str) -> list[dict[str, object]]:
+    """The EXECUTION_LOOP_TERMINATED log lines written for ``cid``."""
+    lines = (json.loads(line) for line in stderr.splitlines() if line.startswith("{"))
+    return [
+        line
+        for line in lines
+        if line.get("event") == "EXECUTION_LOOP_TERMINATED" and line.get("conversation_id") == cid
+    ]
+
+
+async def _status_changes(components: Components, cid: str) -> list[StatusChangeEvent]:
+    return [
+        e.event
+        for e in await components.store.history(cid, limit=10_000)
+        if isinstance(e.event, StatusChangeEvent)
+    ]
+
+
+async def test_a_run_refused_before_start_ends_through_the_one_finish(
+    booted: Booter, demo_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal of a worktree that is not the recorded one was closed outside
+    ``finish_run``: no EXECUTION_LOOP_TERMINATED, no termination reason on the record."""
+    async with booted("demo_fix_script") as components:
+        service = components.service
+        record = await service.create(make_task(demo_repo), RunOptions())
+        assert record.workspace is not None
+        moved = record.workspace.model_copy(update={"path": f"{record.workspace.path}-elsewhere"})
+        await components.store.save_conversation(record.model_copy(update={"workspace": moved}))
+        result = await service.run(record.id)
+        assert result.termination_reason is TerminationReason.ERROR
+        assert result.error is not None and "refusing" in result.error
+        changes = await _status_changes(components, record.id)
+        assert [c.new for c in changes] == [ConversationStatus.FAILED]  # the loop never ran
+        assert changes[-1].termination_reason == TerminationReason.ERROR.value
+        final = await components.store.get_conversation(record.id)
+        assert final.termination_reason is TerminationReason.ERROR
+    [logged] = _terminations(capsys.readouterr().err, record.id)
+    assert logged["termination_reason"] == "error"
+
+
+class _HeldProvisioner:
+    """The real provisioner behind a gate: a run waits in setup until the test has stopped it."""
+
+    def __init__(self, inner: LoopProvisioner) -> None:
+        self._inner = inner
+        self.entered = asyncio.Event()
+
+    def check(self, loop_type: str) -> None:
+        self._inner.check(loop_type)
+
+    @asynccontextmanager
+    async def __call__(
+        self, setup: RunSetup
+    ) -> AsyncIterator[tuple[LoopDependencies, LoopEndpoints]]:
+        self.entered.set()
+        await asyncio.Event().wait()  # until the run is cancelled
+        async with self._inner(setup) as provisioned:
+            yield provisioned
+
+
+@pytest.mark.parametrize(
+    ("stop", "reason"),
+    [("interrupt", TerminationReason.PAUSED), ("cancel", TerminationReason.CANCELLED)],
+)
+async def test_a_run_stopped_before_start_ends_through_the_one_finish(
+    tmp_path: Path,
+    demo_repo: Path,
+    capsys: pytest.CaptureFixture[str],
+    stop: str,
+    reason: TerminationReason,
+) -> None:
+    held: list[_HeldProvisioner] = []
+
+    def provisioner(ctx: ProvisionContext) -> LoopProvisioner:
+        held.append(_HeldProvisioner(default_provisioner(ctx)))
+        return held[-1]
+
+    settings = scripted_settings(
+        tmp_path / "home", "synthorg.engine.native.scripts:demo_fix_script", model="scripted-test"
+    )
+    async with boot(settings, registry=default_registry(), provisioner=provisioner) as components:
+        service = components.service
+        record = await service.create(make_task(demo_repo), RunOptions())
+        await service.start(record.id)
+        await asyncio.wait_for(held[0].entered.wait(), 60)
+        await getattr(service, stop)(record.id, by="tester")
+        result = await service.wait(record.id)
+        assert result is not None and result.termination_reason is reason
+        changes = await _status_changes(components, record.id)
+        assert [c.new for c in changes] == [reason.conversation_status()]  # never RUNNING
+        assert changes[-1].termination_reason == reason.value
+    [logged] = _terminations(capsys.readouterr().err, record.id)
+    assert logged["termination_reason"] == reason.value

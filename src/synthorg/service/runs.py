@@ -16,7 +16,6 @@ from pathlib import Path
 from synthorg.domain import (
     CancelEvent,
     ConversationRecord,
-    ConversationStatus,
     ErrorEvent,
     ExecutionResult,
     InterruptEvent,
@@ -39,7 +38,7 @@ from synthorg.engine import (
     flag_checker,
 )
 from synthorg.engine.bearers import BearerMinter, RunGrant
-from synthorg.engine.lifecycle import events_after, transition
+from synthorg.engine.lifecycle import events_after
 from synthorg.errors import ConflictError, NotFoundError
 from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
@@ -199,28 +198,13 @@ class LocalRunService:
                 raise
             # Stopped while setting up (worktree, sandbox): the runner never saw the run.
             task.uncancel()
-            return await asyncio.shield(self._stopped_before_start(record, active.stop_requested))
+            return await asyncio.shield(
+                self._runner.finish_unstarted(
+                    record, active.stop_requested, "stopped before the run started"
+                )
+            )
         finally:
             self._runs.end(record.id, active)
-
-    async def _stopped_before_start(
-        self, record: ConversationRecord, reason: TerminationReason
-    ) -> ExecutionResult:
-        current = await transition(
-            self.store,
-            record.id,
-            reason.conversation_status(),
-            "stopped before the run started",
-            clock=self._clock,
-            termination_reason=reason,
-        )
-        return ExecutionResult(
-            execution_id=current.execution_id or "none",
-            conversation_id=record.id,
-            loop_type=record.loop_type,
-            termination_reason=reason,
-            resumed=record.runs > 0,
-        )
 
     async def _run_inner(self, record: ConversationRecord, active: ActiveRun) -> ExecutionResult:
         try:
@@ -228,7 +212,10 @@ class LocalRunService:
                 Path(record.task.repository), record.id, record.workspace
             )
         except GateRefusedError as exc:  # a worktree that is not the recorded one: run nothing
-            return await self._refused_before_start(record, exc)
+            refusal = ErrorEvent(message=str(exc), code=exc.code, non_retryable=True)
+            return await self._runner.finish_unstarted(
+                record, TerminationReason.ERROR, f"refused: {exc}", refusal=refusal
+            )
         execution_id = new_id("exec")
         bearer = await self._minter.open(RunGrant.of(record, execution_id))
         if self._isolation_warnings:
@@ -300,30 +287,6 @@ class LocalRunService:
                 changed=partial(workspace_changed, workspace),
                 land=partial(land, self.gate, record, workspace),
             )
-        )
-
-    async def _refused_before_start(
-        self, record: ConversationRecord, exc: GateRefusedError
-    ) -> ExecutionResult:
-        """The host refuses to touch the worktree (it is not the recorded one): FAILED, said."""
-        await self.store.append(
-            record.id, ErrorEvent(message=str(exc), code=exc.code, non_retryable=True)
-        )
-        current = await transition(
-            self.store,
-            record.id,
-            ConversationStatus.FAILED,
-            f"refused: {exc}",
-            clock=self._clock,
-            update=lambda _record: {"error": str(exc)},
-        )
-        return ExecutionResult(
-            execution_id=current.execution_id or "none",
-            conversation_id=record.id,
-            loop_type=record.loop_type,
-            termination_reason=TerminationReason.ERROR,
-            resumed=record.runs > 0,
-            error=str(exc),
         )
 
     # -- control ------------------------------------------------------------------------------
