@@ -176,23 +176,45 @@ async def test_a_run_refused_before_start_ends_through_the_one_finish(
 
 
 class _HeldProvisioner:
-    """The real provisioner behind a gate: a run waits in setup until the test has stopped it."""
+    """The real provisioner with a gate where the test acts: before setup or after teardown."""
 
-    def __init__(self, inner: LoopProvisioner) -> None:
+    def __init__(self, inner: LoopProvisioner, at: str) -> None:
         self._inner = inner
-        self.entered = asyncio.Event()
+        self._at = at
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
 
     def check(self, loop_type: str) -> None:
         self._inner.check(loop_type)
+
+    async def _gate(self, where: str) -> None:
+        if where == self._at:
+            self.reached.set()
+            await self.release.wait()
 
     @asynccontextmanager
     async def __call__(
         self, setup: RunSetup
     ) -> AsyncIterator[tuple[LoopDependencies, LoopEndpoints]]:
-        self.entered.set()
-        await asyncio.Event().wait()  # until the run is cancelled
+        await self._gate("setup")
         async with self._inner(setup) as provisioned:
             yield provisioned
+        await self._gate("teardown")
+
+
+@asynccontextmanager
+async def _boot_held(tmp_path: Path, at: str) -> AsyncIterator[tuple[Components, _HeldProvisioner]]:
+    held: list[_HeldProvisioner] = []
+
+    def provisioner(ctx: ProvisionContext) -> LoopProvisioner:
+        held.append(_HeldProvisioner(default_provisioner(ctx), at))
+        return held[-1]
+
+    settings = scripted_settings(
+        tmp_path / "home", "synthorg.engine.native.scripts:demo_fix_script", model="scripted-test"
+    )
+    async with boot(settings, registry=default_registry(), provisioner=provisioner) as components:
+        yield components, held[0]
 
 
 @pytest.mark.parametrize(
@@ -206,20 +228,11 @@ async def test_a_run_stopped_before_start_ends_through_the_one_finish(
     stop: str,
     reason: TerminationReason,
 ) -> None:
-    held: list[_HeldProvisioner] = []
-
-    def provisioner(ctx: ProvisionContext) -> LoopProvisioner:
-        held.append(_HeldProvisioner(default_provisioner(ctx)))
-        return held[-1]
-
-    settings = scripted_settings(
-        tmp_path / "home", "synthorg.engine.native.scripts:demo_fix_script", model="scripted-test"
-    )
-    async with boot(settings, registry=default_registry(), provisioner=provisioner) as components:
+    async with _boot_held(tmp_path, "setup") as (components, held):
         service = components.service
         record = await service.create(make_task(demo_repo), RunOptions())
         await service.start(record.id)
-        await asyncio.wait_for(held[0].entered.wait(), 60)
+        await asyncio.wait_for(held.reached.wait(), 60)
         await getattr(service, stop)(record.id, by="tester")
         result = await service.wait(record.id)
         assert result is not None and result.termination_reason is reason
@@ -228,3 +241,30 @@ async def test_a_run_stopped_before_start_ends_through_the_one_finish(
         assert changes[-1].termination_reason == reason.value
     [logged] = _terminations(capsys.readouterr().err, record.id)
     assert logged["termination_reason"] == reason.value
+
+
+@pytest.mark.parametrize("stop", ["interrupt", "cancel", "shutdown"])
+async def test_a_stop_after_the_loop_ended_lets_the_run_close(
+    tmp_path: Path, demo_repo: Path, stop: str
+) -> None:
+    """A stop that arrived while the sandbox was torn down cancelled the closing run: the
+    result was lost and the conversation stayed RUNNING (a shutdown after its grace did it)."""
+    async with _boot_held(tmp_path, "teardown") as (components, held):
+        service = components.service
+        record = await service.create(make_task(demo_repo), RunOptions())
+        await service.start(record.id)
+        await asyncio.wait_for(held.reached.wait(), 60)
+        active = service.active_run(record.id)
+        assert active is not None
+        if stop == "shutdown":  # past its grace: the run is still tearing down
+            stopping = asyncio.create_task(service.shutdown())
+        else:
+            stopping = asyncio.create_task(getattr(service, stop)(record.id, by="tester"))
+        async with asyncio.timeout(60):
+            while active.stop_requested is None:  # the stop has reached the run
+                await asyncio.sleep(0.01)
+        held.release.set()
+        result = await service.wait(record.id)
+        await stopping
+        assert result is not None and result.termination_reason is TerminationReason.COMPLETED
+        assert await _log_agrees_with_record(components, record.id) is ConversationStatus.FINISHED

@@ -277,6 +277,7 @@ class LocalRunService:
                 result = await self._runner.execute(
                     loop, context, requested_stop=lambda: active.stop_requested
                 )
+                active.closing = True  # a stop from now on would only lose the result
         finally:
             await asyncio.shield(self._minter.close(execution_id, "run ended"))
         # After the sandbox is gone: nothing in it can change the worktree under the gate.
@@ -329,10 +330,12 @@ class LocalRunService:
 
     async def _cancel(self, active: ActiveRun, reason: TerminationReason) -> None:
         active.stop_requested = reason
-        if active.task is not None and not active.task.done():
+        if active.task is None or active.task.done():
+            return
+        if not active.closing:  # a closing run ends as its loop did; it is only waited for
             active.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait({active.task})
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({active.task})
 
     async def decide(self, conversation_id: str, decision: Decision) -> None:
         """Deliver a decision bound to pending action ids and the approver."""
