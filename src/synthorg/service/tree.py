@@ -41,6 +41,10 @@ class RunNode(BaseModel):
     children: list[RunNode] = Field(description="Conversations it delegated, oldest first.")
 
 
+_FROM_RECORD = set(RunNode.model_fields) & set(ConversationRecord.model_fields)
+"""The node's fields that are the conversation's own, copied by name."""
+
+
 async def run_tree(store: TreeStore, conversation_id: str) -> RunNode:
     """``conversation_id`` and everything it delegated (NotFoundError when unknown)."""
     budget = [MAX_NODES]
@@ -56,15 +60,9 @@ async def run_tree(store: TreeStore, conversation_id: str) -> RunNode:
                 children.append(await node(child.id, depth + 1))
         own = sum((row.cost_usd for row in await store.executions_of(record.id)), Decimal(0))
         return RunNode(
-            id=record.id,
-            parent_id=record.parent_id,
-            status=record.status,
-            loop_type=record.loop_type,
-            termination_reason=record.termination_reason,
-            budget_usd=record.budget_usd,
+            **record.model_dump(include=_FROM_RECORD),
             cost_usd=own,
             tree_cost_usd=own + sum((c.tree_cost_usd for c in children), Decimal(0)),
-            commit_sha=record.commit_sha,
             title=record.task.title,
             children=children,
         )
