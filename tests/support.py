@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 from synthorg.domain import Task, new_id
+from synthorg.service.boot import Components, boot
+from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.settings import Settings
+
+
+def boot_real(settings: Settings) -> AbstractAsyncContextManager[Components]:
+    """The service as ``synthorg run`` and ``serve`` wire it (every loop, the real
+    provisioner), over ``settings``."""
+    return boot(settings, registry=default_registry(), provisioner=default_provisioner)
 
 
 def scripted_settings(
