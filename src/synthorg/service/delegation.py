@@ -30,6 +30,7 @@ from synthorg.domain import (
     TerminationReason,
     new_id,
 )
+from synthorg.engine.catalogue import SUBTASK_LOOP_TYPES
 from synthorg.engine.lifecycle import transition
 from synthorg.engine.native.tools import ToolResult
 from synthorg.engine.native.tools.delegate import Delegator, SubTask
@@ -446,11 +447,10 @@ def _delegation_key(parent_id: str, tasks: Sequence[SubTask]) -> str:
 
 def _check_loop(task: SubTask, parent: ConversationRecord) -> None:
     loop = task.loop or parent.loop_type
-    if loop == "openhands":
+    if loop not in SUBTASK_LOOP_TYPES:
         raise _Refused(
-            "sub-tasks cannot run the openhands loop (its SDK cannot be pointed at a separate "
-            "workspace per child here; see docs/architecture.md); use react, plan_execute or "
-            "hybrid"
+            f"sub-tasks cannot run the {loop} loop (only a native loop runs in a child's own "
+            f"workspace; see docs/architecture.md); use {', '.join(sorted(SUBTASK_LOOP_TYPES))}"
         )
 
 
