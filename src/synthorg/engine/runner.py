@@ -202,7 +202,7 @@ class LoopRunner:
         changed: WorkspaceChanged | None = None,
         land: Lander | None = None,
     ) -> ExecutionResult:
-        """Close the run: NO_OP, the closing event, EXECUTION_LOOP_TERMINATED, landing, status.
+        """Close the run: NO_OP, the closing event, landing, EXECUTION_LOOP_TERMINATED, status.
 
         ``changed`` tells whether the worktree differs from the conversation's base (NO_OP
         by content; None falls back to counting work tool calls). ``land`` commits a
