@@ -6,10 +6,30 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from synthorg.domain import Task, new_id
 from synthorg.service.boot import Components, boot
 from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.settings import Settings
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.test",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.test",
+}
+"""The git identity every test commit is made with."""
+
+
+def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No global or system git config, and an identity from the environment (CI may have none)."""
+    empty = tmp_path_factory.mktemp("gitconfig") / "empty"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for key, value in IDENTITY.items():
+        monkeypatch.setenv(key, value)
 
 
 def boot_real(settings: Settings) -> AbstractAsyncContextManager[Components]:
