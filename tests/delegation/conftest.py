@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
-from collections.abc import AsyncIterator, Callable
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -49,3 +52,35 @@ def repo(tmp_path: Path) -> Path:
     ):
         subprocess.run(["git", *args], cwd=path, check=True)
     return path
+
+
+@asynccontextmanager
+async def crashing_host(
+    tmp_path: Path, repo: Path, prompt: str, budget: Decimal | None = None
+) -> AsyncIterator[tuple[str, Callable[[], Awaitable[None]]]]:
+    """A host process (crash_driver.py, data dir ``tmp_path/home``) running a parent of
+    ``prompt``: yields the parent's id and a SIGKILL of the host (waited for)."""
+    prompt_file = tmp_path / "prompt.txt"
+    prompt_file.write_text(prompt)
+    args = [str(tmp_path / "home"), str(repo), str(prompt_file)]
+    if budget is not None:
+        args.append(str(budget))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(Path(__file__).with_name("crash_driver.py")),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+
+    async def kill() -> None:
+        proc.kill()  # SIGKILL
+        await proc.wait()
+
+    try:
+        parent_id = (await asyncio.wait_for(proc.stdout.readline(), 120)).decode().strip()
+        yield parent_id, kill
+    finally:
+        if proc.returncode is None:
+            await kill()

@@ -1,12 +1,13 @@
 """A host to be SIGKILLed mid-delegation: boots the service, starts the parent, prints its id.
 
-Usage: python crash_driver.py HOME REPO PROMPT_FILE
+Usage: python crash_driver.py HOME REPO PROMPT_FILE [BUDGET_USD]
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -18,13 +19,15 @@ from tests import support
 from tests.delegation.conftest import MODEL, SCRIPT
 
 
-async def main(home: Path, repo: Path, prompt: str) -> None:
+async def main(home: Path, repo: Path, prompt: str, budget: Decimal | None) -> None:
     settings = support.scripted_settings(home, SCRIPT, model=MODEL, latency_ms=150)
     async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
-        record = await c.service.create(support.make_task(repo, prompt), RunOptions())
+        options = RunOptions(budget_usd=budget, max_turns=500)
+        record = await c.service.create(support.make_task(repo, prompt), options)
         print(record.id, flush=True)
         await c.service.run(record.id)  # killed long before it ends
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]).read_text()))
+    budget = Decimal(sys.argv[4]) if len(sys.argv) > 4 else None
+    asyncio.run(main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]).read_text(), budget))

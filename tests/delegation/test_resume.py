@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +14,7 @@ from synthorg.domain import (
     StatusChangeEvent,
     TerminationReason,
 )
-from tests.delegation.conftest import Booter
+from tests.delegation.conftest import Booter, crashing_host
 from tests.delegation.scripts import delegate
 from tests.delegation.test_control import _sandboxes_alive
 
@@ -27,48 +24,31 @@ pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 async def test_sigkill_mid_delegation_then_resume_finishes_every_child_once(
     booted: Booter, repo: Path, tmp_path: Path
 ) -> None:
-    prompt = tmp_path / "prompt.txt"
-    prompt.write_text(
-        delegate({"prompt": "SLOWSED s/^alpha$/ALPHA/"}, {"prompt": "SLOWSED s/^hotel$/HOTEL/"})
+    prompt = delegate(
+        {"prompt": "SLOWSED s/^alpha$/ALPHA/"}, {"prompt": "SLOWSED s/^hotel$/HOTEL/"}
     )
-    home = tmp_path / "home"
-    driver = Path(__file__).with_name("crash_driver.py")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(driver),
-        str(home),
-        str(repo),
-        str(prompt),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    assert proc.stdout is not None
-    try:
-        parent_id = (await asyncio.wait_for(proc.stdout.readline(), 120)).decode().strip()
-        async with booted() as components:  # the same data dir: the same store
-            store = components.store
+    async with (
+        crashing_host(tmp_path, repo, prompt) as (parent_id, kill),
+        booted() as components,  # the same data dir: the same store
+    ):
+        store = components.store
 
-            async def both_children_warm() -> list[str]:
-                while True:
-                    children = await store.list_children(parent_id)
-                    warm = 0
-                    for child in children:
-                        events = await store.history(child.id, kinds=frozenset({"observation"}))
-                        warm += any(
-                            isinstance(e.event, ObservationEvent) and "warm" in e.event.content
-                            for e in events
-                        )
-                    if len(children) == 2 and warm == 2:
-                        return [c.id for c in children]
-                    await asyncio.sleep(0.05)  # polled under the deadline below
+        async def both_children_warm() -> list[str]:
+            while True:
+                children = await store.list_children(parent_id)
+                warm = 0
+                for child in children:
+                    events = await store.history(child.id, kinds=frozenset({"observation"}))
+                    warm += any(
+                        isinstance(e.event, ObservationEvent) and "warm" in e.event.content
+                        for e in events
+                    )
+                if len(children) == 2 and warm == 2:
+                    return [c.id for c in children]
+                await asyncio.sleep(0.05)  # polled under the deadline below
 
-            child_ids = await asyncio.wait_for(both_children_warm(), 120)
-            os.kill(proc.pid, signal.SIGKILL)
-            await proc.wait()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        child_ids = await asyncio.wait_for(both_children_warm(), 120)
+        await kill()
 
     async with booted() as components:
         store, service = components.store, components.service

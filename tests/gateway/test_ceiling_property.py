@@ -15,6 +15,7 @@ import asyncio
 import secrets
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from typing import Any, Literal
 
 import httpx
@@ -88,6 +89,14 @@ def _body(nonce: str, spec: Spec) -> dict[str, Any]:
     return body
 
 
+def reply(by_nonce: dict[str, Spec], body: dict[str, Any]) -> Reply:
+    """The upstream's answer to a request of the batch (found by its nonce)."""
+    spec = by_nonce[body["messages"][0]["content"].split(" ", 1)[0]]
+    if spec.error:
+        return Reply(status=spec.error, error={"message": "no", "type": "server_error"})
+    return Reply(text="o" * spec.out_chars, usage=spec.usage, ending=spec.ending, cut_after=2)
+
+
 async def _send(http: httpx.AsyncClient, body: dict[str, Any]) -> int:
     if not body.get("stream"):
         return (await http.post("/chat/completions", json=body)).status_code
@@ -110,14 +119,7 @@ async def test_spend_stays_within_one_reservation_of_the_ceiling(
     fake: FakeHarness, ceiling: Decimal, batch: list[Spec]
 ) -> None:
     by_nonce = {f"n{secrets.token_hex(6)}": spec for spec in batch}
-
-    def plan(body: dict[str, Any]) -> Reply:
-        spec = by_nonce[body["messages"][0]["content"].split(" ", 1)[0]]
-        if spec.error:
-            return Reply(status=spec.error, error={"message": "no", "type": "server_error"})
-        return Reply(text="o" * spec.out_chars, usage=spec.usage, ending=spec.ending, cut_after=2)
-
-    fake.upstream.plan = plan
+    fake.upstream.plan = partial(reply, by_nonce)
     tickets: list[Ticket] = []
     binding, token = await fake.run(ceiling)
     fake.gateway.on_settle(

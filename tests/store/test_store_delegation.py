@@ -50,3 +50,41 @@ async def test_ceiling_changes_and_a_conversations_rows(store: Store) -> None:
     assert sorted(r.execution_id for r in rows) == sorted(ids)
     assert sum(r.cost_usd for r in rows) == Decimal("0.5")
     assert await store.executions_of(uid()) == []
+
+
+async def test_a_trees_budget_is_its_roots_against_every_run_under_it(store: Store) -> None:
+    root = record(budget_usd=Decimal("2.5"))
+    child = record(parent_id=root.id, root_id=root.id, budget_usd=Decimal("1"))
+    grandchild = record(parent_id=child.id, root_id=root.id, budget_usd=Decimal("0.5"))
+    stranger = record(budget_usd=Decimal("9"))
+    for conversation in (root, child, grandchild, stranger):
+        await store.create_conversation(conversation)
+    costs = {root.id: ["0.1", "0.2"], child.id: ["0.25"], grandchild.id: ["0.125"]}
+    costs[stranger.id] = ["7"]
+    for conversation_id, runs in costs.items():  # several runs each: a resume's spend counts
+        for cost in runs:
+            execution_id = uid("e")
+            await store.open_execution(
+                execution_id=execution_id,
+                conversation_id=conversation_id,
+                model="m",
+                provider="p",
+                cost_ceiling_usd=None,
+            )
+            await store.record_usage(
+                execution_id, tokens_in=1, tokens_out=1, cost_usd=Decimal(cost)
+            )
+    for member in (root, child, grandchild):
+        budget = await store.tree_budget(member.id)
+        assert budget is not None
+        assert (budget.root_id, budget.ceiling, budget.spent) == (
+            root.id,
+            Decimal("2.5"),
+            Decimal("0.675"),
+        )
+    alone = await store.tree_budget(stranger.id)
+    assert alone is not None and (alone.root_id, alone.spent) == (stranger.id, Decimal(7))
+    unbounded = record()
+    await store.create_conversation(unbounded)
+    assert await store.tree_budget(unbounded.id) is None
+    assert await store.tree_budget(uid()) is None

@@ -41,7 +41,11 @@ class ConversationRecord(BaseModel):
     updated_at: datetime = Field(description="Last base-state change (UTC).")
     workspace: WorkspaceInfo | None = Field(default=None, description="Its workspace, once made.")
     max_turns: int = Field(default=30, ge=1, description="Turn cap per run.")
-    budget_usd: Decimal | None = Field(default=None, ge=0, description="Cost ceiling of a run.")
+    budget_usd: Decimal | None = Field(
+        default=None,
+        ge=0,
+        description="Cost ceiling over all its runs (a root's: of its delegation tree).",
+    )
     confirmation_policy: ConfirmationPolicy = Field(
         default=ConfirmationPolicy.NEVER, description="When actions wait for a person."
     )

@@ -23,8 +23,12 @@ class RunGrant:
     cost_ceiling: Decimal | None
 
     @classmethod
-    def of(cls, record: ConversationRecord, execution_id: str) -> RunGrant:
-        """The grant of a run of ``record`` (its budget is the bearer's cost ceiling)."""
+    def of(
+        cls, record: ConversationRecord, execution_id: str, *, spent: Decimal = Decimal(0)
+    ) -> RunGrant:
+        """The grant of a run of ``record``: its ceiling is the conversation's budget less what
+        its earlier runs ``spent`` (a resumed run continues the budget, never starts afresh)."""
+        budget = record.budget_usd
         return cls(
             execution_id=execution_id,
             agent_id=record.agent.id,
@@ -33,7 +37,7 @@ class RunGrant:
             conversation_id=record.id,
             provider=record.provider,
             model_id=record.model,
-            cost_ceiling=record.budget_usd,
+            cost_ceiling=None if budget is None else max(budget - spent, Decimal(0)),
         )
 
 

@@ -60,6 +60,9 @@ class LoopContext:
     control: RunControl
     max_turns: int
     budget_usd: Decimal | None = None
+    prior_usage: TokenUsage | None = None
+    """What the conversation's earlier runs spent (the ledger's); the record's totals start
+    from it, so a run the host died in still counts."""
     confirmation_policy: ConfirmationPolicy = ConfirmationPolicy.NEVER
     resumed: bool = False
     prior_events: Sequence[StoredEvent] = field(default_factory=tuple)

@@ -169,7 +169,11 @@ class LoopRunner:
             ConversationStatus.RUNNING,
             "run started",
             clock=self._clock,
-            update=lambda record: {"execution_id": context.execution_id, "runs": record.runs + 1},
+            update=lambda record: {
+                "execution_id": context.execution_id,
+                "runs": record.runs + 1,
+                "usage": record.usage if context.prior_usage is None else context.prior_usage,
+            },
         )
         try:
             return await loop.execute(context)

@@ -254,6 +254,9 @@ class GatewayApp:
         return 200
 
     def _ceiling_message(self, ticket: Ticket) -> str:
+        tree = None if ticket.killed else ticket.tree_closed()  # its own ceiling says more
+        if tree is not None:
+            return f"{tree.message}; the stream was cut"
         return (
             f"execution {ticket.claims.execution_id!r} crossed its cost ceiling of "
             f"${ticket.ceiling} mid-stream; the stream was cut and the run killed"

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from synthorg.errors import NotFoundError
-from synthorg.store.protocol import ExecutionStatus, ExecutionUsage
+from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, TreeBudget
 
 
 class MemoryLedger:
@@ -98,6 +98,10 @@ class MemoryLedger:
                 )
                 self._rows[execution_id] = row
             return row
+
+    async def tree_budget(self, conversation_id: str) -> TreeBudget | None:
+        """No conversations here, so no delegation trees: every execution stands alone."""
+        return None
 
     def _get(self, execution_id: str) -> ExecutionUsage:
         try:

@@ -12,6 +12,13 @@ Every admitted request is settled exactly once on every path: from the upstream'
 reports it, otherwise from the conservative bill in ``estimate``. Ledger writes happen after the
 response is sent; the in-memory totals (which include settled but not yet persisted requests)
 drive admission, so a write's latency never admits too much.
+
+A delegation tree has one budget on top (``LedgerStore.tree_budget``: the root's budget against
+the ledger of every run under it, across restarts). Every execution of the tree shares one
+``_Tree`` and its condition, and is admitted by the same rule against it as against its own
+ceiling: concurrent while the tree's unreserved remainder covers the request, then serial across
+the whole tree. So parent plus children never exceed the root's ceiling by more than one
+request in total, however many children run at once.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from synthorg.gateway.liveness import run_closed
 from synthorg.gateway.providers.base import Provider
 from synthorg.gateway.signer import BearerClaims, BearerError, GatewaySigner, RunBinding
 from synthorg.gateway.wire import REQUEST_EXCEEDS_BUDGET, ChatRequest, Usage
-from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, LedgerStore
+from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, LedgerStore, TreeBudget
 
 
 class GatewayRefusal(SynthOrgError):
@@ -53,12 +60,41 @@ def _forbidden(message: str, code: str) -> GatewayRefusal:
 
 
 @dataclass
+class _Tree:
+    """The admission state of a delegation tree's one budget, shared by all its executions."""
+
+    root_id: str
+    ceiling: Decimal
+    cost: Decimal
+    """The tree's spend: the ledger's, plus what this process settled and has not written."""
+    loaded_at: float
+    members: set[str] = field(default_factory=set)
+    cond: asyncio.Condition = field(default_factory=asyncio.Condition)
+    reserved: Decimal = Decimal(0)
+    inflight: int = 0
+    serial: bool = False
+
+    def closed(self) -> GatewayRefusal | None:
+        if self.cost < self.ceiling:
+            return None
+        return GatewayRefusal(
+            402,
+            f"the delegation tree of conversation {self.root_id!r} reached its cost ceiling of "
+            f"${self.ceiling} (spent ${self.cost:.6f} by it and the runs it delegated)",
+            "insufficient_quota",
+            "cost_ceiling_reached",
+        )
+
+
+@dataclass
 class _Execution:
     """Cached ledger row plus the admission state of one execution."""
 
     row: ExecutionUsage
     loaded_at: float
     cost: Decimal
+    tree: _Tree | None = None
+    """The delegation tree whose budget it shares (its ``cond`` is the tree's)."""
     tokens_in: int = 0
     tokens_out: int = 0
     requests: int = 0
@@ -97,15 +133,22 @@ class Ticket:
         """The execution's cost ceiling."""
         return self._state.row.cost_ceiling_usd
 
+    def tree_closed(self) -> GatewayRefusal | None:
+        """Why the run's delegation tree admits no more requests; None while it does."""
+        tree = self._state.tree
+        return tree.closed() if tree is not None else None
+
     def streamed(self, out_bytes: int) -> bool:
         """Count streamed output; False when the ceiling is crossed and the stream must be cut."""
         self.out_bytes += out_bytes
-        ceiling = self.ceiling
-        if ceiling is None:
-            return True
         # Cut when the stream has certainly crossed (its least cost so far): an honest stream
         # is never cut short of the ceiling; its bill is still the conservative estimate.
-        return self._state.cost + self.bounds.least_so_far(self.out_bytes) < ceiling
+        least = self.bounds.least_so_far(self.out_bytes)
+        tree = self._state.tree
+        if tree is not None and tree.cost + least >= tree.ceiling:
+            return False
+        ceiling = self.ceiling
+        return ceiling is None or self._state.cost + least < ceiling
 
 
 class Gateway:
@@ -126,6 +169,7 @@ class Gateway:
         self.providers = dict(providers)
         self._clock = clock
         self._executions: dict[str, _Execution] = {}
+        self._trees: dict[str, _Tree] = {}
         self._provider_names = frozenset(p.name for p in config.providers)
         self._listeners: list[Callable[[Ticket], None]] = []
 
@@ -134,7 +178,7 @@ class Gateway:
     async def open_execution(self, binding: RunBinding) -> ExecutionUsage:
         """Create the ledger row of a run (idempotent); call before minting its bearer."""
         row = await self._open_row(binding)
-        self._executions.pop(binding.execution_id, None)
+        self._forget(binding.execution_id)
         return row
 
     async def _open_row(self, binding: RunBinding) -> ExecutionUsage:
@@ -184,8 +228,16 @@ class Gateway:
         row = await self._set_status(execution_id, ExecutionStatus.FINISHED, reason or "finished")
         # The ledger answers for it from now on (and refuses its bearer): a long-lived
         # process does not keep every run it ever served in memory.
-        self._executions.pop(execution_id, None)
+        self._forget(execution_id)
         return row
+
+    def _forget(self, execution_id: str) -> None:
+        """Drop a run's admission state (and its tree's, once no run of the tree is left)."""
+        state = self._executions.pop(execution_id, None)
+        if state is not None and state.tree is not None:
+            state.tree.members.discard(execution_id)
+            if not state.tree.members:
+                self._trees.pop(state.tree.root_id, None)
 
     async def set_ceiling(self, execution_id: str, ceiling: Decimal | None) -> ExecutionUsage:
         """Change a run's cost ceiling at once (delegation lends part of it to children).
@@ -268,18 +320,29 @@ class Gateway:
         except NotFoundError:
             # The signature proves the binding: open the row from the claims (mint-only use).
             row = await self._open_row(claims)
+        known = self._executions.get(claims.execution_id)
+        budget = None
+        if known is None or known.tree is not None:  # a run outside any tree stays outside
+            budget = await self.ledger.tree_budget(claims.conversation_id)
         state = self._executions.get(claims.execution_id)
         if state is None:
+            tree = self._tree(budget, now)
             state = _Execution(
                 row=row,
                 loaded_at=now,
                 cost=row.cost_usd,
+                tree=tree,
                 tokens_in=row.tokens_in,
                 tokens_out=row.tokens_out,
                 requests=row.requests,
             )
+            if tree is not None:
+                tree.members.add(claims.execution_id)
+                state.cond = tree.cond
             self._executions[claims.execution_id] = state
         else:  # refresh: status may have been changed by another process
+            if state.tree is not None and budget is not None:
+                self._tree(budget, now)
             if state.row.status != ExecutionStatus.KILLED:
                 state.row = row
             state.cost = max(state.cost, row.cost_usd)
@@ -289,11 +352,28 @@ class Gateway:
             state.loaded_at = now
         return state
 
+    def _tree(self, budget: TreeBudget | None, now: float) -> _Tree | None:
+        """The tree of ``budget`` (made or refreshed; the ledger's spend only ever adds)."""
+        if budget is None:
+            return None
+        tree = self._trees.get(budget.root_id)
+        if tree is None:
+            tree = _Tree(budget.root_id, budget.ceiling, budget.spent, now)
+            self._trees[budget.root_id] = tree
+        else:
+            tree.ceiling = budget.ceiling
+            tree.cost = max(tree.cost, budget.spent)
+            tree.loaded_at = now
+        return tree
+
     def _check_open(self, state: _Execution) -> None:
         closed = run_closed(state.row, spent=state.cost)  # the rule shared with the MCP server
         if closed is not None:
             type_ = "insufficient_quota" if closed.status == 402 else "permission_error"
             raise GatewayRefusal(closed.status, closed.message, type_, closed.code)
+        refused = state.tree.closed() if state.tree is not None else None
+        if refused is not None:
+            raise refused
 
     def forwarded(self, request: ChatRequest, model: str) -> ChatRequest:
         """The request as the upstream gets it: its model id, and an output cap always set."""
@@ -314,19 +394,38 @@ class Gateway:
         forwarded = self.forwarded(request, model)
         limits = self.bounds(forwarded)
         worst = limits.worst
-        ceiling = state.row.cost_ceiling_usd
+        tree = state.tree
         self._check_open(state)
-        if ceiling is not None:
-            self._check_fits(state, limits, ceiling)
-            if not state.serial and ceiling - state.cost - state.reserved < worst:
-                state.serial = True
-            if state.serial:
-                async with state.cond:
-                    await state.cond.wait_for(lambda: state.inflight == 0)
-                    self._check_open(state)  # the request before may have crossed it
-                    self._check_fits(state, limits, ceiling)
+        self._check_all_fit(state, limits)
+        ceiling = state.row.cost_ceiling_usd
+        if (
+            ceiling is not None
+            and not state.serial
+            and ceiling - state.cost - state.reserved < worst
+        ):
+            state.serial = True
+        if (
+            tree is not None
+            and not tree.serial
+            and tree.ceiling - tree.cost - tree.reserved < worst
+        ):
+            tree.serial = True  # from now on one request at a time in the whole tree
+
+        def alone() -> bool:
+            return (not state.serial or state.inflight == 0) and (
+                tree is None or not tree.serial or tree.inflight == 0
+            )
+
+        if state.serial or (tree is not None and tree.serial):
+            async with state.cond:
+                await state.cond.wait_for(alone)
+                self._check_open(state)  # the request before may have crossed it
+                self._check_all_fit(state, limits)
         state.inflight += 1
         state.reserved += worst
+        if tree is not None:
+            tree.inflight += 1
+            tree.reserved += worst
         return Ticket(
             claims=claims,
             provider=self.providers[claims.provider],
@@ -339,18 +438,14 @@ class Gateway:
         )
 
     @staticmethod
-    def _check_fits(state: _Execution, limits: Bounds, ceiling: Decimal) -> None:
-        left = ceiling - state.cost
-        if limits.least > left:
-            raise GatewayRefusal(
-                402,
-                f"execution {state.row.execution_id!r}: this request costs at least "
-                f"${limits.least:.6f} ({limits.prompt_min} prompt tokens), more than the "
-                f"${left:.6f} left of its cost ceiling of ${ceiling} (spent "
-                f"${state.cost:.6f}); send a shorter request",
-                "insufficient_quota",
-                REQUEST_EXCEEDS_BUDGET,
-            )
+    def _check_all_fit(state: _Execution, limits: Bounds) -> None:
+        ceiling = state.row.cost_ceiling_usd
+        if ceiling is not None:
+            _check_fits(f"execution {state.row.execution_id!r}", limits, ceiling, state.cost)
+        tree = state.tree
+        if tree is not None:
+            name = f"the delegation tree of conversation {tree.root_id!r}"
+            _check_fits(name, limits, tree.ceiling, tree.cost)
 
     async def settle(
         self, ticket: Ticket, usage: Usage | None, ending: Ending = "incomplete"
@@ -378,6 +473,10 @@ class Gateway:
         async with state.cond:
             state.cost += ticket.cost
             state.requests += 1
+            if state.tree is not None:
+                state.tree.cost += ticket.cost
+                state.tree.reserved -= ticket.reserved
+                state.tree.inflight -= 1
             if usage is not None:
                 state.tokens_in += usage.prompt_tokens
                 state.tokens_out += usage.completion_tokens
@@ -424,3 +523,16 @@ class Gateway:
             async with state.cond:
                 state.pending_writes -= 1
                 state.cond.notify_all()
+
+
+def _check_fits(name: str, limits: Bounds, ceiling: Decimal, spent: Decimal) -> None:
+    left = ceiling - spent
+    if limits.least > left:
+        raise GatewayRefusal(
+            402,
+            f"{name}: this request costs at least ${limits.least:.6f} ({limits.prompt_min} "
+            f"prompt tokens), more than the ${left:.6f} left of its cost ceiling of ${ceiling} "
+            f"(spent ${spent:.6f}); send a shorter request",
+            "insufficient_quota",
+            REQUEST_EXCEEDS_BUDGET,
+        )

@@ -100,7 +100,7 @@ class ConversationView(BaseModel):
     updated_at: datetime = Field(description="Last change (UTC).")
     workspace: WorkspaceInfo | None = Field(description="Worktree path, branch and base.")
     max_turns: int = Field(description="Turn cap per run.")
-    budget_usd: Decimal | None = Field(description="Cost ceiling per run.")
+    budget_usd: Decimal | None = Field(description="Cost ceiling over all its runs.")
     confirmation_policy: ConfirmationPolicy = Field(description="When actions wait.")
     execution_id: str | None = Field(description="Latest run id.")
     runs: int = Field(description="Runs started.")

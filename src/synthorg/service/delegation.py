@@ -39,6 +39,7 @@ from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
 from synthorg.service.options import RunOptions
 from synthorg.service.provisioning import RunSetup
+from synthorg.service.tree import ledger_spend
 from synthorg.store.protocol import Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.merge import ChildCommit, MergeOutcome, merge_children
@@ -431,12 +432,6 @@ class RunDelegator:
             conflict_with=outcome.conflict_with,
         )
         return outcome
-
-
-async def ledger_spend(store: Store, conversation_id: str) -> Decimal:
-    """The conversation's spend over all its runs, from the gateway's ledger rows."""
-    rows = await store.executions_of(conversation_id)
-    return sum((row.cost_usd for row in rows), Decimal(0))
 
 
 def _delegation_key(parent_id: str, tasks: Sequence[SubTask]) -> str:

@@ -45,7 +45,11 @@ class RunOptions(BaseModel):
         default=None, description="Provider serving the model; None = the one configured for it."
     )
     max_turns: int | None = Field(default=None, ge=1, le=10_000, description="Turn cap per run.")
-    budget_usd: Usd | None = Field(default=None, description="Hard cost ceiling per run.")
+    budget_usd: Usd | None = Field(
+        default=None,
+        description="Hard cost ceiling of the conversation over all its runs (a root's covers "
+        "its whole delegation tree).",
+    )
     confirmation_policy: ConfirmationPolicy = Field(
         default=ConfirmationPolicy.NEVER, description="When actions wait for a person."
     )

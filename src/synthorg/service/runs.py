@@ -51,6 +51,7 @@ from synthorg.service.options import RunOptions
 from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
+from synthorg.service.tree import ledger_usage
 from synthorg.store.protocol import ExecutionStatus, Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.errors import GateRefusedError
@@ -217,7 +218,11 @@ class LocalRunService:
                 record, TerminationReason.ERROR, f"refused: {exc}", refusal=refusal
             )
         execution_id = new_id("exec")
-        bearer = await self._minter.open(RunGrant.of(record, execution_id))
+        # The budget is the conversation's: a resumed run gets what its earlier runs left
+        # (the ledger's figures: a run the host died in never reported its own).
+        prior_usage = await ledger_usage(self.store, record.id)
+        grant = RunGrant.of(record, execution_id, spent=prior_usage.cost_usd)
+        bearer = await self._minter.open(grant)
         if self._isolation_warnings:
             # Said in the run's own log, not only in the server's: whoever watches sees it.
             await self.store.append(
@@ -246,7 +251,7 @@ class LocalRunService:
         checkers = RunCheckers(
             task_cancellation=flag_checker(active.cancelled),
             shutdown=flag_checker(self._shutdown),
-            budget=budget_checker(usage, record.budget_usd),
+            budget=budget_checker(usage, grant.cost_ceiling),
         )
         try:
             async with self._provision(setup) as (deps, endpoints):
@@ -269,6 +274,7 @@ class LocalRunService:
                     control=active.control,
                     max_turns=record.max_turns,
                     budget_usd=record.budget_usd,
+                    prior_usage=prior_usage,
                     confirmation_policy=record.confirmation_policy,
                     resumed=resumed,
                     prior_events=prior,

@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from synthorg.domain import ConversationRecord, ConversationStatus, TerminationReason
+from synthorg.domain import ConversationRecord, ConversationStatus, TerminationReason, TokenUsage
 from synthorg.store.protocol import ExecutionUsage
 
 MAX_NODES = 1000
@@ -45,6 +45,21 @@ _FROM_RECORD = set(RunNode.model_fields) & set(ConversationRecord.model_fields)
 """The node's fields that are the conversation's own, copied by name."""
 
 
+async def ledger_usage(store: TreeStore, conversation_id: str) -> TokenUsage:
+    """The conversation's totals over all its runs, from the gateway's ledger rows."""
+    total = TokenUsage()
+    for row in await store.executions_of(conversation_id):
+        total += TokenUsage(
+            tokens_in=row.tokens_in, tokens_out=row.tokens_out, cost_usd=row.cost_usd
+        )
+    return total
+
+
+async def ledger_spend(store: TreeStore, conversation_id: str) -> Decimal:
+    """The conversation's spend over all its runs, from the gateway's ledger rows."""
+    return (await ledger_usage(store, conversation_id)).cost_usd
+
+
 async def run_tree(store: TreeStore, conversation_id: str) -> RunNode:
     """``conversation_id`` and everything it delegated (NotFoundError when unknown)."""
     budget = [MAX_NODES]
@@ -58,7 +73,7 @@ async def run_tree(store: TreeStore, conversation_id: str) -> RunNode:
                 if budget[0] <= 0:
                     break
                 children.append(await node(child.id, depth + 1))
-        own = sum((row.cost_usd for row in await store.executions_of(record.id)), Decimal(0))
+        own = await ledger_spend(store, record.id)
         return RunNode(
             **record.model_dump(include=_FROM_RECORD),
             cost_usd=own,

@@ -51,11 +51,13 @@ from synthorg.store.protocol import (
     ReconcileReport,
     RunClaimant,
     RunOwner,
+    TreeBudget,
 )
 from synthorg.store.reconcile import reconcile
 from synthorg.store.schema import VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
 from synthorg.store.tail import LiveTail, TailHub
+from synthorg.store.tree_budget import TREE_COSTS_SQL, read_tree_budget
 
 _DECODE_IN_THREAD = 500
 _MIGRATION_LOCK = 0x5F0A_5107  # advisory lock key: one migrator at a time per database
@@ -553,6 +555,14 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             (cost_ceiling_usd, execution_id),
         )
         return await self.get_execution(execution_id)
+
+    async def tree_budget(self, conversation_id: str) -> TreeBudget | None:
+        sql = TREE_COSTS_SQL.format(mark="%s")
+
+        async def costs(root_id: str) -> list[object]:
+            return [row[0] for row in await self._all(sql, (root_id, root_id))]
+
+        return await read_tree_budget(conversation_id, self.get_conversation, costs)
 
     async def set_execution_status(
         self, execution_id: str, status: ExecutionStatus, reason: str = ""

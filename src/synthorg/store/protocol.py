@@ -91,6 +91,16 @@ class ExecutionUsage(BaseModel):
     updated_at: datetime | None = Field(default=None, description="Last change (UTC).")
 
 
+class TreeBudget(BaseModel):
+    """The one budget of a delegation tree: its root's ceiling and what every run in it spent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    root_id: str = Field(description="The root conversation of the tree.")
+    ceiling: Decimal = Field(description="The root's budget: the whole tree's cost ceiling.")
+    spent: Decimal = Field(description="Ledger spend of every run of every conversation in it.")
+
+
 @runtime_checkable
 class ConversationStore(Protocol):
     """Base state + append-only event log, keyed by conversation id."""
@@ -241,6 +251,12 @@ class LedgerStore(Protocol):
         self, execution_id: str, cost_ceiling_usd: Decimal | None
     ) -> ExecutionUsage:
         """Change an execution's ceiling (delegation carves children's out of it)."""
+        ...
+
+    async def tree_budget(self, conversation_id: str) -> TreeBudget | None:
+        """The budget of the tree the conversation belongs to (its root's ``budget_usd``
+        against the ledger rows of the root and all its descendants, over all their runs);
+        None when the conversation is unknown or its root has no budget."""
         ...
 
 

@@ -151,6 +151,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at)",
         ),
     ),
+    Migration(
+        6,
+        "delegation trees: the gateway sums a tree's spend by root (tree_budget)",
+        ("CREATE INDEX conversations_by_root ON conversations (root_id)",),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

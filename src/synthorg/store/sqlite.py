@@ -31,6 +31,7 @@ from synthorg.store.protocol import (
     ReconcileReport,
     RunClaimant,
     RunOwner,
+    TreeBudget,
 )
 from synthorg.store.reconcile import reconcile
 from synthorg.store.schema import VERSION_TABLE, pending, render
@@ -39,6 +40,7 @@ from synthorg.store.sqlite_engine import BUSY_TIMEOUT_S, SqliteReaders, SqliteWr
 from synthorg.store.sqlite_eval import SqliteEvalItems
 from synthorg.store.sqlite_idempotency import SqliteIdempotencyKeys
 from synthorg.store.tail import LiveTail, TailHub
+from synthorg.store.tree_budget import TREE_COSTS_SQL, read_tree_budget
 
 _OWNER_COLUMNS = "owner_id, host, pid, since, heartbeat_at, expires_at"
 
@@ -466,6 +468,15 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
             return _execution_row(conn, execution_id)
 
         return codec.execution_from_row(await self._writer.submit(work))
+
+    async def tree_budget(self, conversation_id: str) -> TreeBudget | None:
+        sql = TREE_COSTS_SQL.format(mark="?")
+
+        async def costs(root_id: str) -> list[object]:
+            rows = await self._readers.run(lambda c: c.execute(sql, (root_id, root_id)).fetchall())
+            return [row[0] for row in rows]
+
+        return await read_tree_budget(conversation_id, self.get_conversation, costs)
 
     async def set_execution_status(
         self, execution_id: str, status: ExecutionStatus, reason: str = ""
