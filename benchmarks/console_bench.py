@@ -14,6 +14,11 @@
    (one step per animation frame): frames per second and the longest frame, from rAF
    timestamps. Baseline: the same events fetched page by page by a script from the REST API.
 
+3. A status change → visible in the conversation list (pushed on the list socket; the page
+   re-reads its page then): ``--list-rounds`` transitions written to the store, timed to the
+   row showing the new status. Baseline: a script on the list socket that re-reads the page
+   by REST when told. (Before the push, the list re-read itself every 2 s: ~1 s on average.)
+
 The app is the real one (create_app over boot(): SQLite store, run service, key file); no
 run is started, events are appended the way a run appends them.
 """
@@ -58,6 +63,8 @@ ARGS = [
     "--disable-backgrounding-occluded-windows",
 ]
 MARK = "bench-ns="
+PUSH_GAP_S = 0.5
+"""Between list rounds: longer than the server's 0.25 s coalescing of list pushes."""
 
 OBSERVE = """
 () => {
@@ -99,6 +106,58 @@ async () => {
           longest: Math.max(...gaps)};
 }
 """
+
+
+async def flip_status(store: Any, cid: str) -> str:
+    """Move a conversation between created and paused (as a run's transition does)."""
+    from synthorg.domain import ConversationStatus, StatusChangeEvent
+
+    record = await store.get_conversation(cid)
+    new = (
+        ConversationStatus.PAUSED
+        if record.status is ConversationStatus.CREATED
+        else ConversationStatus.CREATED
+    )
+    changed = record.model_copy(update={"status": new})
+    await store.transition(changed, StatusChangeEvent(old=record.status, new=new, reason="bench"))
+    return new.value
+
+
+async def list_push(
+    page: Any, url: str, key: str, store: Any, cids: list[str], rounds: int
+) -> tuple[list[float], list[float]]:
+    """Status change -> visible: in the list page, and for a script on the list socket."""
+    console: list[float] = []
+    for i in range(rounds):
+        cid = cids[i % len(cids)]
+        await asyncio.sleep(PUSH_GAP_S)  # pacing: an isolated change, not a coalesced burst
+        t0 = time.perf_counter()
+        new = await flip_status(store, cid)
+        await page.wait_for_selector(f"tr[data-id='{cid}'] .status:has-text('{new}')")
+        console.append((time.perf_counter() - t0) * 1000)
+    script: list[float] = []
+    ws_url = url.replace("http", "ws") + "/api/conversations/ws"
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        websockets.connect(ws_url) as ws,
+        httpx.AsyncClient(base_url=url, headers=headers) as client,
+    ):
+        await ws.send(json.dumps({"type": "auth", "token": key}))
+        json.loads(await ws.recv())
+        for i in range(rounds):
+            cid = cids[i % len(cids)]
+            await asyncio.sleep(PUSH_GAP_S)
+            t0 = time.perf_counter()
+            new = await flip_status(store, cid)
+            while True:
+                frame = json.loads(await ws.recv())
+                if frame["type"] != "changed":
+                    continue
+                items = (await client.get("/api/conversations", params={"limit": 50})).json()
+                if any(c["id"] == cid and c["status"] == new for c in items["items"]):
+                    break
+            script.append((time.perf_counter() - t0) * 1000)
+    return console, script
 
 
 def pct(values: list[float], q: float) -> float:
@@ -165,6 +224,7 @@ async def main() -> None:
     parser.add_argument(
         "--pages", type=int, default=8, help="browser pages watching (the first N streams)"
     )
+    parser.add_argument("--list-rounds", type=int, default=20)
     opts = parser.parse_args()
     from playwright.async_api import async_playwright
 
@@ -249,6 +309,10 @@ async def main() -> None:
                     await p.wait_for_function(f"() => window.__lat.length >= {opts.per_stream}")
                     console += await p.evaluate("() => window.__lat")
                     await p.close()
+                await page.wait_for_selector("#list-live.live")
+                list_console, list_script = await list_push(
+                    page, url, key, parts.store, cids, opts.list_rounds
+                )
 
                 # A long conversation.
                 big = await new_conversation("a long conversation")
@@ -324,6 +388,18 @@ async def main() -> None:
         f"request); API script fetched all {fetched} in {api_fetch_s * 1000:.0f} ms"
     )
     print(f"DOM elements in the rendered log: {rows}")
+    print(
+        f"status change -> visible in the list, {opts.list_rounds} rounds "
+        f"{PUSH_GAP_S} s apart (pushed)"
+    )
+    for name, values in (
+        ("console (browser)", list_console),
+        ("script (socket + REST)", list_script),
+    ):
+        print(
+            f"  {name:24} p50 {pct(values, 0.5):7.1f} ms  p99 {pct(values, 0.99):7.1f} ms  "
+            f"ratio p50 {pct(values, 0.5) / pct(list_script, 0.5):.2f}x"
+        )
     print(
         f"scrolling: {fps:.1f} fps over {scroll['ms']:.0f} ms, longest frame "
         f"{scroll['longest']:.1f} ms; load average {Path('/proc/loadavg').read_text().split()[:3]}"

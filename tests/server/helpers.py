@@ -90,3 +90,32 @@ async def with_first_event(store: ConversationStore, conversation_id: str) -> No
     count seqs from 1."""
     if await store.last_seq(conversation_id) == 0:
         await store.append(conversation_id, MessageEvent(role="system", text="opened"))
+
+
+async def seed_conversations(
+    store: ConversationStore, prompts: list[str], *, project: str = "project"
+) -> list[str]:
+    """Conversation rows straight into the store (no worktree), one second apart in the
+    order given (the last is the newest); their ids."""
+    import secrets
+    from datetime import UTC, datetime, timedelta
+
+    from synthorg.domain import AgentIdentity, ConversationRecord, Task
+
+    base = datetime(2030, 1, 1, tzinfo=UTC)
+    batch = secrets.token_hex(4)
+    records = [
+        ConversationRecord(
+            id=f"seed-{batch}-{i:05d}",
+            task=Task(id=f"t-{i:05d}", project_id=project, prompt=prompt, repository="/r"),
+            agent=AgentIdentity(id="agent-1"),
+            loop_type="react",
+            model="progress3",
+            created_at=base + timedelta(seconds=i),
+            updated_at=base + timedelta(seconds=i),
+        )
+        for i, prompt in enumerate(prompts)
+    ]
+    for start in range(0, len(records), 500):
+        await asyncio.gather(*(store.create_conversation(r) for r in records[start : start + 500]))
+    return [r.id for r in records]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 DEADLINE_MS = 60_000
@@ -40,3 +42,32 @@ async def api_last_seq(base: str, key: str, conversation_id: str) -> int:
         page = await c.get(f"/api/conversations/{conversation_id}/events?limit=1")
     value: int = page.json()["last_seq"]
     return value
+
+
+AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
+VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
+
+
+async def axe(page: Any) -> list[dict[str, Any]]:
+    """Run axe-core in the page (evaluated over the DevTools protocol: the CSP stays on)."""
+    if not await page.evaluate("() => typeof window.axe !== 'undefined'"):
+        await page.evaluate(AXE.read_text(encoding="utf-8"))
+    result = await page.evaluate(
+        "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+        ".map(v => ({id: v.id, impact: v.impact, help: v.help, "
+        "nodes: v.nodes.map(n => n.target.join(' ') + ' ' + (n.any[0] || {}).message)"
+        ".slice(0, 5)}))"
+    )
+    violations: list[dict[str, Any]] = result
+    return violations
+
+
+async def shoot(page: Any, name: str) -> None:
+    """Screenshots at both viewports into $SYNTHORG_CONSOLE_SCREENSHOTS, when it is set."""
+    target = os.environ.get("SYNTHORG_CONSOLE_SCREENSHOTS")
+    if not target:
+        return
+    for label, size in VIEWPORTS.items():
+        await page.set_viewport_size(size)
+        await page.screenshot(path=str(Path(target) / f"{name}-{label}.png"))
+    await page.set_viewport_size(VIEWPORTS["desktop"])

@@ -5,7 +5,6 @@ SYNTHORG_CONSOLE_SCREENSHOTS names a directory: `SYNTHORG_CONSOLE_SCREENSHOTS=do
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,37 +12,11 @@ import httpx
 import pytest
 
 from .conftest import Keys
-from .helpers import new_page, sign_in
+from .helpers import VIEWPORTS, axe, new_page, shoot, sign_in
 
 pytestmark = pytest.mark.browser
 
-AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
-VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 FIRST_PAGE_BUDGET = 300 * 1024
-
-
-async def axe(page: Any) -> list[dict[str, Any]]:
-    """Run axe-core in the page (evaluated over the DevTools protocol: the CSP stays on)."""
-    if not await page.evaluate("() => typeof window.axe !== 'undefined'"):
-        await page.evaluate(AXE.read_text(encoding="utf-8"))
-    result = await page.evaluate(
-        "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
-        ".map(v => ({id: v.id, impact: v.impact, help: v.help, "
-        "nodes: v.nodes.map(n => n.target.join(' ') + ' ' + (n.any[0] || {}).message)"
-        ".slice(0, 5)}))"
-    )
-    violations: list[dict[str, Any]] = result
-    return violations
-
-
-async def shoot(page: Any, name: str) -> None:
-    target = os.environ.get("SYNTHORG_CONSOLE_SCREENSHOTS")
-    if not target:
-        return
-    for label, size in VIEWPORTS.items():
-        await page.set_viewport_size(size)
-        await page.screenshot(path=str(Path(target) / f"{name}-{label}.png"))
-    await page.set_viewport_size(VIEWPORTS["desktop"])
 
 
 async def test_accessibility_budget_and_screenshots(

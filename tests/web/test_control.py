@@ -3,11 +3,20 @@ pause / resume / steer, and a viewer who sees no controls and whose forged calls
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from synthorg.engine.native.scripts import Tools
+from synthorg.gateway.providers.scripted import ScriptedProvider
+from synthorg.gateway.scripted import ScriptedTurn
+from synthorg.gateway.wire import ChatMessage
+from synthorg.service.boot import Components
+from tests.server import real_scripts
 
 from .conftest import Keys
 from .helpers import new_page, sign_in
@@ -92,7 +101,30 @@ async def test_approve_one_action_and_reject_another_by_id(
     await page.context.close()
 
 
-async def test_pause_resume_and_steer(url: str, keys: Keys, repo: Path, chrome: Any) -> None:
+def _record_prompts(components: Components, model: str) -> list[list[str]]:
+    """Serve ``model`` with its usual script, keeping the user messages of every request the
+    model receives (what the gateway forwarded, not what the log says)."""
+    provider = components.gateway.providers["scripted"]
+    assert isinstance(provider, ScriptedProvider)
+    script = real_scripts.slow50()
+    received: list[list[str]] = []
+
+    def recording(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
+        received.append([str(m.content or "") for m in messages if m.role == "user"])
+        return script(messages, tools)
+
+    provider.set_script(model, recording)
+    return received
+
+
+def _steered(requests: list[list[str]]) -> bool:
+    return any("please also write DONE at the end" in text for r in requests for text in r)
+
+
+async def test_pause_resume_and_steer(
+    url: str, keys: Keys, repo: Path, chrome: Any, components: Components
+) -> None:
+    received = _record_prompts(components, "slow50")
     conversation_id = await _create(url, keys.operator, repo, model="slow50")
     page = await new_page(chrome, url)
     await sign_in(page, keys.operator)
@@ -101,9 +133,17 @@ async def test_pause_resume_and_steer(url: str, keys: Keys, repo: Path, chrome: 
     await page.wait_for_selector("#ctl-pause:enabled")
 
     await page.fill("#steer", "please also write DONE at the end")
+    sent_at = len(received)
     await page.click("#steer-send")
     await page.wait_for_selector("#toast:has-text('message steered')")
     await page.wait_for_selector(".ev.msg.user:has-text('please also write DONE')")
+    # A request the model received after the steer carries it (bounded wait on the condition).
+    for _ in range(1200):
+        if _steered(received[sent_at:]):
+            break
+        await asyncio.sleep(0.05)
+    assert _steered(received[sent_at:]), received[sent_at:]
+    assert not _steered(received[:sent_at])
 
     await page.click("#ctl-pause")
     await page.wait_for_selector(".ev:has-text('pause requested by olga')")

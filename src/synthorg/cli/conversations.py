@@ -21,6 +21,9 @@ def list_(
     project: str | None = typer.Option(None, help="Only this project id."),
     limit: int = typer.Option(20, min=1, max=500, help="Page size."),
     cursor: str | None = typer.Option(None, help="Cursor from the previous page."),
+    search: str | None = typer.Option(
+        None, help="Only conversations whose task text contains this (ASCII case-insensitive)."
+    ),
     config: Path | None = ConfigOption,
 ) -> None:
     """Conversations, newest first (a dead owner's run shown as interrupted, reconciled)."""
@@ -32,7 +35,7 @@ def list_(
     async def go() -> None:
         async with opened_store(settings) as store:
             page = await store.list_conversations(
-                status=status, project_id=project, limit=limit, cursor=cursor
+                status=status, project_id=project, limit=limit, cursor=cursor, search=search
             )
             page = await reconciled_page(store, page)
         columns = ("id", "status", "loop", "task", "turns", "cost", "created")

@@ -12,6 +12,7 @@ from synthorg.server.config import ServerSettings
 from synthorg.server.console import install_console
 from synthorg.server.errors import install_error_handlers
 from synthorg.server.http_limits import HttpLimits
+from synthorg.server.list_stream import LIST_WS_PROTOCOL
 from synthorg.server.metrics import ObserveRequests, ServerMetrics
 from synthorg.server.routes import control, conversations, events, git, keys, ops, ws
 from synthorg.server.state import Authenticator, ServerState, ServerStore
@@ -63,7 +64,9 @@ def create_app(
         title="SynthOrg agent server",
         version="1",
         description="Conversations, run control, confirmation, event history and live tail. "
-        "Send `Authorization: Bearer <API key>` on every /api route.\n" + WS_PROTOCOL,
+        "Send `Authorization: Bearer <API key>` on every /api route.\n"
+        + WS_PROTOCOL
+        + LIST_WS_PROTOCOL,
         lifespan=lifespan,
     )
     app.state.server = state

@@ -60,6 +60,16 @@ class ServerSettings(BaseModel):
         description="Run restart reconciliation at start-up (only one server per database).",
     )
 
+    signin_max_failures: int = Field(
+        default=10,
+        ge=1,
+        description="Failed console sign-ins one client address may make in signin_window_s; "
+        "past it every sign-in from that address gets 429 with Retry-After.",
+    )
+    signin_window_s: float = Field(
+        default=300.0, gt=0, description="The window of signin_max_failures, in seconds."
+    )
+
     cors_origins: tuple[str, ...] = Field(
         default=(),
         description="Web console origins (scheme://host[:port]) allowed to call this server from "

@@ -52,6 +52,7 @@ _HTTP_CODES = {
     409: "conflict",
     413: "payload_too_large",
     422: "unprocessable",
+    429: "too_many_requests",
 }
 
 

@@ -167,10 +167,7 @@ class EventStream:
 
     async def run(self) -> None:
         """Serve until the client leaves, the consumer stalls or the conversation goes."""
-        last = await self.state.store.last_seq(self.conversation_id)
-        self.queue.put_nowait(
-            json.dumps({"type": "subscribed", "after": self.after, "last_seq": last})
-        )
+        self.queue.put_nowait(await self._hello())
         tasks = {
             asyncio.create_task(self._pump(), name="ws-pump"),
             asyncio.create_task(self._send(), name="ws-send"),
@@ -193,6 +190,11 @@ class EventStream:
                 reason=outcome.reason,
             )
             await close(self.websocket, outcome)
+
+    async def _hello(self) -> str:
+        """The first frame: what the socket is subscribed to."""
+        last = await self.state.store.last_seq(self.conversation_id)
+        return json.dumps({"type": "subscribed", "after": self.after, "last_seq": last})
 
     async def _offer(self, frame: str) -> bool:
         """Queue a frame; False when the consumer stayed behind past the stall timeout."""

@@ -43,11 +43,27 @@ def check_transition(record: ConversationRecord, event: StatusChangeEvent) -> No
         )
 
 
+SEARCH_MAX_CHARS = 200
+"""Longest task-text search a listing accepts."""
+
+_TASK_CONTAINS = {
+    # instr/strpos rather than LIKE: the needle is plain text, no wildcard can be smuggled in.
+    "?": "instr(lower(json_extract(state, '$.task.prompt')), lower(?)) > 0",
+    "%s": "strpos(lower(state->'task'->>'prompt'), lower(%s)) > 0",
+}
+
+
 def filters(
-    status: ConversationStatus | None, project_id: str | None, *, mark: str, true: str
+    status: ConversationStatus | None,
+    project_id: str | None,
+    *,
+    mark: str,
+    true: str,
+    search: str | None = None,
 ) -> tuple[str, list[Any]]:
     """The WHERE clause of a conversation listing (``mark`` is the backend's placeholder,
-    ``true`` its literal for "no filter") and its parameters."""
+    ``true`` its literal for "no filter") and its parameters. ``search`` keeps the
+    conversations whose task text contains it (ASCII letters case-insensitively)."""
     clauses: list[str] = []
     params: list[Any] = []
     if status is not None:
@@ -56,6 +72,11 @@ def filters(
     if project_id is not None:
         clauses.append(f"project_id = {mark}")
         params.append(project_id)
+    if search:
+        if len(search) > SEARCH_MAX_CHARS or "\x00" in search:
+            raise UsageError(f"search must be at most {SEARCH_MAX_CHARS} characters, without NUL")
+        clauses.append(_TASK_CONTAINS[mark])
+        params.append(search)
     return " AND ".join(clauses) or true, params
 
 
@@ -319,16 +340,17 @@ def listing_query(
     cursor: str | None,
     limit: int,
     dialect: Dialect,
+    search: str | None = None,
 ) -> tuple[str, list[Any]]:
-    """``SELECT state, created_at, id`` for one page of conversations, newest first.
+    """``SELECT state, created_at, id`` for one page of conversations, newest first
+    (``search``: see ``filters``).
 
     One row more than ``limit`` is asked for: its presence says a next page exists.
     """
     check_limit(limit)
     mark = "?" if dialect == "sqlite" else "%s"
-    where, params = filters(
-        status, project_id, mark=mark, true="1" if dialect == "sqlite" else "TRUE"
-    )
+    true = "1" if dialect == "sqlite" else "TRUE"
+    where, params = filters(status, project_id, mark=mark, true=true, search=search)
     if cursor is not None:
         created, last_id = decode_cursor(cursor)
         where += f" AND (created_at, id) < ({mark}, {mark})"

@@ -11,7 +11,11 @@ import psycopg
 from synthorg.store.tail import TailHub
 
 CHANNEL = "synthorg_events"
-"""Notification channel; the payload is the conversation id."""
+"""Notification channel; the payload is a conversation id (events appended), or
+:data:`RECORD_CHANGED` and the id (its record created, saved or deleted)."""
+
+RECORD_CHANGED = "~"
+"""Prefix of a record-change payload (ids never contain it)."""
 
 _RECONNECT_DELAY = 0.5
 _COALESCE_S = 0.005  # a busy writer's notifications go out as one, at most ~200/s
@@ -63,7 +67,10 @@ class Listener:
                 self._listening.set()
                 self._hub.notify_all()
                 async for note in self._conn.notifies():
-                    self._hub.notify(note.payload)
+                    if note.payload.startswith(RECORD_CHANGED):
+                        self._hub.changed(note.payload[len(RECORD_CHANGED) :])
+                    else:
+                        self._hub.notify(note.payload)
             except psycopg.OperationalError:
                 if first and not self._listening.is_set():
                     raise

@@ -41,7 +41,7 @@ from synthorg.store.errors import (
     StoreUnavailableError,
 )
 from synthorg.store.fence import RUN_FENCE, lost
-from synthorg.store.pg_listen import Listener, Notifier
+from synthorg.store.pg_listen import RECORD_CHANGED, Listener, Notifier
 from synthorg.store.postgres_eval import PostgresEvalItems
 from synthorg.store.postgres_idempotency import PostgresIdempotencyKeys
 from synthorg.store.protocol import (
@@ -264,6 +264,7 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             await self._all(f"{sql} RETURNING id", values)
         except pg_errors.UniqueViolation as exc:
             raise ConflictError(f"conversation {record.id} already exists") from exc
+        self._changed(record.id)
 
     async def get_conversation(self, conversation_id: str) -> ConversationRecord:
         rows = await self._all(
@@ -300,6 +301,16 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
     async def save_conversation(self, record: ConversationRecord) -> None:
         async with self._conn() as conn, conn.transaction():
             await self._save(conn, record)
+        self._changed(record.id)
+
+    def _changed(self, conversation_id: str, *, appended: bool = False) -> None:
+        """The record changed (and an event was appended, when ``appended``): tell this
+        process's watchers (and followers), then the other processes'."""
+        self._hub.changed(conversation_id)
+        self._notifier.notify(RECORD_CHANGED + conversation_id)
+        if appended:
+            self._hub.notify(conversation_id)
+            self._notifier.notify(conversation_id)
 
     async def transition(self, record: ConversationRecord, event: StatusChangeEvent) -> StoredEvent:
         codec.check_transition(record, event)
@@ -314,8 +325,7 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             cur = await conn.execute(_APPEND, params)
             row = await cur.fetchone()
         assert row is not None  # the save above proved the conversation exists
-        self._hub.notify(record.id)
-        self._notifier.notify(record.id)
+        self._changed(record.id, appended=True)
         return StoredEvent(
             conversation_id=record.id, seq=row[0], timestamp=codec.utc(row[1]), event=event
         )
@@ -381,9 +391,10 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
         project_id: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        search: str | None = None,
     ) -> ConversationPage:
         sql, params = codec.listing_query(
-            status, project_id, cursor=cursor, limit=limit, dialect="postgres"
+            status, project_id, cursor=cursor, limit=limit, search=search, dialect="postgres"
         )
         return codec.conversation_page(await self._all(sql, params), limit, self._cipher)
 
@@ -395,9 +406,13 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
         return [codec.record_from_json(r[0], self._cipher) for r in rows]
 
     async def count_conversations(
-        self, *, status: ConversationStatus | None = None, project_id: str | None = None
+        self,
+        *,
+        status: ConversationStatus | None = None,
+        project_id: str | None = None,
+        search: str | None = None,
     ) -> int:
-        where, params = codec.filters(status, project_id, mark="%s", true="TRUE")
+        where, params = codec.filters(status, project_id, mark="%s", true="TRUE", search=search)
         rows = await self._all(f"SELECT COUNT(*) FROM conversations WHERE {where}", params)  # noqa: S608
         return int(rows[0][0])
 
@@ -413,8 +428,7 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
             await conn.execute(
                 "DELETE FROM executions WHERE conversation_id = %s", (conversation_id,)
             )
-        self._hub.notify(conversation_id)
-        self._notifier.notify(conversation_id)
+        self._changed(conversation_id, appended=True)  # its followers learn it is gone
 
     # -- event log -------------------------------------------------------------------------
 

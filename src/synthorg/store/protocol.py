@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
@@ -17,6 +18,7 @@ from synthorg.domain import (
     StatusChangeEvent,
     StoredEvent,
 )
+from synthorg.store.tail import ChangeWatcher
 
 
 class ConversationPage(BaseModel):
@@ -124,8 +126,12 @@ class ConversationStore(Protocol):
         project_id: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        search: str | None = None,
     ) -> ConversationPage:
-        """Conversations newest first, filtered, cursor-paginated (stable under inserts)."""
+        """Conversations newest first, filtered, cursor-paginated (stable under inserts).
+
+        ``search`` keeps those whose task text contains it (ASCII letters case-insensitively).
+        """
         ...
 
     async def list_children(self, parent_id: str) -> list[ConversationRecord]:
@@ -133,9 +139,13 @@ class ConversationStore(Protocol):
         ...
 
     async def count_conversations(
-        self, *, status: ConversationStatus | None = None, project_id: str | None = None
+        self,
+        *,
+        status: ConversationStatus | None = None,
+        project_id: str | None = None,
+        search: str | None = None,
     ) -> int:
-        """How many conversations match."""
+        """How many conversations match (the same filters as ``list_conversations``)."""
         ...
 
     async def delete_conversation(self, conversation_id: str) -> None:
@@ -161,6 +171,10 @@ class ConversationStore(Protocol):
 
     def tail(self, conversation_id: str, *, after: int = 0) -> AsyncIterator[StoredEvent]:
         """Every event with seq > after, then live ones as appended: exactly once, in order."""
+        ...
+
+    def watch_changes(self) -> AbstractContextManager[ChangeWatcher]:
+        """A watcher told of every conversation created, changed or deleted (see ``tail``)."""
         ...
 
     async def last_seq(self, conversation_id: str) -> int:

@@ -127,6 +127,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
                 raise ConflictError(f"conversation {record.id} already exists") from exc
 
         await self._writer.submit(work)
+        self._hub.changed(record.id)
 
     async def get_conversation(self, conversation_id: str) -> ConversationRecord:
         row = await self._readers.run(
@@ -169,6 +170,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
 
     async def save_conversation(self, record: ConversationRecord) -> None:
         await self._writer.submit(self._saver(record))
+        self._hub.changed(record.id)
 
     async def transition(self, record: ConversationRecord, event: StatusChangeEvent) -> StoredEvent:
         codec.check_transition(record, event)
@@ -181,6 +183,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
             return _insert_event(conn, record.id, event.kind, body)
 
         seq, moment = await self._writer.submit(work, wakes=record.id)
+        self._hub.changed(record.id)
         return codec.envelope(record.id, seq, moment, event)
 
     # -- ownership -------------------------------------------------------------------------
@@ -280,9 +283,10 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         project_id: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        search: str | None = None,
     ) -> ConversationPage:
         sql, params = codec.listing_query(
-            status, project_id, cursor=cursor, limit=limit, dialect="sqlite"
+            status, project_id, cursor=cursor, limit=limit, search=search, dialect="sqlite"
         )
         rows = await self._readers.run(lambda c: c.execute(sql, params).fetchall())
         return codec.conversation_page(rows, limit, self._cipher)
@@ -297,9 +301,13 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         return [codec.record_from_json(r[0], self._cipher) for r in rows]
 
     async def count_conversations(
-        self, *, status: ConversationStatus | None = None, project_id: str | None = None
+        self,
+        *,
+        status: ConversationStatus | None = None,
+        project_id: str | None = None,
+        search: str | None = None,
     ) -> int:
-        where, params = codec.filters(status, project_id, mark="?", true="1")
+        where, params = codec.filters(status, project_id, mark="?", true="1", search=search)
         sql = f"SELECT COUNT(*) FROM conversations WHERE {where}"  # noqa: S608
         return int(await self._readers.run(lambda c: c.execute(sql, params).fetchone()[0]))
 
@@ -313,6 +321,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
             conn.execute("DELETE FROM executions WHERE conversation_id = ?", (conversation_id,))
 
         await self._writer.submit(work, wakes=conversation_id)
+        self._hub.changed(conversation_id)
 
     # -- event log -------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import contextlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from synthorg.domain import StoredEvent
 from synthorg.errors import NotFoundError
@@ -45,12 +45,52 @@ class Waiter:
             await asyncio.wait_for(self._event.wait(), seconds)
 
 
+ANY = "*"
+"""The id a change watcher is told when it cannot know which conversations changed."""
+
+
+class ChangeWatcher(Waiter):
+    """A wake-up flag plus the ids of the conversations that changed since the last take."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ids: set[str] = set()
+
+    def changed(self, conversation_id: str) -> None:
+        """Note a change (thread-safe)."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._note, conversation_id)
+
+    def _note(self, conversation_id: str) -> None:
+        self._ids.add(conversation_id)
+        self._event.set()
+
+    def take(self) -> set[str]:
+        """The ids changed since the last take (``ANY`` among them: unknown which)."""
+        ids, self._ids = self._ids, set()
+        self._event.clear()
+        return ids
+
+
 class TailHub:
-    """Who is following which conversation in this process."""
+    """Who is following which conversation in this process, and who watches them all."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: dict[str, set[Waiter]] = {}
+        self._watchers: set[ChangeWatcher] = set()
+
+    @contextmanager
+    def watch(self) -> Iterator[ChangeWatcher]:
+        """A watcher told of every conversation's changes for the duration of the block."""
+        watcher = ChangeWatcher()
+        with self._lock:
+            self._watchers.add(watcher)
+        try:
+            yield watcher
+        finally:
+            with self._lock:
+                self._watchers.discard(watcher)
 
     @contextmanager
     def subscribe(self, conversation_id: str) -> Iterator[Waiter]:
@@ -75,12 +115,23 @@ class TailHub:
         for waiter in waiters:
             waiter.wake()
 
+    def changed(self, conversation_id: str) -> None:
+        """The conversation's record was created, saved or deleted (callable from any thread):
+        tells the watchers (events alone do not change what a listing shows)."""
+        with self._lock:
+            watchers = tuple(self._watchers)
+        for watcher in watchers:
+            watcher.changed(conversation_id)
+
     def notify_all(self) -> None:
         """Wake everyone (e.g. after a notification channel reconnected)."""
         with self._lock:
             waiters = tuple(w for group in self._waiters.values() for w in group)
+            watchers = tuple(self._watchers)
         for waiter in waiters:
             waiter.wake()
+        for watcher in watchers:
+            watcher.changed(ANY)
 
     def subscriber_count(self) -> int:
         """How many followers are registered (for metrics and tests)."""
@@ -135,6 +186,12 @@ class LiveTail(ABC):
         self, conversation_id: str, *, after: int | None = None, limit: int = 100
     ) -> list[StoredEvent]:
         """Events with seq > after, in order."""
+
+    def watch_changes(self) -> AbstractContextManager[ChangeWatcher]:
+        """Told of every conversation record created, saved (status, turns, usage) or deleted
+        through this store (other processes' too on PostgreSQL; on SQLite only this
+        process's). Appended events alone do not count: ``tail`` follows those."""
+        return self._hub.watch()
 
     async def tail(self, conversation_id: str, *, after: int = 0) -> AsyncIterator[StoredEvent]:
         """Every event with seq > after, then live ones; ends if the conversation is deleted."""

@@ -11,6 +11,7 @@ from synthorg.server.console.auth import SessionAuthenticator, SocketSession, co
 from synthorg.server.console.headers import SecurityHeaders, content_security_policy
 from synthorg.server.console.routes import STATIC, router
 from synthorg.server.console.sessions import SessionStore
+from synthorg.server.console.throttle import SignInThrottle
 from synthorg.server.state import ServerState, authenticated
 
 
@@ -22,6 +23,9 @@ def install_console(app: FastAPI, state: ServerState) -> None:
     path = state.auth.path.with_name("sessions.json") if isinstance(state.auth, KeyStore) else None
     sessions = SessionStore(path)
     app.state.console_sessions = sessions
+    app.state.console_throttle = SignInThrottle(
+        state.settings.signin_max_failures, state.settings.signin_window_s
+    )
     state.auth = SessionAuthenticator(state.auth, sessions)
     app.dependency_overrides[authenticated] = cookie_or_bearer
     app.include_router(router)

@@ -21,9 +21,20 @@ from synthorg.server.wire import (
     Deleted,
 )
 from synthorg.service.tree import RunNode, TreeStore, run_tree
-from synthorg.store.codec import CURSOR_PATTERN
+from synthorg.store.codec import CURSOR_PATTERN, SEARCH_MAX_CHARS
 
 router = APIRouter(prefix="/api/conversations", tags=["conversations"])
+
+Search = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=SEARCH_MAX_CHARS,
+        pattern=r"^[^\x00]+$",
+        description="Only conversations whose task text contains this (ASCII letters match "
+        "case-insensitively). Searches the whole store, not one page; paging works as usual.",
+    ),
+]
 
 
 @router.post(
@@ -74,13 +85,16 @@ async def list_conversations(
     project: Identifier | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
+    search: Search = None,
 ) -> ConversationList:
-    """Conversations newest first, filtered by status and project; pass next_cursor on."""
+    """Conversations newest first, filtered by status, project and task text; pass
+    next_cursor on (with the same filters)."""
     page = await state.store.list_conversations(
         status=status,
         project_id=state.project_filter(principal, project),
         limit=min(limit, state.settings.page_limit_max),
         cursor=cursor,
+        search=search,
     )
     return ConversationList(
         items=[ConversationView.of(r, active=state.service.is_active(r.id)) for r in page.items],
@@ -94,10 +108,12 @@ async def count_conversations(
     principal: Viewer,
     status: ConversationStatus | None = None,
     project: Identifier | None = None,
+    search: Search = None,
 ) -> Count:
     """How many conversations match the filters."""
     project = state.project_filter(principal, project)
-    return Count(count=await state.store.count_conversations(status=status, project_id=project))
+    count = await state.store.count_conversations(status=status, project_id=project, search=search)
+    return Count(count=count)
 
 
 @router.get(

@@ -79,9 +79,18 @@ export async function signOut() {
 
 // The WebSocket URL of a conversation's events after a seq, and its auth token.
 export function socketFor(conversationId, after, backend = current) {
-  const base = backend.base || location.origin;
-  const url = new URL(`/api/conversations/${encodeURIComponent(conversationId)}/events/ws`, base);
+  const path = `/api/conversations/${encodeURIComponent(conversationId)}/events/ws`;
+  return socketAt(path, { after: String(after) }, backend);
+}
+
+// The conversation list's change socket ("changed" frames: re-read the page).
+export function listSocket(backend = current) {
+  return socketAt("/api/conversations/ws", {}, backend);
+}
+
+function socketAt(path, params, backend) {
+  const url = new URL(path, backend.base || location.origin);
   url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-  url.searchParams.set("after", String(after));
+  for (const [name, value] of Object.entries(params)) url.searchParams.set(name, value);
   return { url: url.toString(), token: backend.key || session.csrf };
 }

@@ -5,6 +5,8 @@ import { can, del, get, post, socketFor } from "./api.js";
 import { h, clear, usd, safeId, toast } from "./dom.js";
 import { renderAnsi } from "./ansi.js";
 import { showChanges } from "./changes.js";
+import { showTree } from "./tree.js";
+import { keepSocket } from "./live.js";
 
 const LONG_CHARS = 1200;
 const LONG_LINES = 16;
@@ -17,7 +19,7 @@ const FINAL_CLOSE = { 4401: "Your session or key is no longer valid: sign in aga
 
 export function showConversation(main, id, tab) {
   const base = `/api/conversations/${encodeURIComponent(id)}`;
-  const view = { record: null, lastSeq: 0, socket: null, alive: true, retry: 500, timer: null,
+  const view = { record: null, lastSeq: 0, stopSocket: null, alive: true,
     pending: new Map(), byAction: new Map(), entries: [], start: 0, end: 0, queue: [],
     scheduled: false, follow: true, input: -Infinity,
     floor: 0, decided: new Set() };
@@ -27,7 +29,8 @@ export function showConversation(main, id, tab) {
   const usage = h("p", { id: "usage", class: "small" });
   const conn = h("span", { id: "conn", class: "conn", role: "status" }, "connecting");
   const controls = h("div", { id: "controls", class: "row controls" });
-  const events = h("ol", { id: "events", class: "events", "aria-label": "Events" });
+  // Focusable: a keyboard user must be able to scroll the log even when no row holds a control.
+  const events = h("ol", { id: "events", class: "events", "aria-label": "Events", tabindex: "0" });
   const approveAll = h("button", { id: "approve-all", type: "button", hidden: true, onclick: () => decide([...view.pending.keys()], []) },
     "Approve all pending");
   const tabs = h("nav", { class: "tabs", "aria-label": "Conversation views" },
@@ -35,10 +38,12 @@ export function showConversation(main, id, tab) {
     h("a", { href: `#/c/${id}/changes`, "aria-current": tab === "changes" ? "page" : null }, "Changes"));
   const body = h("div", { id: "conv-body" });
 
+  const treeCard = h("section", { id: "tree", class: "card", hidden: true, "aria-labelledby": "tree-title" });
   clear(main).append(
     h("p", {}, h("a", { href: "#/" }, "← Conversations")),
     h("section", { class: "card", "aria-labelledby": "conv-title" }, title, meta, usage, h("div", { class: "row" }, conn, approveAll), controls),
-    tabs, body);
+    treeCard, tabs, body);
+  const tree = showTree(treeCard, id);
 
   // -- the record -------------------------------------------------------------------------
   let recordTimer = null;
@@ -57,6 +62,7 @@ export function showConversation(main, id, tab) {
     usage.textContent = `tokens in ${u.tokens_in} / out ${u.tokens_out} · cost ${usd(u.cost_usd)}` +
       (r.budget_usd !== null ? ` of ${usd(r.budget_usd)} budget` : "");
     renderControls();
+    tree.reload();
   }
   function recordSoon() {
     if (recordTimer) return;
@@ -202,6 +208,7 @@ export function showConversation(main, id, tab) {
       recordSoon();
     }
     const entry = newEntry(stored);
+    if (ev.kind === "action" && ev.tool_name === "delegate") tree.watch();
     if (ev.kind === "action" && safeId(ev.action_id)) view.byAction.set(ev.action_id, entry);
     view.entries.push(entry);
   }
@@ -384,32 +391,14 @@ export function showConversation(main, id, tab) {
 
   function connect() {
     if (!view.alive) return;
-    const { url, token } = socketFor(id, view.lastSeq);
-    const socket = new WebSocket(url);
-    view.socket = socket;
-    socket.addEventListener("open", () => socket.send(JSON.stringify({ type: "auth", token })));
-    socket.addEventListener("message", (msg) => {
-      let frame;
-      try { frame = JSON.parse(msg.data); } catch { return; }
-      if (frame.type === "subscribed") {
-        view.retry = 500;
-        conn.textContent = "live";
-        conn.className = "conn live";
-      } else if (frame.type === "event") {
-        receive(frame);
-      }
-    });
-    socket.addEventListener("close", (event) => {
-      if (!view.alive || view.socket !== socket) return;
-      if (FINAL_CLOSE[event.code]) {
-        conn.textContent = FINAL_CLOSE[event.code];
-        conn.className = "conn down";
-        return;
-      }
-      conn.textContent = "reconnecting…";
-      conn.className = "conn down";
-      view.timer = setTimeout(connect, view.retry);
-      view.retry = Math.min(view.retry * 2, 4000);
+    view.stopSocket = keepSocket({
+      address: () => socketFor(id, view.lastSeq), // resume after the last seq rendered
+      onFrame: (frame) => { if (frame.type === "event") receive(frame); },
+      onState: (kind, text) => {
+        conn.textContent = text;
+        conn.className = `conn ${kind}`;
+      },
+      finalCodes: FINAL_CLOSE,
     });
   }
 
@@ -417,7 +406,7 @@ export function showConversation(main, id, tab) {
   if (tab === "changes") {
     const stop = showChanges(body, base);
     conn.textContent = "";
-    return () => { view.alive = false; stop(); };
+    return () => { view.alive = false; stop(); tree.stop(); };
   }
   body.append(events);
   // Open a long log at its end: subscribe after (last seq - TAIL_EVENTS), older on request.
@@ -431,8 +420,8 @@ export function showConversation(main, id, tab) {
   }, () => connect());
   return () => {
     view.alive = false;
-    clearTimeout(view.timer);
+    tree.stop();
     clearTimeout(recordTimer);
-    if (view.socket) view.socket.close(1000);
+    if (view.stopSocket) view.stopSocket();
   };
 }

@@ -1,23 +1,26 @@
-// The conversations list: live (re-read every 2 s while visible), filtered by status,
-// searched by task text, paged by the server's cursor; and the new-run form.
+// The conversations list: live (the server pushes "changed" on a WebSocket and the page is
+// re-read then; no polling), filtered by status, searched by task text in the server's store,
+// paged by the server's cursor; and the new-run form.
 import { can, get, post } from "./api.js";
 import { h, append, clear, age, usd, safeId, toast } from "./dom.js";
+import { serialised, watchChanges } from "./live.js";
 
 const STATUSES = ["created", "running", "paused", "waiting_confirmation", "finished", "failed",
   "cancelled", "error", "interrupted"];
 const LOOPS = ["react", "plan_execute", "hybrid", "openhands"];
 const POLICIES = ["never", "risky", "always"];
 const PAGE = 50;
-const REFRESH_MS = 2000;
+const SEARCH_DELAY_MS = 250; // typing settles before the server is asked
+const AGE_TICK_MS = 30000; // ages are re-rendered locally; nothing is fetched
 
 export function showList(main) {
   const state = { status: "", search: "", cursors: [null], items: [], next: null, total: null };
-  let timer = null;
+  let searchTimer = null;
   let alive = true;
 
   const statusSelect = h("select", { id: "status-filter" },
     h("option", { value: "" }, "any status"), STATUSES.map((s) => h("option", { value: s }, s)));
-  const search = h("input", { id: "task-search", type: "search", placeholder: "task text" });
+  const search = h("input", { id: "task-search", type: "search", placeholder: "task text", maxlength: "200" });
   const tbody = h("tbody", { id: "conversation-rows" });
   const pager = h("div", { class: "pager" });
   const count = h("span", { id: "conversation-count", class: "muted" });
@@ -28,8 +31,12 @@ export function showList(main) {
     refresh();
   });
   search.addEventListener("input", () => {
-    state.search = search.value.toLowerCase();
-    render();
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => {
+      state.search = search.value.trim();
+      state.cursors = [null];
+      refresh();
+    }, SEARCH_DELAY_MS);
   });
 
   append(clear(main), [
@@ -39,7 +46,8 @@ export function showList(main) {
         h("h1", { id: "list-title" }, "Conversations"), count),
       h("div", { class: "row filters" },
         h("label", { for: "status-filter" }, "Status"), statusSelect,
-        h("label", { for: "task-search" }, "Search this page"), search),
+        h("label", { for: "task-search" }, "Search tasks"), search,
+        h("span", { id: "list-live", class: "conn", role: "status" }, "connecting")),
       h("div", { class: "scroll-x" },
         h("table", { class: "list" },
           h("thead", {}, h("tr", {},
@@ -49,8 +57,7 @@ export function showList(main) {
       pager)]);
 
   function render() {
-    const rows = state.items.filter(
-      (c) => !state.search || c.task.prompt.toLowerCase().includes(state.search));
+    const rows = state.items;
     clear(tbody).append(...rows.map((c) => {
       const id = safeId(c.id);
       return h("tr", { "data-id": id || "" },
@@ -73,17 +80,18 @@ export function showList(main) {
     count.textContent = state.total === null ? "" : `${state.total} total`;
   }
 
-  async function refresh() {
-    clearTimeout(timer);
-    const params = new URLSearchParams({ limit: String(PAGE) });
-    if (state.status) params.set("status", state.status);
+  // One read at a time; a change pushed meanwhile asks for one more read after it.
+  const refresh = serialised(async () => {
+    const filters = {};
+    if (state.status) filters.status = state.status;
+    if (state.search) filters.search = state.search;
+    const params = new URLSearchParams({ ...filters, limit: String(PAGE) });
     const cursor = state.cursors[state.cursors.length - 1];
     if (cursor) params.set("cursor", cursor);
     try {
-      const countParams = new URLSearchParams(state.status ? { status: state.status } : {});
       const [page, total] = await Promise.all([
         get(`/api/conversations?${params}`),
-        get(`/api/conversations/count?${countParams}`),
+        get(`/api/conversations/count?${new URLSearchParams(filters)}`),
       ]);
       if (!alive) return;
       state.items = page.items;
@@ -93,13 +101,20 @@ export function showList(main) {
     } catch (err) {
       if (alive) toast(`Could not load conversations: ${err.message}`, "error");
     }
-    if (alive) timer = setTimeout(refresh, REFRESH_MS);
-  }
+  });
 
+  const liveState = document.getElementById("list-live");
   refresh();
+  const stopWatching = watchChanges(refresh, (kind, text) => {
+    liveState.textContent = text;
+    liveState.className = `conn ${kind}`;
+  });
+  const ages = setInterval(() => alive && render(), AGE_TICK_MS);
   return () => {
     alive = false;
-    clearTimeout(timer);
+    stopWatching();
+    clearTimeout(searchTimer);
+    clearInterval(ages);
   };
 }
 
