@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -66,3 +67,14 @@ def scripted_settings(
 def make_task(repo: Path, prompt: str, **fields: Any) -> Task:
     """A task of project ``proj`` on ``repo``."""
     return Task(id=new_id("task"), project_id="proj", prompt=prompt, repository=str(repo), **fields)
+
+
+def terminations_logged(stderr: str, conversation_id: str) -> list[dict[str, Any]]:
+    """The EXECUTION_LOOP_TERMINATED log lines (JSON on stderr) written for a conversation."""
+    lines = (json.loads(line) for line in stderr.splitlines() if line.startswith("{"))
+    return [
+        line
+        for line in lines
+        if line.get("event") == "EXECUTION_LOOP_TERMINATED"
+        and line.get("conversation_id") == conversation_id
+    ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,7 +18,7 @@ from synthorg.service.boot import Components, ProvisionContext, boot
 from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.options import RunOptions
 from synthorg.service.provisioning import LoopEndpoints, LoopProvisioner, RunSetup
-from tests.support import scripted_settings
+from tests.support import scripted_settings, terminations_logged
 
 from .conftest import Booter, make_task
 
@@ -134,16 +133,6 @@ async def test_one_bearer_per_run_bound_to_the_run(booted: Booter, demo_repo: Pa
         await minter.close("exec-one", "test over")
 
 
-def _terminations(stderr: str, cid: str) -> list[dict[str, object]]:
-    """The EXECUTION_LOOP_TERMINATED log lines written for ``cid``."""
-    lines = (json.loads(line) for line in stderr.splitlines() if line.startswith("{"))
-    return [
-        line
-        for line in lines
-        if line.get("event") == "EXECUTION_LOOP_TERMINATED" and line.get("conversation_id") == cid
-    ]
-
-
 async def _status_changes(components: Components, cid: str) -> list[StatusChangeEvent]:
     return [
         e.event
@@ -171,7 +160,7 @@ async def test_a_run_refused_before_start_ends_through_the_one_finish(
         assert changes[-1].termination_reason == TerminationReason.ERROR.value
         final = await components.store.get_conversation(record.id)
         assert final.termination_reason is TerminationReason.ERROR
-    [logged] = _terminations(capsys.readouterr().err, record.id)
+    [logged] = terminations_logged(capsys.readouterr().err, record.id)
     assert logged["termination_reason"] == "error"
 
 
@@ -239,7 +228,7 @@ async def test_a_run_stopped_before_start_ends_through_the_one_finish(
         changes = await _status_changes(components, record.id)
         assert [c.new for c in changes] == [reason.conversation_status()]  # never RUNNING
         assert changes[-1].termination_reason == reason.value
-    [logged] = _terminations(capsys.readouterr().err, record.id)
+    [logged] = terminations_logged(capsys.readouterr().err, record.id)
     assert logged["termination_reason"] == reason.value
 
 

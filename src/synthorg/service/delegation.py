@@ -16,7 +16,6 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal
 from typing import TYPE_CHECKING
 
@@ -31,7 +30,6 @@ from synthorg.domain import (
     new_id,
 )
 from synthorg.engine.catalogue import SUBTASK_LOOP_TYPES
-from synthorg.engine.lifecycle import transition
 from synthorg.engine.native.tools import ToolResult
 from synthorg.engine.native.tools.delegate import Delegator, SubTask
 from synthorg.errors import ConflictError, SynthOrgError
@@ -387,13 +385,10 @@ class RunDelegator:
         if record.status is ConversationStatus.CREATED and not self._hub.service.is_active(
             child_id
         ):
-            await transition(
-                self._hub.store,
-                child_id,
-                ConversationStatus.CANCELLED,
+            await self._hub.service.end_unstarted(
+                record,
+                TerminationReason.CANCELLED,
                 f"parent {parent_id} stopped before this child started",
-                clock=lambda: datetime.now(UTC),
-                termination_reason=TerminationReason.CANCELLED,
             )
 
     async def _settle(self, children: list[_Child], before: Decimal | None) -> None:

@@ -207,6 +207,13 @@ class LocalRunService:
         finally:
             self._runs.end(record.id, active)
 
+    async def end_unstarted(
+        self, record: ConversationRecord, reason: TerminationReason, why: str
+    ) -> ExecutionResult:
+        """End a conversation that never ran (a delegated child whose parent stopped first)
+        through the runner's one close, as every run ends."""
+        return await self._runner.finish_unstarted(record, reason, why)
+
     async def _run_inner(self, record: ConversationRecord, active: ActiveRun) -> ExecutionResult:
         try:
             workspace = await self.worktrees.resume(
