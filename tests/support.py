@@ -2,11 +2,41 @@
 
 from __future__ import annotations
 
+import json
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from synthorg.domain import Task, new_id
+from synthorg.service.boot import Components, boot
+from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.settings import Settings
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.test",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.test",
+}
+"""The git identity every test commit is made with."""
+
+
+def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No global or system git config, and an identity from the environment (CI may have none)."""
+    empty = tmp_path_factory.mktemp("gitconfig") / "empty"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for key, value in IDENTITY.items():
+        monkeypatch.setenv(key, value)
+
+
+def boot_real(settings: Settings) -> AbstractAsyncContextManager[Components]:
+    """The service as ``synthorg run`` and ``serve`` wire it (every loop, the real
+    provisioner), over ``settings``."""
+    return boot(settings, registry=default_registry(), provisioner=default_provisioner)
 
 
 def scripted_settings(
@@ -37,3 +67,14 @@ def scripted_settings(
 def make_task(repo: Path, prompt: str, **fields: Any) -> Task:
     """A task of project ``proj`` on ``repo``."""
     return Task(id=new_id("task"), project_id="proj", prompt=prompt, repository=str(repo), **fields)
+
+
+def terminations_logged(stderr: str, conversation_id: str) -> list[dict[str, Any]]:
+    """The EXECUTION_LOOP_TERMINATED log lines (JSON on stderr) written for a conversation."""
+    lines = (json.loads(line) for line in stderr.splitlines() if line.startswith("{"))
+    return [
+        line
+        for line in lines
+        if line.get("event") == "EXECUTION_LOOP_TERMINATED"
+        and line.get("conversation_id") == conversation_id
+    ]

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from synthorg.service.boot import Components, boot
-from synthorg.service.loops import default_provisioner, default_registry
-from tests.support import scripted_settings
+from synthorg.service.boot import Components
+from tests.support import boot_real, scripted_settings
 
 SCRIPT = "tests.delegation.scripts:delegating"
 MODEL = "scripted-test"
@@ -34,9 +33,7 @@ def booted(tmp_path: Path) -> Booter:
         settings = scripted_settings(
             tmp_path / "home", SCRIPT, model=MODEL, latency_ms=latency_ms, **sections
         )
-        async with boot(
-            settings, registry=default_registry(), provisioner=default_provisioner
-        ) as components:
+        async with boot_real(settings) as components:
             yield components
 
     return start

@@ -218,7 +218,7 @@ async def test_a_sub_task_that_cannot_run_refuses_the_whole_call(
 
 
 async def test_cancel_also_ends_children_still_waiting_for_their_turn(
-    booted: Booter, repo: Path
+    booted: Booter, repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with booted(latency_ms=20, delegation={"max_concurrent": 1}) as components:
         service, store = components.service, components.store
@@ -238,3 +238,6 @@ async def test_cancel_also_ends_children_still_waiting_for_their_turn(
         assert waited.status is ConversationStatus.CANCELLED and waited.runs == 0
         assert waited.termination_reason is TerminationReason.CANCELLED
     assert not _sandboxes_alive()
+    # The child that never ran ends through the runner's one close, like every run.
+    [logged] = support.terminations_logged(capsys.readouterr().err, second.id)
+    assert logged["termination_reason"] == "cancelled"

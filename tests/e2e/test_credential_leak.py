@@ -31,8 +31,6 @@ from synthorg.domain import (
     new_id,
 )
 from synthorg.logging import configure_logging
-from synthorg.service.boot import boot
-from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.options import RunOptions
 from synthorg.settings import Settings
 from tests.mcp.mcp_servers import (
@@ -44,6 +42,7 @@ from tests.mcp.mcp_servers import (
     GitRemoteState,
     serving,
 )
+from tests.support import boot_real
 
 from . import leak_scripts as probe
 from .leak_scan import LeakFinder, Secret, all_git_objects, files_under
@@ -209,9 +208,7 @@ async def test_full_run_pushes_opens_a_pull_request_and_leaks_no_credential(
                 },
             },
         )
-        async with boot(
-            settings, registry=default_registry(), provisioner=default_provisioner
-        ) as components:
+        async with boot_real(settings) as components:
             task = Task(
                 id=new_id("task"),
                 project_id=PROJECT,

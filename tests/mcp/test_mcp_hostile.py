@@ -171,17 +171,20 @@ def _leaked(text: str) -> list[str]:
     return sorted(p for t in (GIT_TOKEN, FORGE_TOKEN) for p in _pieces(t) if p in text)
 
 
+async def _assert_nothing_leaked(world: World, output: str) -> None:
+    """No piece of either token in the tool's output or in the run's audit log."""
+    events = await world.audit.log(CONVERSATION)
+    audit = "\n".join(e.model_dump_json() for e in events)
+    for where, text in {"output": output, "audit": audit}.items():
+        assert _leaked(text) == [], f"token piece in {where}"
+
+
 async def test_a_token_halved_by_the_forge_message_cut_is_still_redacted(
     world: World, endpoints: McpEndpoints
 ) -> None:
     result = await call(endpoints, world.bearer(), "open_pull_request", {"title": "echo-long"})
     assert result.is_error and "HTTP 422" in result.text
-    events = await world.audit.log(CONVERSATION)
-    for where, text in {
-        "output": result.text,
-        "audit": "\n".join(e.model_dump_json() for e in events),
-    }.items():
-        assert _leaked(text) == [], f"token piece in {where}"
+    await _assert_nothing_leaked(world, result.text)
 
 
 @pytest.mark.parametrize("pad", [0, 9, 18, 27])
@@ -198,12 +201,7 @@ async def test_a_token_halved_by_the_push_error_tail_is_still_redacted(
     world.commit_on(BRANCH)
     result = await call(endpoints, world.bearer(), "git_push", {})
     assert result.is_error and "git push" in result.text and "[REDACTED]" in result.text
-    events = await world.audit.log(CONVERSATION)
-    for where, text in {
-        "output": result.text,
-        "audit": "\n".join(e.model_dump_json() for e in events),
-    }.items():
-        assert _leaked(text) == [], f"token piece in {where}"
+    await _assert_nothing_leaked(world, result.text)
 
 
 def _page(world: World, path: str, body: bytes) -> str:

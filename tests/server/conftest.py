@@ -20,8 +20,9 @@ from synthorg.server import KeyStore, Role, ServerSettings, create_app
 from synthorg.service.boot import Components
 from synthorg.service.runs import LocalRunService
 from synthorg.store import Store
+from tests.support import hermetic_git
 
-from .helpers import IDENTITY, make_repo
+from .helpers import make_repo
 from .real_stack import real_stack, stack_settings
 
 
@@ -30,12 +31,7 @@ def _hermetic_git(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No global git config; an identity from the environment."""
-    empty = tmp_path_factory.mktemp("gitconfig") / "empty"
-    empty.write_text("")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for key, value in IDENTITY.items():
-        monkeypatch.setenv(key, value)
+    hermetic_git(tmp_path_factory, monkeypatch)
 
 
 @dataclass

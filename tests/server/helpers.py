@@ -11,13 +11,7 @@ import httpx
 from synthorg.domain import MessageEvent
 from synthorg.store.protocol import ConversationStore
 from synthorg.workspace.git import run_git_sync
-
-IDENTITY = {
-    "GIT_AUTHOR_NAME": "Test Author",
-    "GIT_AUTHOR_EMAIL": "author@example.test",
-    "GIT_COMMITTER_NAME": "Test Author",
-    "GIT_COMMITTER_EMAIL": "author@example.test",
-}
+from tests.support import IDENTITY
 
 
 def make_repo(path: Path, files: dict[str, bytes]) -> None:

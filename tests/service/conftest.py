@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 
 from synthorg.domain import Task
-from synthorg.service.boot import Components, boot
+from synthorg.service.boot import Components
 from synthorg.service.demo import DEMO_TASK, create_demo_repo
-from synthorg.service.loops import default_provisioner, default_registry
 from tests import support
-from tests.support import scripted_settings
+from tests.support import boot_real, scripted_settings
 
 SCRIPTS = "synthorg.engine.native.scripts"
 MODEL = "scripted-test"
@@ -37,9 +36,7 @@ def booted(tmp_path: Path) -> Booter:
             latency_ms=latency_ms,
             **sections,
         )
-        async with boot(
-            settings, registry=default_registry(), provisioner=default_provisioner
-        ) as components:
+        async with boot_real(settings) as components:
             yield components
 
     return start

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-from synthorg.domain import ConversationStatus, StoredEvent, TerminationReason
+from synthorg.domain import ConversationStatus, StatusChangeEvent, StoredEvent, TerminationReason
+from synthorg.engine import LoopDependencies
 from synthorg.engine.bearers import RunGrant
 from synthorg.gateway.signer import UnboundModelError
 from synthorg.service.bearers import GatewayMinter
-from synthorg.service.boot import Components
+from synthorg.service.boot import Components, ProvisionContext, boot
+from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.options import RunOptions
+from synthorg.service.provisioning import LoopEndpoints, LoopProvisioner, RunSetup
+from tests.support import scripted_settings, terminations_logged
 
 from .conftest import Booter, make_task
 
@@ -125,3 +131,129 @@ async def test_one_bearer_per_run_bound_to_the_run(booted: Booter, demo_repo: Pa
         with pytest.raises(UnboundModelError, match="gpt-unbound"):
             await minter.open(unbound)
         await minter.close("exec-one", "test over")
+
+
+async def _status_changes(components: Components, cid: str) -> list[StatusChangeEvent]:
+    return [
+        e.event
+        for e in await components.store.history(cid, limit=10_000)
+        if isinstance(e.event, StatusChangeEvent)
+    ]
+
+
+async def test_a_run_refused_before_start_ends_through_the_one_finish(
+    booted: Booter, demo_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal of a worktree that is not the recorded one was closed outside
+    ``finish_run``: no EXECUTION_LOOP_TERMINATED, no termination reason on the record."""
+    async with booted("demo_fix_script") as components:
+        service = components.service
+        record = await service.create(make_task(demo_repo), RunOptions())
+        assert record.workspace is not None
+        moved = record.workspace.model_copy(update={"path": f"{record.workspace.path}-elsewhere"})
+        await components.store.save_conversation(record.model_copy(update={"workspace": moved}))
+        result = await service.run(record.id)
+        assert result.termination_reason is TerminationReason.ERROR
+        assert result.error is not None and "refusing" in result.error
+        changes = await _status_changes(components, record.id)
+        assert [c.new for c in changes] == [ConversationStatus.FAILED]  # the loop never ran
+        assert changes[-1].termination_reason == TerminationReason.ERROR.value
+        final = await components.store.get_conversation(record.id)
+        assert final.termination_reason is TerminationReason.ERROR
+    [logged] = terminations_logged(capsys.readouterr().err, record.id)
+    assert logged["termination_reason"] == "error"
+
+
+class _HeldProvisioner:
+    """The real provisioner with a gate where the test acts: before setup or after teardown."""
+
+    def __init__(self, inner: LoopProvisioner, at: str) -> None:
+        self._inner = inner
+        self._at = at
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def check(self, loop_type: str) -> None:
+        self._inner.check(loop_type)
+
+    async def _gate(self, where: str) -> None:
+        if where == self._at:
+            self.reached.set()
+            await self.release.wait()
+
+    @asynccontextmanager
+    async def __call__(
+        self, setup: RunSetup
+    ) -> AsyncIterator[tuple[LoopDependencies, LoopEndpoints]]:
+        await self._gate("setup")
+        async with self._inner(setup) as provisioned:
+            yield provisioned
+        await self._gate("teardown")
+
+
+@asynccontextmanager
+async def _boot_held(tmp_path: Path, at: str) -> AsyncIterator[tuple[Components, _HeldProvisioner]]:
+    held: list[_HeldProvisioner] = []
+
+    def provisioner(ctx: ProvisionContext) -> LoopProvisioner:
+        held.append(_HeldProvisioner(default_provisioner(ctx), at))
+        return held[-1]
+
+    settings = scripted_settings(
+        tmp_path / "home", "synthorg.engine.native.scripts:demo_fix_script", model="scripted-test"
+    )
+    async with boot(settings, registry=default_registry(), provisioner=provisioner) as components:
+        yield components, held[0]
+
+
+@pytest.mark.parametrize(
+    ("stop", "reason"),
+    [("interrupt", TerminationReason.PAUSED), ("cancel", TerminationReason.CANCELLED)],
+)
+async def test_a_run_stopped_before_start_ends_through_the_one_finish(
+    tmp_path: Path,
+    demo_repo: Path,
+    capsys: pytest.CaptureFixture[str],
+    stop: str,
+    reason: TerminationReason,
+) -> None:
+    async with _boot_held(tmp_path, "setup") as (components, held):
+        service = components.service
+        record = await service.create(make_task(demo_repo), RunOptions())
+        await service.start(record.id)
+        await asyncio.wait_for(held.reached.wait(), 60)
+        await getattr(service, stop)(record.id, by="tester")
+        result = await service.wait(record.id)
+        assert result is not None and result.termination_reason is reason
+        changes = await _status_changes(components, record.id)
+        assert [c.new for c in changes] == [reason.conversation_status()]  # never RUNNING
+        assert changes[-1].termination_reason == reason.value
+    [logged] = terminations_logged(capsys.readouterr().err, record.id)
+    assert logged["termination_reason"] == reason.value
+
+
+@pytest.mark.parametrize("stop", ["interrupt", "cancel", "shutdown"])
+async def test_a_stop_after_the_loop_ended_lets_the_run_close(
+    tmp_path: Path, demo_repo: Path, stop: str
+) -> None:
+    """A stop that arrived while the sandbox was torn down cancelled the closing run: the
+    result was lost and the conversation stayed RUNNING (a shutdown after its grace did it)."""
+    async with _boot_held(tmp_path, "teardown") as (components, held):
+        service = components.service
+        record = await service.create(make_task(demo_repo), RunOptions())
+        await service.start(record.id)
+        await asyncio.wait_for(held.reached.wait(), 60)
+        active = service.active_run(record.id)
+        assert active is not None
+        if stop == "shutdown":  # past its grace: the run is still tearing down
+            stopping = asyncio.create_task(service.shutdown())
+        else:
+            stopping = asyncio.create_task(getattr(service, stop)(record.id, by="tester"))
+        async with asyncio.timeout(60):
+            while active.stop_requested is None:  # the stop has reached the run
+                await asyncio.sleep(0.01)
+        held.release.set()
+        result = await service.wait(record.id)
+        await stopping
+        assert result is not None and result.termination_reason is TerminationReason.COMPLETED
+        assert await _log_agrees_with_record(components, record.id) is ConversationStatus.FINISHED

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from .gitfixtures import IDENTITY
+from tests.support import hermetic_git
 
 
 @pytest.fixture(autouse=True)
@@ -14,12 +14,7 @@ def _hermetic_git(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No global or system git config, and an identity from the environment (CI may have none)."""
-    empty = tmp_path_factory.mktemp("gitconfig") / "empty"
-    empty.write_text("")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for key, value in IDENTITY.items():
-        monkeypatch.setenv(key, value)
+    hermetic_git(tmp_path_factory, monkeypatch)
 
 
 @pytest.fixture

@@ -9,13 +9,6 @@ from pathlib import Path
 
 from synthorg.workspace.git import run_git_sync
 
-IDENTITY = {
-    "GIT_AUTHOR_NAME": "Test Author",
-    "GIT_AUTHOR_EMAIL": "author@example.test",
-    "GIT_COMMITTER_NAME": "Test Author",
-    "GIT_COMMITTER_EMAIL": "author@example.test",
-}
-
 
 def git(cwd: Path, *args: str) -> str:
     """Run git in ``cwd`` and return its stdout (raises on failure)."""

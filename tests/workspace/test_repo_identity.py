@@ -13,13 +13,11 @@ from pathlib import Path
 import pytest
 
 from synthorg.domain import ConversationStatus, TerminationReason
-from synthorg.service.boot import boot
-from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.options import RunOptions
 from synthorg.workspace.errors import WorkspaceTamperedError
 from synthorg.workspace.gate import CommitGate
 from synthorg.workspace.models import GateSummary
-from tests.support import make_task, scripted_settings
+from tests.support import boot_real, make_task, scripted_settings
 
 from .gitfixtures import git, make_repo
 
@@ -33,9 +31,7 @@ FILES = {"README.md": b"hello\n", "app.py": b"print('v1')\n"}
 async def test_a_recreated_repository_lands_every_run(tmp_path: Path) -> None:
     repo = tmp_path / "proj"
     settings = scripted_settings(tmp_path / "home", SCRIPT, model=MODEL)
-    async with boot(
-        settings, registry=default_registry(), provisioner=default_provisioner
-    ) as components:
+    async with boot_real(settings) as components:
         service = components.service
         landed = []
         for generation in range(3):

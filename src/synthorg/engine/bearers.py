@@ -19,7 +19,7 @@ class RunGrant:
     project_id: str
     conversation_id: str
     provider: str
-    model: str
+    model_id: str
     cost_ceiling: Decimal | None
 
     @classmethod
@@ -36,7 +36,7 @@ class RunGrant:
             project_id=record.task.project_id,
             conversation_id=record.id,
             provider=record.provider,
-            model=record.model,
+            model_id=record.model,
             cost_ceiling=None if budget is None else max(budget - spent, Decimal(0)),
         )
 

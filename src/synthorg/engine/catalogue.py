@@ -18,3 +18,7 @@ LOOP_FACTORIES: Mapping[str, LoopFactory] = MappingProxyType(
     {**NATIVE_FACTORIES, **OPENHANDS_FACTORIES}
 )
 """Factory by loop type, for every loop SynthOrg knows of."""
+
+SUBTASK_LOOP_TYPES: frozenset[str] = frozenset(NATIVE_FACTORIES)
+"""Loops a delegated sub-task may run: the native ones. The OpenHands SDK cannot be pointed at
+a separate workspace per child here (see docs/architecture.md)."""

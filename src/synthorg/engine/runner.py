@@ -1,7 +1,9 @@
 """The runner: wires a loop to the durable event log and the checkers, and closes every run.
 
 ``LoopRunner.finish_run`` is the one place a run ends: the NO_OP rule, the closing event,
-EXECUTION_LOOP_TERMINATED, landing and the final status transition.
+landing, then (``_close``) EXECUTION_LOOP_TERMINATED and the final status transition. A run
+whose loop never started (stopped during setup, refused by the host) ends through
+``finish_unstarted`` and the same ``_close``.
 """
 
 from __future__ import annotations
@@ -204,7 +206,7 @@ class LoopRunner:
         changed: WorkspaceChanged | None = None,
         land: Lander | None = None,
     ) -> ExecutionResult:
-        """Close the run: NO_OP, the closing event, EXECUTION_LOOP_TERMINATED, landing, status.
+        """Close the run: NO_OP, the closing event, landing, EXECUTION_LOOP_TERMINATED, status.
 
         ``changed`` tells whether the worktree differs from the conversation's base (NO_OP
         by content; None falls back to counting work tool calls). ``land`` commits a
@@ -225,18 +227,49 @@ class LoopRunner:
             await self._store.append(cid, ErrorEvent(message=NO_OP_MESSAGE, code="no_op"))
         elif reason is TerminationReason.COMPLETED and not _finished_logged(context):
             await self._store.append(cid, FinishedEvent(message=result.final_message))
-        log_termination(result)
-        status = result.termination_reason.conversation_status()
         if result.termination_reason is TerminationReason.COMPLETED and land is not None:
             try:
                 result = await land(result)
             except LandingRefused as refused:
-                await self._store.append(
-                    cid,
-                    ErrorEvent(message=str(refused), code=refused.code, non_retryable=True),
-                )
-                result = result.model_copy(update={"error": str(refused)})
-                status = ConversationStatus.FAILED
+                refusal = ErrorEvent(message=str(refused), code=refused.code, non_retryable=True)
+                return await self._close(result, refusal=refusal)
+        return await self._close(result)
+
+    async def finish_unstarted(
+        self,
+        record: ConversationRecord,
+        reason: TerminationReason,
+        why: str,
+        *,
+        refusal: ErrorEvent | None = None,
+    ) -> ExecutionResult:
+        """Close a run whose loop never started: stopped during setup, or refused by the host.
+
+        No turns, no NO_OP (nothing ran); the same log line and final transition as every run.
+        """
+        result = ExecutionResult(
+            execution_id=record.execution_id or "none",
+            conversation_id=record.id,
+            loop_type=record.loop_type,
+            termination_reason=reason,
+            resumed=record.runs > 0,
+        )
+        return await self._close(result, refusal=refusal, why=why)
+
+    async def _close(
+        self,
+        result: ExecutionResult,
+        *,
+        refusal: ErrorEvent | None = None,
+        why: str | None = None,
+    ) -> ExecutionResult:
+        """The final transition of every run, with its log line; a refusal fails the run."""
+        status = result.termination_reason.conversation_status()
+        if refusal is not None:
+            await self._store.append(result.conversation_id, refusal)
+            result = result.model_copy(update={"error": refusal.message})
+            status = ConversationStatus.FAILED
+        log_termination(result)
         final = result
 
         def totals(record: ConversationRecord) -> dict[str, object]:
@@ -249,9 +282,9 @@ class LoopRunner:
 
         await transition(
             self._store,
-            cid,
+            result.conversation_id,
             status,
-            result.error or result.final_message or result.termination_reason.value,
+            why or result.error or result.final_message or result.termination_reason.value,
             clock=self._clock,
             termination_reason=result.termination_reason,
             update=totals,

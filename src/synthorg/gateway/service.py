@@ -177,15 +177,18 @@ class Gateway:
 
     async def open_execution(self, binding: RunBinding) -> ExecutionUsage:
         """Create the ledger row of a run (idempotent); call before minting its bearer."""
-        row = await self.ledger.open_execution(
+        row = await self._open_row(binding)
+        self._forget(binding.execution_id)
+        return row
+
+    async def _open_row(self, binding: RunBinding) -> ExecutionUsage:
+        return await self.ledger.open_execution(
             execution_id=binding.execution_id,
             conversation_id=binding.conversation_id,
             model=binding.model_id,
             provider=binding.provider,
             cost_ceiling_usd=binding.cost_ceiling,
         )
-        self._forget(binding.execution_id)
-        return row
 
     def mint(self, binding: RunBinding, *, ttl_s: int | None = None) -> str:
         """A bearer for ``binding`` (explicit provider binding checked by the signer)."""
@@ -316,13 +319,7 @@ class Gateway:
             row = await self.ledger.get_execution(claims.execution_id)
         except NotFoundError:
             # The signature proves the binding: open the row from the claims (mint-only use).
-            row = await self.ledger.open_execution(
-                execution_id=claims.execution_id,
-                conversation_id=claims.conversation_id,
-                model=claims.model_id,
-                provider=claims.provider,
-                cost_ceiling_usd=claims.cost_ceiling,
-            )
+            row = await self._open_row(claims)
         known = self._executions.get(claims.execution_id)
         budget = None
         if known is None or known.tree is not None:  # a run outside any tree stays outside

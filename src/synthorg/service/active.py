@@ -22,6 +22,8 @@ class ActiveRun:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     stop_requested: TerminationReason | None = None
     runner_started: bool = False
+    closing: bool = False
+    """The loop has returned: teardown and ``finish_run`` follow, and a stop no longer cancels."""
     task: asyncio.Task[ExecutionResult] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
 

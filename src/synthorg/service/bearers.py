@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from synthorg.engine.bearers import RunGrant
 from synthorg.gateway.service import Gateway
 from synthorg.gateway.signer import RunBinding
@@ -14,16 +16,7 @@ class GatewayMinter:
         self._gateway = gateway
 
     async def open(self, grant: RunGrant) -> str:
-        binding = RunBinding(
-            execution_id=grant.execution_id,
-            agent_id=grant.agent_id,
-            task_id=grant.task_id,
-            project_id=grant.project_id,
-            conversation_id=grant.conversation_id,
-            provider=grant.provider,
-            model_id=grant.model,
-            cost_ceiling=grant.cost_ceiling,
-        )
+        binding = RunBinding(**asdict(grant))  # the same fields, validated by the gateway
         await self._gateway.open_execution(binding)
         return self._gateway.mint(binding)
 

@@ -16,7 +16,6 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal
 from typing import TYPE_CHECKING
 
@@ -30,7 +29,7 @@ from synthorg.domain import (
     TerminationReason,
     new_id,
 )
-from synthorg.engine.lifecycle import transition
+from synthorg.engine.catalogue import SUBTASK_LOOP_TYPES
 from synthorg.engine.native.tools import ToolResult
 from synthorg.engine.native.tools.delegate import Delegator, SubTask
 from synthorg.errors import ConflictError, SynthOrgError
@@ -386,13 +385,10 @@ class RunDelegator:
         if record.status is ConversationStatus.CREATED and not self._hub.service.is_active(
             child_id
         ):
-            await transition(
-                self._hub.store,
-                child_id,
-                ConversationStatus.CANCELLED,
+            await self._hub.service.end_unstarted(
+                record,
+                TerminationReason.CANCELLED,
                 f"parent {parent_id} stopped before this child started",
-                clock=lambda: datetime.now(UTC),
-                termination_reason=TerminationReason.CANCELLED,
             )
 
     async def _settle(self, children: list[_Child], before: Decimal | None) -> None:
@@ -441,11 +437,10 @@ def _delegation_key(parent_id: str, tasks: Sequence[SubTask]) -> str:
 
 def _check_loop(task: SubTask, parent: ConversationRecord) -> None:
     loop = task.loop or parent.loop_type
-    if loop == "openhands":
+    if loop not in SUBTASK_LOOP_TYPES:
         raise _Refused(
-            "sub-tasks cannot run the openhands loop (its SDK cannot be pointed at a separate "
-            "workspace per child here; see docs/architecture.md); use react, plan_execute or "
-            "hybrid"
+            f"sub-tasks cannot run the {loop} loop (only a native loop runs in a child's own "
+            f"workspace; see docs/architecture.md); use {', '.join(sorted(SUBTASK_LOOP_TYPES))}"
         )
 
 

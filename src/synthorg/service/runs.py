@@ -16,7 +16,6 @@ from pathlib import Path
 from synthorg.domain import (
     CancelEvent,
     ConversationRecord,
-    ConversationStatus,
     ErrorEvent,
     ExecutionResult,
     InterruptEvent,
@@ -39,7 +38,7 @@ from synthorg.engine import (
     flag_checker,
 )
 from synthorg.engine.bearers import BearerMinter, RunGrant
-from synthorg.engine.lifecycle import events_after, transition
+from synthorg.engine.lifecycle import events_after
 from synthorg.errors import ConflictError, NotFoundError
 from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
@@ -200,28 +199,20 @@ class LocalRunService:
                 raise
             # Stopped while setting up (worktree, sandbox): the runner never saw the run.
             task.uncancel()
-            return await asyncio.shield(self._stopped_before_start(record, active.stop_requested))
+            return await asyncio.shield(
+                self._runner.finish_unstarted(
+                    record, active.stop_requested, "stopped before the run started"
+                )
+            )
         finally:
             self._runs.end(record.id, active)
 
-    async def _stopped_before_start(
-        self, record: ConversationRecord, reason: TerminationReason
+    async def end_unstarted(
+        self, record: ConversationRecord, reason: TerminationReason, why: str
     ) -> ExecutionResult:
-        current = await transition(
-            self.store,
-            record.id,
-            reason.conversation_status(),
-            "stopped before the run started",
-            clock=self._clock,
-            termination_reason=reason,
-        )
-        return ExecutionResult(
-            execution_id=current.execution_id or "none",
-            conversation_id=record.id,
-            loop_type=record.loop_type,
-            termination_reason=reason,
-            resumed=record.runs > 0,
-        )
+        """End a conversation that never ran (a delegated child whose parent stopped first)
+        through the runner's one close, as every run ends."""
+        return await self._runner.finish_unstarted(record, reason, why)
 
     async def _run_inner(self, record: ConversationRecord, active: ActiveRun) -> ExecutionResult:
         try:
@@ -229,7 +220,10 @@ class LocalRunService:
                 Path(record.task.repository), record.id, record.workspace
             )
         except GateRefusedError as exc:  # a worktree that is not the recorded one: run nothing
-            return await self._refused_before_start(record, exc)
+            refusal = ErrorEvent(message=str(exc), code=exc.code, non_retryable=True)
+            return await self._runner.finish_unstarted(
+                record, TerminationReason.ERROR, f"refused: {exc}", refusal=refusal
+            )
         execution_id = new_id("exec")
         # The budget is the conversation's: a resumed run gets what its earlier runs left
         # (the ledger's figures: a run the host died in never reported its own).
@@ -296,6 +290,7 @@ class LocalRunService:
                 result = await self._runner.execute(
                     loop, context, requested_stop=lambda: active.stop_requested
                 )
+                active.closing = True  # a stop from now on would only lose the result
         finally:
             await asyncio.shield(self._minter.close(execution_id, "run ended"))
         # After the sandbox is gone: nothing in it can change the worktree under the gate.
@@ -306,30 +301,6 @@ class LocalRunService:
                 changed=partial(workspace_changed, workspace),
                 land=partial(land, self.gate, record, workspace),
             )
-        )
-
-    async def _refused_before_start(
-        self, record: ConversationRecord, exc: GateRefusedError
-    ) -> ExecutionResult:
-        """The host refuses to touch the worktree (it is not the recorded one): FAILED, said."""
-        await self.store.append(
-            record.id, ErrorEvent(message=str(exc), code=exc.code, non_retryable=True)
-        )
-        current = await transition(
-            self.store,
-            record.id,
-            ConversationStatus.FAILED,
-            f"refused: {exc}",
-            clock=self._clock,
-            update=lambda _record: {"error": str(exc)},
-        )
-        return ExecutionResult(
-            execution_id=current.execution_id or "none",
-            conversation_id=record.id,
-            loop_type=record.loop_type,
-            termination_reason=TerminationReason.ERROR,
-            resumed=record.runs > 0,
-            error=str(exc),
         )
 
     # -- control ------------------------------------------------------------------------------
@@ -372,10 +343,12 @@ class LocalRunService:
 
     async def _cancel(self, active: ActiveRun, reason: TerminationReason) -> None:
         active.stop_requested = reason
-        if active.task is not None and not active.task.done():
+        if active.task is None or active.task.done():
+            return
+        if not active.closing:  # a closing run ends as its loop did; it is only waited for
             active.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait({active.task})
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({active.task})
 
     async def decide(self, conversation_id: str, decision: Decision) -> None:
         """Deliver a decision bound to pending action ids and the approver."""

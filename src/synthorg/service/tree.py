@@ -41,6 +41,10 @@ class RunNode(BaseModel):
     children: list[RunNode] = Field(description="Conversations it delegated, oldest first.")
 
 
+_FROM_RECORD = set(RunNode.model_fields) & set(ConversationRecord.model_fields)
+"""The node's fields that are the conversation's own, copied by name."""
+
+
 async def ledger_usage(store: TreeStore, conversation_id: str) -> TokenUsage:
     """The conversation's totals over all its runs, from the gateway's ledger rows."""
     total = TokenUsage()
@@ -71,15 +75,9 @@ async def run_tree(store: TreeStore, conversation_id: str) -> RunNode:
                 children.append(await node(child.id, depth + 1))
         own = await ledger_spend(store, record.id)
         return RunNode(
-            id=record.id,
-            parent_id=record.parent_id,
-            status=record.status,
-            loop_type=record.loop_type,
-            termination_reason=record.termination_reason,
-            budget_usd=record.budget_usd,
+            **record.model_dump(include=_FROM_RECORD),
             cost_usd=own,
             tree_cost_usd=own + sum((c.tree_cost_usd for c in children), Decimal(0)),
-            commit_sha=record.commit_sha,
             title=record.task.title,
             children=children,
         )

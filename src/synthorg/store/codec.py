@@ -21,7 +21,7 @@ from synthorg.domain import (
 )
 from synthorg.domain.events import EVENT_ADAPTER
 from synthorg.errors import UsageError
-from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, RunOwner
+from synthorg.store.protocol import ConversationPage, ExecutionStatus, ExecutionUsage, RunOwner
 from synthorg.store.secrets import REDACTED, SecretCipher, open_secrets, seal_secrets
 
 RESTART_OBSERVATION = (
@@ -284,7 +284,7 @@ def history_query(
         params.append(before)
     if since is not None:
         clauses.append(f"ts >= {mark}")
-        params.append(ts_text(since) if dialect == "sqlite" else utc(since))
+        params.append(stored_ts(since, dialect))
     if kinds is not None:
         if dialect == "sqlite":
             clauses.append(f"kind IN ({', '.join('?' * len(kinds))})")
@@ -299,3 +299,77 @@ def history_query(
         f" ORDER BY seq {'DESC' if backwards else 'ASC'} LIMIT {mark}"
     )
     return HistoryQuery(sql=sql, params=[*params, limit], backwards=backwards)
+
+
+Dialect = Literal["sqlite", "postgres"]
+
+
+def stored_ts(moment: datetime, dialect: Dialect) -> str | datetime:
+    """A timestamp as the backend stores it: fixed-width text in SQLite, aware in PostgreSQL."""
+    return ts_text(moment) if dialect == "sqlite" else utc(moment)
+
+
+def insert_conversation(
+    record: ConversationRecord, state: str, dialect: Dialect
+) -> tuple[str, tuple[Any, ...]]:
+    """The INSERT of a new conversation row (``state`` is its sealed JSON) and its values."""
+    mark = "?" if dialect == "sqlite" else "%s"
+    state_mark = mark if dialect == "sqlite" else "%s::jsonb"
+    sql = (  # only placeholders are interpolated
+        "INSERT INTO conversations (id, project_id, status, state, created_at, updated_at,"  # noqa: S608
+        f" parent_id, root_id) VALUES ({mark}, {mark}, {mark}, {state_mark}, {mark}, {mark},"
+        f" {mark}, {mark})"
+    )
+    values = (
+        record.id,
+        record.task.project_id,
+        record.status.value,
+        state,
+        stored_ts(record.created_at, dialect),
+        stored_ts(record.updated_at, dialect),
+        record.parent_id,
+        record.root_id,
+    )
+    return sql, values
+
+
+def listing_query(
+    status: ConversationStatus | None,
+    project_id: str | None,
+    *,
+    cursor: str | None,
+    limit: int,
+    dialect: Dialect,
+    search: str | None = None,
+) -> tuple[str, list[Any]]:
+    """``SELECT state, created_at, id`` for one page of conversations, newest first
+    (``search``: see ``filters``).
+
+    One row more than ``limit`` is asked for: its presence says a next page exists.
+    """
+    check_limit(limit)
+    mark = "?" if dialect == "sqlite" else "%s"
+    true = "1" if dialect == "sqlite" else "TRUE"
+    where, params = filters(status, project_id, mark=mark, true=true, search=search)
+    if cursor is not None:
+        created, last_id = decode_cursor(cursor)
+        where += f" AND (created_at, id) < ({mark}, {mark})"
+        params += [stored_ts(created, dialect), last_id]
+    state = "state" if dialect == "sqlite" else "state::text"
+    sql = (
+        f"SELECT {state}, created_at, id FROM conversations WHERE {where}"  # noqa: S608
+        f" ORDER BY created_at DESC, id DESC LIMIT {mark}"
+    )
+    return sql, [*params, limit + 1]
+
+
+def conversation_page(
+    rows: Sequence[Sequence[Any]], limit: int, cipher: SecretCipher | None
+) -> ConversationPage:
+    """The page of a ``listing_query``'s rows, with the cursor of the next one if any."""
+    items = tuple(record_from_json(row[0], cipher) for row in rows[:limit])
+    next_cursor = None
+    if len(rows) > limit:
+        last = rows[limit - 1]
+        next_cursor = encode_cursor(parse_ts(last[1]), last[2])
+    return ConversationPage(items=items, next_cursor=next_cursor)

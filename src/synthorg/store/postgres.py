@@ -257,21 +257,11 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
     # -- conversations ---------------------------------------------------------------------
 
     async def create_conversation(self, record: ConversationRecord) -> None:
+        sql, values = codec.insert_conversation(
+            record, codec.record_json(record, self._cipher), "postgres"
+        )
         try:
-            await self._all(
-                "INSERT INTO conversations (id, project_id, status, state, created_at, updated_at,"
-                " parent_id, root_id) VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s) RETURNING id",
-                (
-                    record.id,
-                    record.task.project_id,
-                    record.status.value,
-                    codec.record_json(record, self._cipher),
-                    codec.utc(record.created_at),
-                    codec.utc(record.updated_at),
-                    record.parent_id,
-                    record.root_id,
-                ),
-            )
+            await self._all(f"{sql} RETURNING id", values)
         except pg_errors.UniqueViolation as exc:
             raise ConflictError(f"conversation {record.id} already exists") from exc
         self._changed(record.id)
@@ -403,23 +393,10 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
         cursor: str | None = None,
         search: str | None = None,
     ) -> ConversationPage:
-        codec.check_limit(limit)
-        where, params = codec.filters(status, project_id, mark="%s", true="TRUE", search=search)
-        if cursor is not None:
-            created, last_id = codec.decode_cursor(cursor)
-            where += " AND (created_at, id) < (%s, %s)"
-            params += [created, last_id]
-        sql = (
-            f"SELECT state::text, created_at, id FROM conversations WHERE {where}"  # noqa: S608
-            " ORDER BY created_at DESC, id DESC LIMIT %s"
+        sql, params = codec.listing_query(
+            status, project_id, cursor=cursor, limit=limit, search=search, dialect="postgres"
         )
-        rows = await self._all(sql, [*params, limit + 1])
-        items = tuple(codec.record_from_json(r[0], self._cipher) for r in rows[:limit])
-        next_cursor = None
-        if len(rows) > limit:
-            last = rows[limit - 1]
-            next_cursor = codec.encode_cursor(last[1], last[2])
-        return ConversationPage(items=items, next_cursor=next_cursor)
+        return codec.conversation_page(await self._all(sql, params), limit, self._cipher)
 
     async def list_children(self, parent_id: str) -> list[ConversationRecord]:
         rows = await self._all(

@@ -116,24 +116,13 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
     # -- conversations ---------------------------------------------------------------------
 
     async def create_conversation(self, record: ConversationRecord) -> None:
-        state = codec.record_json(record, self._cipher)
+        sql, values = codec.insert_conversation(
+            record, codec.record_json(record, self._cipher), "sqlite"
+        )
 
         def work(conn: sqlite3.Connection) -> None:
             try:
-                conn.execute(
-                    "INSERT INTO conversations (id, project_id, status, state, created_at,"
-                    " updated_at, parent_id, root_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        record.id,
-                        record.task.project_id,
-                        record.status.value,
-                        state,
-                        codec.ts_text(record.created_at),
-                        codec.ts_text(record.updated_at),
-                        record.parent_id,
-                        record.root_id,
-                    ),
-                )
+                conn.execute(sql, values)
             except sqlite3.IntegrityError as exc:
                 raise ConflictError(f"conversation {record.id} already exists") from exc
 
@@ -296,23 +285,11 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         cursor: str | None = None,
         search: str | None = None,
     ) -> ConversationPage:
-        codec.check_limit(limit)
-        where, params = codec.filters(status, project_id, mark="?", true="1", search=search)
-        if cursor is not None:
-            created, last_id = codec.decode_cursor(cursor)
-            where += " AND (created_at, id) < (?, ?)"
-            params += [codec.ts_text(created), last_id]
-        sql = (
-            f"SELECT state, created_at, id FROM conversations WHERE {where}"  # noqa: S608
-            " ORDER BY created_at DESC, id DESC LIMIT ?"
+        sql, params = codec.listing_query(
+            status, project_id, cursor=cursor, limit=limit, search=search, dialect="sqlite"
         )
-        rows = await self._readers.run(lambda c: c.execute(sql, [*params, limit + 1]).fetchall())
-        items = tuple(codec.record_from_json(r[0], self._cipher) for r in rows[:limit])
-        next_cursor = None
-        if len(rows) > limit:
-            last = rows[limit - 1]
-            next_cursor = codec.encode_cursor(codec.parse_ts(last[1]), last[2])
-        return ConversationPage(items=items, next_cursor=next_cursor)
+        rows = await self._readers.run(lambda c: c.execute(sql, params).fetchall())
+        return codec.conversation_page(rows, limit, self._cipher)
 
     async def list_children(self, parent_id: str) -> list[ConversationRecord]:
         rows = await self._readers.run(

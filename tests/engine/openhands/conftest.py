@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from synthorg.runtime import OpenHandsRuntime
-from synthorg.service.boot import Components, boot
+from synthorg.service.boot import Components
 from synthorg.service.demo import create_demo_repo
-from synthorg.service.loops import default_provisioner, default_registry
 from tests.runtime.conftest import openhands_runtime
+from tests.support import boot_real
 
 from .e2e_support import make_home, make_settings
 
@@ -34,9 +34,7 @@ def booted(home: Path) -> Booter:
     @asynccontextmanager
     async def start(script: str, **sections: dict[str, Any]) -> AsyncIterator[Components]:
         settings = make_settings(home, script, **sections)
-        async with boot(
-            settings, registry=default_registry(), provisioner=default_provisioner
-        ) as components:
+        async with boot_real(settings) as components:
             yield components
 
     return start

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from synthorg.engine.openhands import OpenHandsUnavailableError
-from synthorg.service.boot import boot
 from synthorg.service.creation import NotOffered
 from synthorg.service.demo import create_demo_repo
-from synthorg.service.loops import default_provisioner, default_registry
+from synthorg.service.loops import default_registry
 from synthorg.service.openhands import require_runtime, state_dir
 from synthorg.service.options import RunOptions
+from tests.support import boot_real
 
 from .e2e_support import make_settings, make_task
 
@@ -31,7 +31,7 @@ def test_registry_builds_openhands() -> None:
 async def test_a_run_without_the_runtime_fails_loud(tmp_path: Path) -> None:
     repo = create_demo_repo(tmp_path / "calc")
     settings = make_settings(tmp_path / "home", "openhands_fix_script")
-    async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
+    async with boot_real(settings) as c:
         with pytest.raises(NotOffered, match="not built") as refused:
             await c.service.create(make_task(repo), RunOptions(loop="openhands"))
         assert isinstance(refused.value.__cause__, OpenHandsUnavailableError)

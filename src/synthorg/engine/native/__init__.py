@@ -1,12 +1,7 @@
 """Native execution loops (react, plan_execute, hybrid), their tools and scripted test models."""
 
 from synthorg.engine.native.errors import ModelBudgetExhausted, ModelCallError
-from synthorg.engine.native.factories import (
-    NATIVE_FACTORIES,
-    hybrid_factory,
-    plan_execute_factory,
-    react_factory,
-)
+from synthorg.engine.native.factories import NATIVE_FACTORIES
 from synthorg.engine.native.hybrid import HybridLoop
 from synthorg.engine.native.model import ModelClient, ModelReply, OpenAICompatClient
 from synthorg.engine.native.plan_execute import PlanExecuteLoop
@@ -34,7 +29,4 @@ __all__ = [
     "ReactLoop",
     "ToolExecutor",
     "http_model_client",
-    "hybrid_factory",
-    "plan_execute_factory",
-    "react_factory",
 ]

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from synthorg.domain import ExecutionResult, TerminationReason
+from synthorg.domain import TerminationReason
 from synthorg.engine.native.phases import plan_phase, restore_plan, written_plan
 from synthorg.engine.native.prompts import ASK_PLAN, HYBRID, review_prompt, stuck_prompt
-from synthorg.engine.native.runtime import NativeLoopDeps, control_tools, run_native
+from synthorg.engine.native.runtime import NativeLoop, control_tools
 from synthorg.engine.native.tools import ToolSet
 from synthorg.engine.native.turn import Replied, TurnEngine
 from synthorg.engine.protocol import LoopContext
 from synthorg.engine.termination import Terminated
 
 
-class HybridLoop:
+class HybridLoop(NativeLoop):
     """A plan up front, then free react turns with the plan revisable at any time.
 
     Every ``review_every`` turns the plan is shown for review (a checkpoint); when the agent
@@ -20,14 +20,8 @@ class HybridLoop:
     revisions the run ends ERROR. COMPLETED on ``finish`` or a reply without tool calls.
     """
 
-    def __init__(self, deps: NativeLoopDeps) -> None:
-        self._deps = deps
-
-    def get_loop_type(self) -> str:
-        return "hybrid"
-
-    async def execute(self, context: LoopContext) -> ExecutionResult:
-        return await run_native(self._deps, context, "hybrid", HYBRID, self._run)
+    loop_type = "hybrid"
+    prompt = HYBRID
 
     async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> str:
         s = self._deps.settings

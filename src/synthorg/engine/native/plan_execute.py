@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from synthorg.domain import ExecutionResult, TerminationReason
+from synthorg.domain import TerminationReason
 from synthorg.engine.native.phases import plan_phase, restore_plan, step_phase
 from synthorg.engine.native.prompts import ASK_PLAN, PLAN_EXECUTE, replan_prompt, step_prompt
-from synthorg.engine.native.runtime import NativeLoopDeps, control_tools, run_native
+from synthorg.engine.native.runtime import NativeLoop, control_tools
 from synthorg.engine.native.tools import ToolSet
 from synthorg.engine.native.turn import TurnEngine
 from synthorg.engine.protocol import LoopContext
 from synthorg.engine.termination import Terminated
 
 
-class PlanExecuteLoop:
+class PlanExecuteLoop(NativeLoop):
     """Plan, then one step at a time; a failed or stuck step triggers a re-plan.
 
     Ends COMPLETED when every step is done (or on ``finish``), ERROR after ``max_replans``
@@ -20,14 +20,8 @@ class PlanExecuteLoop:
     the plan and the steps done back up from the log.
     """
 
-    def __init__(self, deps: NativeLoopDeps) -> None:
-        self._deps = deps
-
-    def get_loop_type(self) -> str:
-        return "plan_execute"
-
-    async def execute(self, context: LoopContext) -> ExecutionResult:
-        return await run_native(self._deps, context, "plan_execute", PLAN_EXECUTE, self._run)
+    loop_type = "plan_execute"
+    prompt = PLAN_EXECUTE
 
     async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> str:
         s = self._deps.settings

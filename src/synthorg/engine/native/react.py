@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from synthorg.domain import ExecutionResult, TerminationReason
+from synthorg.domain import TerminationReason
 from synthorg.engine.native.prompts import REACT
-from synthorg.engine.native.runtime import NativeLoopDeps, control_tools, run_native
+from synthorg.engine.native.runtime import NativeLoop, control_tools
 from synthorg.engine.native.tools import ToolSet
 from synthorg.engine.native.turn import Replied, TurnEngine
 from synthorg.engine.protocol import LoopContext
 from synthorg.engine.termination import Terminated
 
 
-class ReactLoop:
+class ReactLoop(NativeLoop):
     """One model call per turn; its tool calls run and their observations feed the next.
 
     Ends COMPLETED on ``finish`` or on a reply without tool calls (the agent's answer; NO_OP
@@ -19,14 +19,8 @@ class ReactLoop:
     MAX_TURNS at the cap, or whatever the sink asks for.
     """
 
-    def __init__(self, deps: NativeLoopDeps) -> None:
-        self._deps = deps
-
-    def get_loop_type(self) -> str:
-        return "react"
-
-    async def execute(self, context: LoopContext) -> ExecutionResult:
-        return await run_native(self._deps, context, "react", REACT, self._run)
+    loop_type = "react"
+    prompt = REACT
 
     async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> str:
         tools = work.with_tools(*control_tools("finish"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from synthorg.domain import ExecutionResult
 from synthorg.engine.native.model import ModelClient, OpenAICompatClient, shared_tls
@@ -132,3 +133,23 @@ async def run_native(
         return result
     finally:
         await model.aclose()
+
+
+class NativeLoop:
+    """What the native loops share: their deps, their name and system prompt, and
+    ``run_native`` around their own ``_run`` (the only part each writes)."""
+
+    loop_type: ClassVar[str]
+    prompt: ClassVar[str]
+
+    def __init__(self, deps: NativeLoopDeps) -> None:
+        self._deps = deps
+
+    def get_loop_type(self) -> str:
+        return self.loop_type
+
+    async def execute(self, context: LoopContext) -> ExecutionResult:
+        return await run_native(self._deps, context, self.loop_type, self.prompt, self._run)
+
+    async def _run(self, engine: TurnEngine, work: ToolSet, context: LoopContext) -> str:
+        raise NotImplementedError

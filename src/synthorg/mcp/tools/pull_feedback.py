@@ -61,7 +61,16 @@ async def _pull(ctx: ToolContext, args: PullArgs, tool: str) -> tuple[ForgeClien
     return client, await client.run_pull(args.pull_number)
 
 
-class PullRequestReviewsTool:
+class _PullReader:
+    """What the read tools of the run's pull request share: its args, and they only read."""
+
+    args_model = PullArgs
+    read_only = True
+    destructive = False
+    idempotent = True
+
+
+class PullRequestReviewsTool(_PullReader):
     """Reads the reviews, review comments and conversation of the run's pull request."""
 
     name = "pull_request_reviews"
@@ -69,10 +78,6 @@ class PullRequestReviewsTool:
         "Read the reviews, line comments and conversation comments on this run's own pull "
         "request (the one from its branch), to address what reviewers asked for."
     )
-    args_model = PullArgs
-    read_only = True
-    destructive = False
-    idempotent = True
 
     async def run(self, ctx: ToolContext, args: PullArgs) -> str:
         """Reviews, then line comments, then conversation comments, oldest first."""
@@ -96,7 +101,7 @@ class PullRequestReviewsTool:
         return cut(ctx.redactor.text("\n".join(lines)), OUTPUT_CAP)
 
 
-class CiStatusTool:
+class CiStatusTool(_PullReader):
     """Reads the CI state of the run's pull request head: statuses, check runs, failed logs."""
 
     name = "ci_status"
@@ -104,10 +109,6 @@ class CiStatusTool:
         "Read the CI status of this run's own pull request: the combined commit status, every "
         "check run, and the end of the log of each failed job."
     )
-    args_model = PullArgs
-    read_only = True
-    destructive = False
-    idempotent = True
 
     async def run(self, ctx: ToolContext, args: PullArgs) -> str:
         """Combined status, check runs, then failed job log tails."""

@@ -44,6 +44,17 @@ class ApiKey(BaseModel):
     created_at: datetime = Field(description="When it was made (UTC).")
     revoked_at: datetime | None = Field(default=None, description="When revoked, if ever.")
 
+    def as_principal(self) -> Principal | None:
+        """Who this key authenticates; None once it is revoked."""
+        if self.revoked_at is not None:
+            return None
+        return Principal(
+            name=self.principal,
+            roles=frozenset(self.roles),
+            key_id=self.id,
+            projects=frozenset(self.projects) if self.projects else None,
+        )
+
 
 class _KeyFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -182,13 +193,6 @@ class KeyStore:
         if key_id is None:
             return None
         record = self._keys().get(key_id)
-        if record is None or record.revoked_at is not None:
+        if record is None or not hmac.compare_digest(record.sha256, _digest(key)):
             return None
-        if not hmac.compare_digest(record.sha256, _digest(key)):
-            return None
-        return Principal(
-            name=record.principal,
-            roles=frozenset(record.roles),
-            key_id=record.id,
-            projects=frozenset(record.projects) if record.projects else None,
-        )
+        return record.as_principal()

@@ -41,14 +41,7 @@ def cookie_name(port: int | None, *, secure: bool) -> str:
 def principal_of(auth: Authenticator, key_id: str) -> Principal | None:
     """The principal of an unrevoked key, by id (as ``KeyStore.authenticate`` builds it)."""
     record: ApiKey | None = next((k for k in auth.list() if k.id == key_id), None)
-    if record is None or record.revoked_at is not None:
-        return None
-    return Principal(
-        name=record.principal,
-        roles=frozenset(record.roles),
-        key_id=record.id,
-        projects=frozenset(record.projects) if record.projects else None,
-    )
+    return None if record is None else record.as_principal()
 
 
 def request_cookie(request: Request) -> str | None:
