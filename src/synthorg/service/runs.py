@@ -225,7 +225,7 @@ class LocalRunService:
     async def _run_inner(self, record: ConversationRecord, active: ActiveRun) -> ExecutionResult:
         try:
             workspace = await self.worktrees.resume(
-                Path(record.task.repository), record.id, record.workspace
+                self.repositories.check(record.task.repository), record.id, record.workspace
             )
         except GateRefusedError as exc:  # a worktree that is not the recorded one: run nothing
             return await self._refused_before_start(record, exc)

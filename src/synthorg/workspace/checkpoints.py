@@ -10,6 +10,7 @@ from synthorg.workspace.checkout import Checkout
 from synthorg.workspace.errors import CheckpointNotFoundError
 from synthorg.workspace.git import GitError, GitOutput, run_git
 from synthorg.workspace.locks import in_process_lock
+from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import Checkpoint, Workspace
 from synthorg.workspace.objects import InProcessUnavailable, RefTaken, commit_and_create_ref
 from synthorg.workspace.snapshot import SnapshotIndex, head_sha, open_git, require_git
@@ -33,8 +34,10 @@ class CheckpointStore:
     private index, so the user's index, branch and HEAD are never touched.
     """
 
-    def __init__(self, *, in_process: bool = True) -> None:
+    def __init__(self, *, in_process: bool = True, publisher: Mirrors | None = None) -> None:
         self.in_process = in_process
+        self.publisher = publisher
+        """Pushes each checkpoint of a remote project's worktree to the remote as it is made."""
         """Write commits and refs with libgit2 (False: git processes, the benchmark's baseline)."""
         # Next checkpoint number per (repository, conversation); rebuilt from refs on a miss.
         self._next: dict[tuple[str, str], int] = {}
@@ -60,6 +63,9 @@ class CheckpointStore:
                     self._next.pop(key, None)  # someone else took n: rescan
                     continue
                 self._next[key] = n + 1
+                if self.publisher is not None:
+                    # Before the checkpoint is logged: a logged one is on the remote.
+                    await self.publisher.publish(ws, checkpoint=ref)
                 return Checkpoint(index=n, sha=sha, tree=snap.tree, ref=ref)
         raise ConflictError(f"could not allocate a checkpoint number for conversation {cid}")
 
