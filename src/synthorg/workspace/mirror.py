@@ -236,9 +236,11 @@ class Mirrors:
     async def publish(self, ws: Workspace, *, checkpoint: str | None = None) -> bool:
         """Push the conversation's branch and base (and ``checkpoint``) to its project's remote.
 
-        The branch is forced (a rollback moves it back); a base or checkpoint ref is never
-        overwritten: one the remote holds with another commit fails the push. False when
-        the workspace is not made from a mirror (nothing to publish).
+        The branch is forced (a rollback moves it back); the base only fast-forwards (it
+        never changes); a checkpoint is create-only (a lease expecting no such ref), so two
+        workers can never both own number n: the second push fails, unless the remote holds
+        exactly this commit (a retried push). False when the workspace is not made from a
+        mirror (nothing to publish).
         """
         name = self.project_of_workspace(ws)
         if name is None:
@@ -246,18 +248,21 @@ class Mirrors:
         cid = refs.check_conversation_id(ws.conversation_id)
         branch = f"refs/heads/{refs.branch_name(cid)}"
         specs = [f"+{branch}:{branch}", f"{refs.base_ref(cid)}:{refs.base_ref(cid)}"]
+        args = ["push", "--quiet", "--atomic", "--no-verify"]
         if checkpoint is not None:
             if not checkpoint.startswith(refs.checkpoint_prefix(cid)):
                 raise ValueError(f"{checkpoint!r} is not a checkpoint of conversation {cid}")
             specs.append(f"{checkpoint}:{checkpoint}")
+            args.append(f"--force-with-lease={checkpoint}:")
         project = self.projects[name]
-        args = ["push", "--quiet", "--atomic", "--no-verify", "--porcelain", "--end-of-options"]
         for attempt in range(_PUSH_ATTEMPTS):
             try:
                 await self._git(name, [*args, project.remote, *specs], remote=True)
                 return True
             except GitError as exc:
-                if "[rejected]" in exc.stderr or attempt == _PUSH_ATTEMPTS - 1:
+                if checkpoint is not None and await self._served_as_local(name, checkpoint):
+                    return await self.publish(ws)  # ours already: the rest without it
+                if "rejected" in exc.stderr or attempt == _PUSH_ATTEMPTS - 1:
                     raise RemotePublishError(
                         f"could not publish conversation {cid} to project {name}'s remote: "
                         f"{exc.stderr[:500]}"
@@ -265,6 +270,14 @@ class Mirrors:
                 _log.warning("REMOTE_PUSH_RETRY", project=name, error=exc.stderr[:300])
                 await asyncio.sleep(0.2 * (attempt + 1))  # a backoff, not a synchronisation
         return True
+
+    async def _served_as_local(self, name: str, ref: str) -> bool:
+        """Whether the remote's ``ref`` is the commit the mirror's ``ref`` names."""
+        local = await self._git(name, ["rev-parse", "-q", "--verify", ref], check=False)
+        served = await self._git(
+            name, ["ls-remote", self.projects[name].remote, ref], remote=True, check=False
+        )
+        return bool(local.strip()) and served.split("\t", 1)[0] == local.strip()
 
     async def landed(self, name: str, conversation_id: str, sha: str) -> bool:
         """Whether ``sha`` is on the conversation's branch as the remote has it now."""
