@@ -1,0 +1,109 @@
+"""Workspaces travel: workers with their own data dirs reach the project only through a remote.
+
+The project is served by ``git daemon`` on loopback and its local source is deleted; every
+process (two workers, the terminal that starts the run) has its own ``SYNTHORG_HOME``. A run
+killed mid tool call on one worker is resumed on the other from the remote's checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from synthorg.domain import CheckpointEvent, ObservationEvent
+from synthorg.service.demo import DEMO_TASK
+from synthorg.store import open_store
+from tests.distributed.conftest import TemporalServer
+from tests.distributed.support import slow_action, start_worker
+from tests.distributed.travel import TravelWorld, serve_projects
+from tests.faults.harness import branch_tests_pass, check_log, synthorg
+from tests.gitremote import GitDaemon
+
+pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[GitDaemon]:
+    served = GitDaemon(tmp_path / "served")
+    served.start()
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+@pytest.fixture
+def world(
+    tmp_path: Path, pg_schema: str, temporal_server: TemporalServer, daemon: GitDaemon
+) -> TravelWorld:
+    remotes = serve_projects(daemon, tmp_path, ["app"])
+    return TravelWorld(tmp_path, pg_schema, address=temporal_server.address, remotes=remotes)
+
+
+def _served_file(bare: Path, rev: str, path: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(bare), "show", f"{rev}:{path}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+@pytest.mark.timeout(900)
+async def test_a_killed_run_resumes_on_another_machine_from_the_remote_checkpoint(
+    world: TravelWorld, daemon: GitDaemon
+) -> None:
+    machines = [world.machine("a"), world.machine("b")]
+    terminal = world.machine("terminal")
+    workers = list(await asyncio.gather(*(start_worker(m) for m in machines)))
+    run = await synthorg(
+        terminal, "run", DEMO_TASK, "--repo", "project:app", "--loop", "react",
+        "--model", "travel", "--engine", "temporal",
+    )  # fmt: skip
+    conversation = await run.conversation_id()
+    slow = await slow_action(terminal, conversation)
+    store = await open_store(world.store_url)
+    try:
+        async with asyncio.timeout(120):  # logged once it is on the remote
+            async for stored in store.tail(conversation):
+                if isinstance(stored.event, CheckpointEvent) and stored.event.action_id == slow:
+                    break
+        owner = await store.conversation_owner(conversation)
+    finally:
+        await store.close()
+    assert owner is not None
+    (held,) = [i for i, w in enumerate(workers) if w.proc.pid == owner.pid]
+    # The checkpoint before the slow command (with the first change) is on the remote.
+    checkpoints = daemon.refs("app", f"refs/synthorg/checkpoints/{conversation}/")
+    assert checkpoints, daemon.refs("app")
+    os.kill(owner.pid, signal.SIGKILL)
+    await workers[held].exit()
+
+    assert await run.exit(timeout=600) == 0, run.output + "".join(w.output for w in workers)
+    await check_log(terminal, conversation)  # seqs contiguous, each action observed once
+    store = await open_store(world.store_url)
+    try:
+        record = await store.get_conversation(conversation)
+        events = [s.event for s in await store.history(conversation, limit=10_000)]
+    finally:
+        await store.close()
+    (answer,) = [e for e in events if isinstance(e, ObservationEvent) and e.action_id == slow]
+    assert answer.non_retryable and "effect is unknown" in answer.content, answer
+
+    # Landed on the remote: the branch is the landed commit, with the change made before the
+    # kill (restored from the checkpoint on the other machine) and the fix.
+    bare = daemon.bare("app")
+    assert daemon.refs("app")[f"refs/heads/synthorg/{conversation}"] == record.commit_sha
+    assert _served_file(bare, f"synthorg/{conversation}", "travelled.txt") == "travelled\n"
+    branch_tests_pass(bare, conversation)
+    survivor = machines[1 - held]
+    assert (survivor.home / "worktrees" / conversation / "app" / "travelled.txt").is_file()
+    assert workers[1 - held].proc.returncode is None
+    # Nobody had the project on disk but through its own mirror; the terminal had none.
+    assert not (terminal.home / "worktrees").exists()
