@@ -5,8 +5,11 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 from synthorg.workspace.git import run_git_sync
 
@@ -77,3 +80,14 @@ class GitDaemon:
         ).text
         pairs = (line.split(" ", 1) for line in out.splitlines())
         return {ref: sha for ref, sha in pairs}
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[GitDaemon]:
+    """A git daemon for the test, serving ``tmp_path/served`` (import it into the module)."""
+    served = GitDaemon(tmp_path / "served")
+    served.start()
+    try:
+        yield served
+    finally:
+        served.stop()

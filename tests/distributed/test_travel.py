@@ -11,31 +11,22 @@ import asyncio
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from synthorg.domain import CheckpointEvent, ObservationEvent
+from synthorg.distributed.client import start_run
+from synthorg.domain import CheckpointEvent, ObservationEvent, Task, new_id
 from synthorg.service.demo import DEMO_TASK
+from synthorg.service.options import RunOptions
 from synthorg.store import open_store
 from tests.distributed.conftest import TemporalServer
-from tests.distributed.support import slow_action, start_worker
+from tests.distributed.support import client_of, slow_action, start_worker
 from tests.distributed.travel import TravelWorld, serve_projects
 from tests.faults.harness import branch_tests_pass, check_log, synthorg
 from tests.gitremote import GitDaemon
 
 pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
-
-
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[GitDaemon]:
-    served = GitDaemon(tmp_path / "served")
-    served.start()
-    try:
-        yield served
-    finally:
-        served.stop()
 
 
 @pytest.fixture
@@ -107,3 +98,48 @@ async def test_a_killed_run_resumes_on_another_machine_from_the_remote_checkpoin
     assert workers[1 - held].proc.returncode is None
     # Nobody had the project on disk but through its own mirror; the terminal had none.
     assert not (terminal.home / "worktrees").exists()
+
+
+@pytest.fixture
+def two_projects(
+    tmp_path: Path, pg_schema: str, temporal_server: TemporalServer, daemon: GitDaemon
+) -> TravelWorld:
+    remotes = serve_projects(daemon, tmp_path, ["app", "lib"])
+    return TravelWorld(tmp_path, pg_schema, address=temporal_server.address, remotes=remotes)
+
+
+@pytest.mark.timeout(1500)
+async def test_three_machines_land_twelve_runs_of_two_remote_projects(
+    two_projects: TravelWorld, daemon: GitDaemon
+) -> None:
+    world = two_projects
+    machines = [world.machine(name) for name in "abc"]
+    workers = list(await asyncio.gather(*(start_worker(m) for m in machines)))
+    client = await client_of(world)
+    handles = {}
+    for n in range(12):
+        project = ("app", "lib")[n % 2]
+        task = Task(
+            id=new_id("task"),
+            project_id="default",
+            prompt=DEMO_TASK,
+            repository=f"project:{project}",
+        )
+        conversation = new_id("conv")
+        config, options = world.distributed(), RunOptions(loop="react")
+        handle = await start_run(client, config, conversation, task=task, options=options)
+        handles[conversation] = (project, handle)
+    results = await asyncio.wait_for(
+        asyncio.gather(*(handle.result() for _, handle in handles.values())), timeout=1200
+    )
+    logs = "".join(w.output for w in workers)
+    for (conversation, (project, _)), result in zip(handles.items(), results, strict=True):
+        assert result["termination_reason"] == "completed", (result, logs)
+        assert result["commit_on_branch"], result
+        await check_log(world, conversation)
+        served = daemon.refs(project, f"refs/heads/synthorg/{conversation}")
+        assert served == {f"refs/heads/synthorg/{conversation}": result["commit_sha"]}
+        branch_tests_pass(daemon.bare(project), conversation)
+    # The runs were spread over the machines, each working in its own data dir.
+    used = [m for m in machines if any((m.home / "worktrees").glob("conv-*/*"))]
+    assert len(used) >= 2, [m.home for m in machines]

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.gitremote import daemon  # noqa: F401  (a git remote on loopback)
+
 from .gitfixtures import IDENTITY
 
 

@@ -8,7 +8,6 @@ server side, next to the conversation's, or pointing at commits it never made.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -32,16 +31,6 @@ from tests.gitremote import GitDaemon
 from .gitfixtures import git, make_repo
 
 CID = "conv-travel"
-
-
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[GitDaemon]:
-    served = GitDaemon(tmp_path / "served")
-    served.start()
-    try:
-        yield served
-    finally:
-        served.stop()
 
 
 @pytest.fixture
