@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.distributed.client import start_run
-from synthorg.domain import CheckpointEvent, ObservationEvent, Task, new_id
+from synthorg.domain import CheckpointEvent, MessageEvent, ObservationEvent, Task, new_id
 from synthorg.service.demo import DEMO_TASK
 from synthorg.service.options import RunOptions
 from synthorg.store import open_store
@@ -86,6 +86,9 @@ async def test_a_killed_run_resumes_on_another_machine_from_the_remote_checkpoin
         await store.close()
     (answer,) = [e for e in events if isinstance(e, ObservationEvent) and e.action_id == slow]
     assert answer.non_retryable and "effect is unknown" in answer.content, answer
+    # The agent is told its worktree came from the remote's checkpoint on another machine.
+    (moved,) = [e for e in events if isinstance(e, MessageEvent) and "restored" in e.text]
+    assert moved.role == "system" and f"checkpoint {len(checkpoints) - 1}" in moved.text, moved
 
     # Landed on the remote: the branch is the landed commit, with the change made before the
     # kill (restored from the checkpoint on the other machine) and the fix.

@@ -97,6 +97,7 @@ async def test_a_run_travels_between_workers_through_the_remote(
     assert (moved.path / "app.py").read_text() == "x = 2\n"
     assert (moved.path / "new.txt").read_text() == "untracked\n"
     assert moved.base_ref == ws.base_ref
+    assert moved.restored_from == first.index and "restored" in moved.note
     second = await b.checkpoints.create(moved)
     assert second.index == first.index + 1  # numbering goes on, no reuse
     (moved.path / "app.py").write_text("x = 3\n")
@@ -105,8 +106,10 @@ async def test_a_run_travels_between_workers_through_the_remote(
 
     # Worker A still has its old worktree: the remote is ahead, so A is restored to it.
     back = await a.resume(ws.info())
-    assert back.path == ws.path
+    assert back.path == ws.path and back.restored_from == third.index
     assert (ws.path / "app.py").read_text() == "x = 3\n"
+    again = await a.resume(ws.info())  # nothing new on the remote: as this worker left it
+    assert again.restored_from is None
 
     # Landing on B pushes the branch; A (or anyone) sees the commit on the remote.
     landed = await b.gate.land(moved, _summary())

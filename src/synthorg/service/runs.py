@@ -241,8 +241,9 @@ class LocalRunService:
                     + "; ".join(self._isolation_warnings),
                 ),
             )
-        if not workspace.is_worktree:
-            # Asked for explicitly; said loudly in the run's own log (no checkpoints, no commit).
+        if not workspace.is_worktree or workspace.restored_from is not None:
+            # No worktree (asked for explicitly: no checkpoints, no commit), or one restored
+            # from a remote checkpoint: said in the run's own log, the agent reads it too.
             await self.store.append(record.id, MessageEvent(role="system", text=workspace.note))
         prior = await events_after(self.store, record.id)
         resumed = record.runs > 0

@@ -349,7 +349,15 @@ class WorktreeManager:
         if remote.latest is not None and (not present or local is None or remote.latest > local):
             await CheckpointStore().rollback(ws, remote.latest)
             ws = ws.model_copy(
-                update={"note": f"restored from the remote's checkpoint {remote.latest}"}
+                update={
+                    "restored_from": remote.latest,
+                    "note": (
+                        f"this worker restored the worktree from checkpoint {remote.latest} "
+                        "on the project's remote, the snapshot taken before the last "
+                        "file-changing action another worker started: changes made after it "
+                        "are not in the worktree; check the files before relying on them"
+                    ),
+                }
             )
         return ws
 
