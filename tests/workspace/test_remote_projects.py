@@ -97,7 +97,7 @@ async def test_a_run_travels_between_workers_through_the_remote(
     assert (moved.path / "app.py").read_text() == "x = 2\n"
     assert (moved.path / "new.txt").read_text() == "untracked\n"
     assert moved.base_ref == ws.base_ref
-    assert moved.restored_from == first.index and "restored" in moved.note
+    assert moved.restored_from == first.ref and "restored" in moved.note
     second = await b.checkpoints.create(moved)
     assert second.index == first.index + 1  # numbering goes on, no reuse
     (moved.path / "app.py").write_text("x = 3\n")
@@ -106,7 +106,7 @@ async def test_a_run_travels_between_workers_through_the_remote(
 
     # Worker A still has its old worktree: the remote is ahead, so A is restored to it.
     back = await a.resume(ws.info())
-    assert back.path == ws.path and back.restored_from == third.index
+    assert back.path == ws.path and back.restored_from == third.ref
     assert (ws.path / "app.py").read_text() == "x = 3\n"
     again = await a.resume(ws.info())  # nothing new on the remote: as this worker left it
     assert again.restored_from is None
@@ -318,3 +318,28 @@ def test_projects_section_and_policy(tmp_path: Path) -> None:
         policy.check("project:other")
     with pytest.raises(RepositoryRefused):
         policy.check(home / "mirrors" / "app")  # by path it is the data dir, as before
+
+
+async def test_a_landing_elsewhere_is_kept_when_the_conversation_resumes(
+    tmp_path: Path, daemon: GitDaemon, url: str
+) -> None:
+    """The branch moved past the newest checkpoint (a landing): resume at the landed commit,
+    never at the checkpoint, and never push the branch back under the landing."""
+    a, b, c = (Worker(tmp_path / name, url) for name in "abc")
+    ws = await a.worktrees.create(a.mirror, CID)
+    await a.checkpoints.create(ws)
+    moved = await b.resume(ws.info())
+    (moved.path / "app.py").write_text("x = 2\n")
+    (moved.path / "late.txt").write_text("after the checkpoint\n")
+    landed = await b.gate.land(moved, _summary())
+    assert landed.sha
+    branch = f"refs/heads/synthorg/{CID}"
+
+    for worker, note in ((a, "stale worktree"), (c, "never saw it")):
+        again = await worker.resume(ws.info())
+        assert (again.path / "late.txt").read_text() == "after the checkpoint\n", note
+        assert (again.path / "app.py").read_text() == "x = 2\n", note
+        assert git(worker.mirror, "rev-parse", branch).strip() == landed.sha, note
+        # The next checkpoint (and its push of the branch) keeps the landing on the remote.
+        await worker.checkpoints.create(again)
+        assert daemon.refs("app")[branch] == landed.sha, note

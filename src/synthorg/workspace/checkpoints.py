@@ -149,16 +149,28 @@ class CheckpointStore:
         checkout = await open_git(ws)
         cp = await self.get(ws, n, cid)
         parent = await checkout.run(["rev-parse", "-q", "--verify", f"{cp.sha}^1"], check=False)
-        parent_sha = parent.text.strip() or None
-        async with in_process_lock(f"checkpoint:{ws.common_dir}:{cid}"):
-            if parent_sha and await head_sha(checkout) != parent_sha:
-                await checkout.run_retrying(["reset", "--quiet", "--mixed", parent_sha])
-            async with SnapshotIndex(checkout).locked() as index:
-                await index.restore(cp.tree)
+        await _restore(checkout, cid, parent.text.strip() or None, cp.tree)
+
+    async def restore_commit(self, ws: Workspace, sha: str) -> None:
+        """Put the branch and the worktree exactly at commit ``sha`` (a landing made elsewhere):
+        the same restore as a rollback, to a commit instead of a checkpoint."""
+        cid = refs.check_conversation_id(ws.conversation_id)
+        checkout = await open_git(ws)
+        tree = await checkout.run(["rev-parse", "--verify", "--end-of-options", f"{sha}^{{tree}}"])
+        await _restore(checkout, cid, sha, tree.text.strip())
 
     async def _scan_next(self, ws: Workspace, cid: str) -> int:
         existing = await self.list(ws, cid)
         return existing[-1].index + 1 if existing else 0
+
+
+async def _restore(checkout: Checkout, cid: str, head: str | None, tree: str) -> None:
+    """The branch at ``head`` (index reset to it) and the worktree's files exactly ``tree``."""
+    async with in_process_lock(f"checkpoint:{checkout.dirs.common_dir}:{cid}"):
+        if head and await head_sha(checkout) != head:
+            await checkout.run_retrying(["reset", "--quiet", "--mixed", head])
+        async with SnapshotIndex(checkout).locked() as index:
+            await index.restore(tree)
 
 
 async def _refs_query(ws: Workspace, args: list[str]) -> GitOutput:

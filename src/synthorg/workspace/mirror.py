@@ -44,6 +44,8 @@ class RemoteConversation:
     branch: str | None
     base: str | None
     checkpoints: dict[int, str]
+    landed_after: bool = False
+    """The branch moved past the newest checkpoint (a landing): its tip is the newest state."""
 
     @property
     def latest(self) -> int | None:
@@ -126,7 +128,8 @@ class Mirrors:
         """Install the conversation's refs from the remote, checked (see the module doc).
 
         ``base`` is the commit the store recorded the conversation started from.
-        ``with_branch=False`` leaves the local branch alone (a worktree here has it out).
+        ``with_branch=False`` leaves the local branch alone (a worktree here has it out; the
+        remote's tip is still read and checked).
         """
         cid = refs.check_conversation_id(conversation_id)
         project = self.projects[name]
@@ -139,7 +142,7 @@ class Mirrors:
         exact = re.compile(re.escape(cp_prefix) + r"(0|[1-9][0-9]{0,8})")
         for line in listing.splitlines():
             _, _, ref = line.partition("\t")
-            if ref == branch_ref and with_branch:
+            if ref == branch_ref:
                 wanted[ref] = f"{INCOMING_REFS}{cid}/branch"
             elif ref == base_ref:
                 wanted[ref] = f"{INCOMING_REFS}{cid}/base"
@@ -155,7 +158,7 @@ class Mirrors:
                 await self._fetch(name, [f"+{src}:{dst}" for src, dst in wanted.items()])
                 fetched = await self._read_refs(name, quarantine)
                 state = await self._checked(name, cid, fetched, base)
-                await self._install(name, cid, state)
+                await self._install(name, cid, state, with_branch=with_branch)
             finally:
                 await self._drop(name, quarantine)
         return state
@@ -194,7 +197,14 @@ class Mirrors:
                     f"the remote's {what} of conversation {cid} ({sha}, a {kind or 'missing'}) "
                     "does not descend from the conversation's base; refusing it"
                 )
-        return RemoteConversation(branch=branch, base=base, checkpoints=checkpoints)
+        landed_after = False
+        if branch is not None and checkpoints:
+            newest = checkpoints[max(checkpoints)]
+            parent = (await self._git(name, ["rev-parse", f"{newest}^1"], check=False)).strip()
+            landed_after = branch != parent and await self._descends(name, parent, branch)
+        return RemoteConversation(
+            branch=branch, base=base, checkpoints=checkpoints, landed_after=landed_after
+        )
 
     async def _descends(self, name: str, ancestor: str, sha: str) -> bool:
         out = await run_git(
@@ -205,13 +215,15 @@ class Mirrors:
         )
         return out.returncode == 0
 
-    async def _install(self, name: str, cid: str, state: RemoteConversation) -> None:
+    async def _install(
+        self, name: str, cid: str, state: RemoteConversation, *, with_branch: bool
+    ) -> None:
         lines = [
             f"update {refs.checkpoint_ref(cid, n)} {sha}" for n, sha in state.checkpoints.items()
         ]
         if state.base is not None:
             lines.append(f"update {refs.base_ref(cid)} {state.base}")
-        if state.branch is not None:
+        if state.branch is not None and with_branch:
             lines.append(f"update refs/heads/{refs.branch_name(cid)} {state.branch}")
         if lines:
             await run_git_retrying(
@@ -270,6 +282,12 @@ class Mirrors:
                 _log.warning("REMOTE_PUSH_RETRY", project=name, error=exc.stderr[:300])
                 await asyncio.sleep(0.2 * (attempt + 1))  # a backoff, not a synchronisation
         return True
+
+    async def local_tip(self, name: str, conversation_id: str) -> str | None:
+        """The mirror's tip of the conversation's branch, None without one."""
+        branch = f"refs/heads/{refs.branch_name(conversation_id)}"
+        out = await self._git(name, ["rev-parse", "-q", "--verify", branch], check=False)
+        return out.strip() or None
 
     async def _served_as_local(self, name: str, ref: str) -> bool:
         """Whether the remote's ``ref`` is the commit the mirror's ``ref`` names."""

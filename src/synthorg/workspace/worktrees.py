@@ -112,8 +112,12 @@ class WorktreeManager:
         *,
         base_ref: str | None = None,
         enabled: bool = True,
+        from_remote: bool = False,
     ) -> Workspace:
         """The conversation's workspace for ``repo``: reused if it exists, else made.
+
+        ``from_remote`` (a resume of a remote project): the mirror and the conversation's
+        refs were just fetched from the remote, so neither is fetched nor published again.
 
         A non-git directory, a bare repository or one without commits is refused unless
         ``enabled=False`` asks to edit the directory in place (then host git never runs
@@ -126,7 +130,7 @@ class WorktreeManager:
         if not enabled:
             return _in_place(repo, conversation_id)
         project = self._project_of(repo)
-        if project is not None:
+        if project is not None and not from_remote:
             assert self.mirrors is not None
             await self.mirrors.ensure(project)  # the project's branch, fresh from its remote
         probe = await probe_repo(repo)
@@ -165,7 +169,7 @@ class WorktreeManager:
                     "(commit something first); or " + _NO_WORKTREE_HINT
                 )
             ws = await self._make(probe, target, conversation_id, base.sha, base.name)
-            if project is not None:
+            if project is not None and not from_remote:
                 await self._publish_new(ws)
             return ws
 
@@ -345,12 +349,25 @@ class WorktreeManager:
             assert existing is not None
             ws = existing
         else:
-            ws = await self.create(repo, conversation_id, base_ref=base)
-        if remote.latest is not None and (not present or local is None or remote.latest > local):
+            ws = await self.create(repo, conversation_id, base_ref=base, from_remote=True)
+        if remote.landed_after and remote.branch is not None:
+            # Landed after its newest checkpoint: the landed commit is the newest state.
+            if not present or await self.mirrors.local_tip(project, conversation_id) != (
+                remote.branch
+            ):
+                await CheckpointStore().restore_commit(ws, remote.branch)
+                return ws.model_copy(
+                    update={
+                        "restored_from": f"refs/heads/{refs.branch_name(conversation_id)}",
+                        "note": "this worker restored the worktree to the conversation's "
+                        f"landed commit {remote.branch} from the project's remote",
+                    }
+                )
+        elif remote.latest is not None and (not present or local is None or remote.latest > local):
             await CheckpointStore().rollback(ws, remote.latest)
-            ws = ws.model_copy(
+            return ws.model_copy(
                 update={
-                    "restored_from": remote.latest,
+                    "restored_from": refs.checkpoint_ref(conversation_id, remote.latest),
                     "note": (
                         f"this worker restored the worktree from checkpoint {remote.latest} "
                         "on the project's remote, the snapshot taken before the last "
