@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -20,6 +22,7 @@ from synthorg.domain import CheckpointEvent, MessageEvent, ObservationEvent, Tas
 from synthorg.service.demo import DEMO_TASK
 from synthorg.service.options import RunOptions
 from synthorg.store import open_store
+from tests.distributed import netns
 from tests.distributed.conftest import TemporalServer
 from tests.distributed.support import client_of, slow_action, start_worker
 from tests.distributed.travel import TravelWorld, serve_projects
@@ -37,6 +40,20 @@ def world(
     return TravelWorld(tmp_path, pg_schema, address=temporal_server.address, remotes=remotes)
 
 
+async def _story(world: TravelWorld, conversation: str) -> list[str]:
+    """The conversation's status changes and errors, for a failure message."""
+    store = await open_store(world.store_url)
+    try:
+        history = await store.history(conversation, limit=10_000)
+    finally:
+        await store.close()
+    return [
+        f"{s.seq} {type(s.event).__name__} {s.event.model_dump_json()[:300]}"
+        for s in history
+        if type(s.event).__name__ in ("StatusChangeEvent", "ErrorEvent", "CancelEvent")
+    ]
+
+
 def _served_file(bare: Path, rev: str, path: str) -> str:
     return subprocess.run(
         ["git", "-C", str(bare), "show", f"{rev}:{path}"],
@@ -50,9 +67,38 @@ def _served_file(bare: Path, rev: str, path: str) -> str:
 async def test_a_killed_run_resumes_on_another_machine_from_the_remote_checkpoint(
     world: TravelWorld, daemon: GitDaemon
 ) -> None:
+    await _killed_run_moves(world, daemon, [(), ()])
+
+
+@pytest.mark.timeout(900)
+async def test_the_same_with_workers_as_hosts_in_network_namespaces(
+    world: TravelWorld, daemon: GitDaemon
+) -> None:
+    """Each worker in its own namespace: the store, Temporal and the remote only over its
+    veth, the machine's other ports unreachable."""
+    why = netns.available()
+    if why is not None:
+        pytest.skip(f"network namespaces: {why}")
+    ports = [urlsplit(world.store_url).port or 5432, int(world.address.rsplit(":", 1)[1])]
+    with socket.socket() as unrelayed, netns.hosts(2, [*ports, daemon.port]) as hosts:
+        unrelayed.bind(("127.0.0.1", 0))
+        unrelayed.listen()
+        port = unrelayed.getsockname()[1]
+        assert not any(h.reaches("127.0.0.1", port) for h in hosts)
+        assert all(h.reaches("127.0.0.1", daemon.port) for h in hosts)
+        await _killed_run_moves(world, daemon, [h.prefix for h in hosts])
+
+
+async def _killed_run_moves(
+    world: TravelWorld, daemon: GitDaemon, prefixes: list[tuple[str, ...]]
+) -> None:
+    """Two workers (``prefixes`` wrap them), a run killed mid tool call on the one holding it:
+    the other resumes it from the remote's checkpoint and lands it on the remote."""
     machines = [world.machine("a"), world.machine("b")]
     terminal = world.machine("terminal")
-    workers = list(await asyncio.gather(*(start_worker(m) for m in machines)))
+    workers = list(
+        await asyncio.gather(*(start_worker(m, p) for m, p in zip(machines, prefixes, strict=True)))
+    )
     run = await synthorg(
         terminal, "run", DEMO_TASK, "--repo", "project:app", "--loop", "react",
         "--model", "travel", "--engine", "temporal",
@@ -117,7 +163,7 @@ async def test_three_machines_land_twelve_runs_of_two_remote_projects(
 ) -> None:
     world = two_projects
     machines = [world.machine(name) for name in "abc"]
-    workers = list(await asyncio.gather(*(start_worker(m) for m in machines)))
+    await asyncio.gather(*(start_worker(m) for m in machines))
     client = await client_of(world)
     handles = {}
     for n in range(12):
@@ -135,9 +181,11 @@ async def test_three_machines_land_twelve_runs_of_two_remote_projects(
     results = await asyncio.wait_for(
         asyncio.gather(*(handle.result() for _, handle in handles.values())), timeout=1200
     )
-    logs = "".join(w.output for w in workers)
     for (conversation, (project, _)), result in zip(handles.items(), results, strict=True):
-        assert result["termination_reason"] == "completed", (result, logs)
+        assert result["termination_reason"] == "completed", (
+            result,
+            await _story(world, conversation),
+        )
         assert result["commit_on_branch"], result
         await check_log(world, conversation)
         served = daemon.refs(project, f"refs/heads/synthorg/{conversation}")

@@ -99,9 +99,15 @@ class RunActivities:
                     break
         except asyncio.CancelledError:
             # Temporal cancellation (or this worker stopping): stop the run, sandbox included.
+            details = activity.cancellation_details()
             if not activity.is_worker_shutdown():
                 with contextlib.suppress(ConflictError):
-                    await service.cancel(conversation_id, by="temporal")
+                    if details is not None and details.cancel_requested:
+                        await service.cancel(conversation_id, by="temporal")
+                    else:
+                        # Timed out (a heartbeat missed on a busy worker) or gone: Temporal
+                        # moved the run on. Stop it here resumable, never as the run's end.
+                        await service.hand_over(conversation_id)
             with contextlib.suppress(BaseException):
                 await waiting
             raise

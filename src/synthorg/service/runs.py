@@ -365,6 +365,11 @@ class LocalRunService:
         active.cancelled.set()
         await self._cancel(active, TerminationReason.CANCELLED)
 
+    async def hand_over(self, conversation_id: str) -> None:
+        """Stop the run here without ending it (SHUTDOWN, as at a worker's stop): another
+        process resumes it from the log. For a run an engine has moved elsewhere."""
+        await self._cancel(self._require_active(conversation_id), TerminationReason.SHUTDOWN)
+
     async def _cancel(self, active: ActiveRun, reason: TerminationReason) -> None:
         active.stop_requested = reason
         if active.task is not None and not active.task.done():
