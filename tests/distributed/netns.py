@@ -57,7 +57,7 @@ class Host:
     def _relay(self, argv: Sequence[str]) -> None:
         self.relays.append(
             subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
         )
 
