@@ -367,8 +367,21 @@ class LocalRunService:
 
     async def hand_over(self, conversation_id: str) -> None:
         """Stop the run here without ending it (SHUTDOWN, as at a worker's stop): another
-        process resumes it from the log. For a run an engine has moved elsewhere."""
-        await self._cancel(self._require_active(conversation_id), TerminationReason.SHUTDOWN)
+        process resumes it from the log. For a run an engine has moved elsewhere.
+
+        Said in the log first: a process that no longer owns the run (a zombie) is refused
+        there (LeaseLostError) and touches nothing; the successor's run goes on undisturbed.
+        """
+        active = self._require_active(conversation_id)
+        await self.store.append(
+            conversation_id,
+            MessageEvent(
+                role="system",
+                text="this worker stopped the run: the engine moved it to another worker; "
+                "it resumes there from this log",
+            ),
+        )
+        await self._cancel(active, TerminationReason.SHUTDOWN)
 
     async def _cancel(self, active: ActiveRun, reason: TerminationReason) -> None:
         active.stop_requested = reason
