@@ -47,6 +47,7 @@ SECTIONS = frozenset(
         "openhands",
         "delegation",
         "distributed",
+        "projects",
     }
 )
 """Component sections a config may have; anything else is a typo or a stale key (an error)."""

@@ -15,6 +15,7 @@ import pytest
 
 from tests.faults.conftest import pg_schema  # noqa: F401  (the per-test PostgreSQL schema)
 from tests.faults.harness import reap_all
+from tests.gitremote import daemon  # noqa: F401  (a git remote on loopback)
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
 

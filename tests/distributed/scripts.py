@@ -18,3 +18,14 @@ def slow_then_fix(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn
     if not any(s.arguments.get("command") == SLOW_COMMAND for s in steps_of(messages)):
         return ScriptedTurn.call("terminal", "Taking a while.", command=SLOW_COMMAND)
     return resilient_fix(messages, tools)
+
+
+TRAVEL_COMMAND = "echo travelled > travelled.txt"
+"""A first change, in the checkpoint taken before the slow command: it must travel."""
+
+
+def travel_then_fix(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
+    """Write a file, then the slow command (killed in the middle), then the demo fix."""
+    if not any(s.arguments.get("command") == TRAVEL_COMMAND for s in steps_of(messages)):
+        return ScriptedTurn.call("terminal", "Leaving a mark.", command=TRAVEL_COMMAND)
+    return slow_then_fix(messages, tools)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,9 +55,9 @@ class TemporalWorld(World):
         )
 
 
-async def start_worker(world: World) -> Proc:
-    """A `synthorg worker` process, returned once it polls."""
-    worker = await synthorg(world, "worker")
+async def start_worker(world: World, prefix: Sequence[str] = ()) -> Proc:
+    """A `synthorg worker` process, returned once it polls (``prefix``: see ``synthorg``)."""
+    worker = await synthorg(world, "worker", prefix=prefix)
     ready = worker.watch(" ready: ")
     waiting = asyncio.ensure_future(ready.wait())
     exited = asyncio.ensure_future(worker.proc.wait())

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import tarfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,9 +113,11 @@ class Proc:
         return code
 
 
-async def synthorg(world: World, *args: str) -> Proc:
-    """Start ``synthorg ARGS -c CONFIG`` with the world's data dir."""
+async def synthorg(world: World, *args: str, prefix: Sequence[str] = ()) -> Proc:
+    """Start ``synthorg ARGS -c CONFIG`` with the world's data dir (``prefix``: a wrapper
+    that execs it, e.g. into a network namespace: the pid stays the process's)."""
     proc = await asyncio.create_subprocess_exec(
+        *prefix,
         sys.executable,
         "-m",
         "synthorg.cli.app",

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.gitremote import daemon  # noqa: F401  (a git remote on loopback)
 from tests.support import hermetic_git
 
 

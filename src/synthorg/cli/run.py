@@ -89,7 +89,10 @@ def run(
             project_id=project,
             prompt=task,
             complexity=complexity,
-            repository=str(repo.expanduser().resolve()),
+            # ``project:NAME`` names a configured remote project, not a path.
+            repository=str(repo)
+            if str(repo).startswith("project:")
+            else str(repo.expanduser().resolve()),
         )
     if _engine(settings, engine) == "temporal":
         from synthorg.cli.run_temporal import execute_temporal_run
@@ -258,6 +261,8 @@ def _diffstat(repo: str, sha: str) -> str:
     # worktree, whose .git the agent could have rewritten; through the hardened git runner.
     from synthorg.workspace.git import run_git_sync
 
+    if repo.startswith("project:"):
+        return ""  # on the project's remote (and this process's mirror), not a local path
     args = ["show", "--stat", "--no-textconv", "--no-ext-diff", "--format=", sha]
     return visible(run_git_sync(args, Path(repo).expanduser(), check=False).text.rstrip())
 

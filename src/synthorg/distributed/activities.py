@@ -32,6 +32,7 @@ from synthorg.service.options import RunOptions
 from synthorg.store.errors import LeaseLostError
 from synthorg.store.protocol import Store
 from synthorg.workspace.git import run_git_sync
+from synthorg.workspace.remote import project_name
 
 _log = get_logger("synthorg.distributed")
 
@@ -98,9 +99,15 @@ class RunActivities:
                     break
         except asyncio.CancelledError:
             # Temporal cancellation (or this worker stopping): stop the run, sandbox included.
+            details = activity.cancellation_details()
             if not activity.is_worker_shutdown():
                 with contextlib.suppress(ConflictError):
-                    await service.cancel(conversation_id, by="temporal")
+                    if details is not None and details.cancel_requested:
+                        await service.cancel(conversation_id, by="temporal")
+                    else:
+                        # Timed out (a heartbeat missed on a busy worker) or gone: Temporal
+                        # moved the run on. Stop it here resumable, never as the run's end.
+                        await service.hand_over(conversation_id)
             with contextlib.suppress(BaseException):
                 await waiting
             raise
@@ -123,15 +130,27 @@ class RunActivities:
         sha = record.commit_sha if result.get("termination_reason") == "completed" else None
         on_branch = False
         if sha and record.workspace is not None and record.workspace.branch:
-            repo = Path(record.task.repository)
             ref = f"refs/heads/{record.workspace.branch}"
-            found = await asyncio.to_thread(
-                run_git_sync, ["merge-base", "--is-ancestor", sha, ref], repo, check=False
-            )
-            on_branch = found.returncode == 0
+            project = project_name(record.task.repository)
+            if project is not None:
+                # Maybe not the worker that landed it: asked of the project's remote.
+                mirrors = self._components.service.worktrees.mirrors
+                on_branch = mirrors is not None and await mirrors.landed(
+                    project, conversation_id, sha
+                )
+                where = f"project {project}'s remote"
+            else:
+                found = await asyncio.to_thread(
+                    run_git_sync,
+                    ["merge-base", "--is-ancestor", sha, ref],
+                    Path(record.task.repository),
+                    check=False,
+                )
+                on_branch = found.returncode == 0
+                where = record.task.repository
             if not on_branch:
                 raise ApplicationError(
-                    f"commit {sha} is not on {ref} of {repo}",
+                    f"commit {sha} is not on {ref} of {where}",
                     type="LandingLost",
                     non_retryable=True,
                 )

@@ -32,6 +32,8 @@ from synthorg.settings import Settings, section
 from synthorg.store import Store, open_store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.gate import CommitGate
+from synthorg.workspace.mirror import Mirrors
+from synthorg.workspace.remote import ProjectsConfig
 from synthorg.workspace.worktrees import WorktreeManager
 
 _log = get_logger("synthorg.boot")
@@ -144,6 +146,10 @@ async def boot(
     repositories = (repositories or RepositoryPolicy(home=settings.home)).protecting(
         path for path in key_files if path is not None
     )
+    projects = section(settings, "projects", ProjectsConfig).root
+    mirrors = Mirrors(settings.home, projects) if projects else None
+    if mirrors is not None:  # remote projects: worktrees, checkpoints and landings travel
+        repositories = repositories.with_remote_projects(mirrors.prepare())
     sandbox_settings = section(settings, "sandbox", SandboxSettings)
     gate_settings = section(settings, "gate", GateSettings)
     defaults = section(settings, "run", RunDefaults)
@@ -171,7 +177,7 @@ async def boot(
 
         if warm_mcp:
             warm_up()
-        checkpoints = CheckpointStore()
+        checkpoints = CheckpointStore(publisher=mirrors)
         delegation = DelegationHub(
             section(settings, "delegation", DelegationSettings),
             store=store,
@@ -191,12 +197,13 @@ async def boot(
                 delegation=delegation,
             )
         )
-        worktrees = WorktreeManager(settings.home)
+        worktrees = WorktreeManager(settings.home, mirrors=mirrors)
         gate = CommitGate(
             gate_settings.author_name,
             gate_settings.author_email,
             secret_patterns=gate_settings.secret_patterns,
             max_file_bytes=gate_settings.max_file_bytes,
+            publisher=mirrors,
         )
         service = LocalRunService(
             store=store,

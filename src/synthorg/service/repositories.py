@@ -11,15 +11,20 @@ configured ``[server] repository_roots`` or a project registered in ``[mcp] proj
 neither configured every repository is refused. A person at the terminal (``synthorg run
 --repo PATH``, ``synthorg demo``) already has the access of the user running SynthOrg, so
 the path they type counts as their choice (``roots=None``).
+
+A task may name a configured remote project instead of a path (``project:NAME``, see
+``workspace.remote``): it works on this process's mirror of the project, which the operator
+configured, so it is allowed whoever asks; an unconfigured name is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from synthorg.errors import UsageError
+from synthorg.workspace.remote import project_name
 
 
 class RepositoryRefused(UsageError):
@@ -46,6 +51,8 @@ class RepositoryPolicy:
     """Allowed directories; None: any path the caller names (a person at the terminal)."""
     projects: tuple[Path, ...] = ()
     """Repositories of registered projects (allowed besides the roots)."""
+    remote_projects: Mapping[str, Path] = field(default_factory=dict)
+    """``project:NAME`` -> this process's mirror of that remote project."""
 
     @classmethod
     def for_server(
@@ -68,8 +75,21 @@ class RepositoryPolicy:
         """The same policy with more protected paths."""
         return replace(self, protected=(*self.protected, *paths))
 
+    def with_remote_projects(self, mirrors: Mapping[str, Path]) -> RepositoryPolicy:
+        """The same policy with the mirrors of remote projects."""
+        return replace(self, remote_projects={**self.remote_projects, **mirrors})
+
     def check(self, repository: Path | str) -> Path:
         """The resolved repository path, or RepositoryRefused saying why."""
+        name = project_name(str(repository))
+        if name is not None:
+            mirror = self.remote_projects.get(name)
+            if mirror is None:
+                raise RepositoryRefused(
+                    f"no project {name!r} with a remote is configured here: the operator "
+                    f'adds [projects.{name}] remote = "URL" to every worker\'s config'
+                )
+            return mirror
         path = _resolved(repository)
         for secret in (self.home, *self.protected):
             if _overlaps(path, _resolved(secret)):

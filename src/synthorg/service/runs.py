@@ -217,7 +217,7 @@ class LocalRunService:
     async def _run_inner(self, record: ConversationRecord, active: ActiveRun) -> ExecutionResult:
         try:
             workspace = await self.worktrees.resume(
-                Path(record.task.repository), record.id, record.workspace
+                self.repositories.check(record.task.repository), record.id, record.workspace
             )
         except GateRefusedError as exc:  # a worktree that is not the recorded one: run nothing
             refusal = ErrorEvent(message=str(exc), code=exc.code, non_retryable=True)
@@ -240,8 +240,9 @@ class LocalRunService:
                     + "; ".join(self._isolation_warnings),
                 ),
             )
-        if not workspace.is_worktree:
-            # Asked for explicitly; said loudly in the run's own log (no checkpoints, no commit).
+        if not workspace.is_worktree or workspace.restored_from is not None:
+            # No worktree (asked for explicitly: no checkpoints, no commit), or one restored
+            # from a remote checkpoint: said in the run's own log, the agent reads it too.
             await self.store.append(record.id, MessageEvent(role="system", text=workspace.note))
         prior = await events_after(self.store, record.id)
         resumed = record.runs > 0
@@ -340,6 +341,24 @@ class LocalRunService:
         await self.store.append(conversation_id, CancelEvent(requested_by=by))
         active.cancelled.set()
         await self._cancel(active, TerminationReason.CANCELLED)
+
+    async def hand_over(self, conversation_id: str) -> None:
+        """Stop the run here without ending it (SHUTDOWN, as at a worker's stop): another
+        process resumes it from the log. For a run an engine has moved elsewhere.
+
+        Said in the log first: a process that no longer owns the run (a zombie) is refused
+        there (LeaseLostError) and touches nothing; the successor's run goes on undisturbed.
+        """
+        active = self._require_active(conversation_id)
+        await self.store.append(
+            conversation_id,
+            MessageEvent(
+                role="system",
+                text="this worker stopped the run: the engine moved it to another worker; "
+                "it resumes there from this log",
+            ),
+        )
+        await self._cancel(active, TerminationReason.SHUTDOWN)
 
     async def _cancel(self, active: ActiveRun, reason: TerminationReason) -> None:
         active.stop_requested = reason

@@ -10,6 +10,7 @@ from synthorg.workspace.checkout import Checkout
 from synthorg.workspace.errors import CheckpointNotFoundError
 from synthorg.workspace.git import GitError, GitOutput, run_git
 from synthorg.workspace.locks import in_process_lock
+from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import Checkpoint, Workspace
 from synthorg.workspace.objects import InProcessUnavailable, RefTaken, commit_and_create_ref
 from synthorg.workspace.snapshot import SnapshotIndex, head_sha, open_git, require_git
@@ -33,8 +34,10 @@ class CheckpointStore:
     private index, so the user's index, branch and HEAD are never touched.
     """
 
-    def __init__(self, *, in_process: bool = True) -> None:
+    def __init__(self, *, in_process: bool = True, publisher: Mirrors | None = None) -> None:
         self.in_process = in_process
+        self.publisher = publisher
+        """Pushes each checkpoint of a remote project's worktree to the remote as it is made."""
         """Write commits and refs with libgit2 (False: git processes, the benchmark's baseline)."""
         # Next checkpoint number per (repository, conversation); rebuilt from refs on a miss.
         self._next: dict[tuple[str, str], int] = {}
@@ -60,6 +63,9 @@ class CheckpointStore:
                     self._next.pop(key, None)  # someone else took n: rescan
                     continue
                 self._next[key] = n + 1
+                if self.publisher is not None:
+                    # Before the checkpoint is logged: a logged one is on the remote.
+                    await self.publisher.publish(ws, checkpoint=ref)
                 return Checkpoint(index=n, sha=sha, tree=snap.tree, ref=ref)
         raise ConflictError(f"could not allocate a checkpoint number for conversation {cid}")
 
@@ -143,16 +149,28 @@ class CheckpointStore:
         checkout = await open_git(ws)
         cp = await self.get(ws, n, cid)
         parent = await checkout.run(["rev-parse", "-q", "--verify", f"{cp.sha}^1"], check=False)
-        parent_sha = parent.text.strip() or None
-        async with in_process_lock(f"checkpoint:{ws.common_dir}:{cid}"):
-            if parent_sha and await head_sha(checkout) != parent_sha:
-                await checkout.run_retrying(["reset", "--quiet", "--mixed", parent_sha])
-            async with SnapshotIndex(checkout).locked() as index:
-                await index.restore(cp.tree)
+        await _restore(checkout, cid, parent.text.strip() or None, cp.tree)
+
+    async def restore_commit(self, ws: Workspace, sha: str) -> None:
+        """Put the branch and the worktree exactly at commit ``sha`` (a landing made elsewhere):
+        the same restore as a rollback, to a commit instead of a checkpoint."""
+        cid = refs.check_conversation_id(ws.conversation_id)
+        checkout = await open_git(ws)
+        tree = await checkout.run(["rev-parse", "--verify", "--end-of-options", f"{sha}^{{tree}}"])
+        await _restore(checkout, cid, sha, tree.text.strip())
 
     async def _scan_next(self, ws: Workspace, cid: str) -> int:
         existing = await self.list(ws, cid)
         return existing[-1].index + 1 if existing else 0
+
+
+async def _restore(checkout: Checkout, cid: str, head: str | None, tree: str) -> None:
+    """The branch at ``head`` (index reset to it) and the worktree's files exactly ``tree``."""
+    async with in_process_lock(f"checkpoint:{checkout.dirs.common_dir}:{cid}"):
+        if head and await head_sha(checkout) != head:
+            await checkout.run_retrying(["reset", "--quiet", "--mixed", head])
+        async with SnapshotIndex(checkout).locked() as index:
+            await index.restore(tree)
 
 
 async def _refs_query(ws: Workspace, args: list[str]) -> GitOutput:

@@ -83,3 +83,10 @@ class SecretFileError(GateRefusedError):
             + f" (patterns: {', '.join(self.patterns)}). Nothing was committed. Delete them, "
             "add them to .gitignore, or change the gate's secret_patterns if they are not secrets."
         )
+
+
+class RemotePublishError(GateRefusedError):
+    """The project's remote did not take the conversation's refs (unreachable, or it holds
+    another commit under a checkpoint's name): a retry elsewhere could not resume from them."""
+
+    code = "remote_publish_failed"

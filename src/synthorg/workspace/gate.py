@@ -17,6 +17,7 @@ from synthorg.workspace.errors import (
     SecretFileError,
 )
 from synthorg.workspace.locks import in_process_lock
+from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import GateResult, GateSummary, Workspace
 from synthorg.workspace.objects import InProcessUnavailable, gitlink_paths
 from synthorg.workspace.snapshot import SnapshotIndex, open_git
@@ -83,7 +84,10 @@ class CommitGate:
         secret_patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS,
         allowed_patterns: Sequence[str] = DEFAULT_ALLOWED_PATTERNS,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        publisher: Mirrors | None = None,
     ) -> None:
+        self.publisher = publisher
+        """Pushes a landed branch of a remote project's worktree to the remote."""
         if max_file_bytes < 1:
             raise ValueError("max_file_bytes must be at least 1")
         self.max_file_bytes = max_file_bytes
@@ -161,6 +165,8 @@ class CommitGate:
             stat = await checkout.run(
                 ["diff-tree", "--ignore-submodules=all", "-r", "-M", "--stat=100", base, sha]
             )
+            if self.publisher is not None:
+                await self.publisher.publish(ws)  # landing a remote project's run pushes it
             return GateResult(
                 committed=True,
                 sha=sha,

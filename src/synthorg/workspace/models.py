@@ -44,6 +44,11 @@ class Workspace(BaseModel):
         description="Device and inode of the shared git dir at creation: a repository deleted "
         "and re-created (or re-cloned) at the same path has another.",
     )
+    restored_from: str | None = Field(
+        default=None,
+        description="The remote ref (checkpoint or landed branch) this resume restored the "
+        "worktree to: it moved here from another worker. None: as this worker left it.",
+    )
 
     @property
     def is_git(self) -> bool:

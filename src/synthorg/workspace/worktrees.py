@@ -12,9 +12,11 @@ from synthorg.domain.conversation import WorkspaceInfo
 from synthorg.errors import ConflictError, NotFoundError, UsageError
 from synthorg.workspace import refs
 from synthorg.workspace.checkout import open_checkout, repo_identity, verify
+from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.errors import UnsuitableRepositoryError, WorkspaceTamperedError
 from synthorg.workspace.git import GitError, run_git, run_git_retrying
 from synthorg.workspace.locks import exclusive
+from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import Workspace
 from synthorg.workspace.repo import (
     RepoProbe,
@@ -62,11 +64,18 @@ class WorktreeManager:
     expensive part, runs outside that lock so creations overlap. Creation is all-or-nothing.
     """
 
-    def __init__(self, home: Path, *, checkout_workers: int = 0) -> None:
+    def __init__(
+        self, home: Path, *, checkout_workers: int = 0, mirrors: Mirrors | None = None
+    ) -> None:
         self.home = home.expanduser().absolute()
         self.root = self.home / "worktrees"
         # 0 lets git use one checkout worker per core; 1 is git's sequential default.
         self.checkout_workers = checkout_workers
+        self.mirrors = mirrors
+        """This worker's mirrors of remote projects (worktrees of those travel)."""
+
+    def _project_of(self, repo: Path) -> str | None:
+        return self.mirrors.project_of(repo) if self.mirrors is not None else None
 
     def path_for(self, conversation_id: str, project_name: str) -> Path:
         """Where the conversation's worktree of ``project_name`` lives."""
@@ -103,8 +112,12 @@ class WorktreeManager:
         *,
         base_ref: str | None = None,
         enabled: bool = True,
+        from_remote: bool = False,
     ) -> Workspace:
         """The conversation's workspace for ``repo``: reused if it exists, else made.
+
+        ``from_remote`` (a resume of a remote project): the mirror and the conversation's
+        refs were just fetched from the remote, so neither is fetched nor published again.
 
         A non-git directory, a bare repository or one without commits is refused unless
         ``enabled=False`` asks to edit the directory in place (then host git never runs
@@ -116,6 +129,10 @@ class WorktreeManager:
         self.check_mountable(repo, in_place=not enabled)
         if not enabled:
             return _in_place(repo, conversation_id)
+        project = self._project_of(repo)
+        if project is not None and not from_remote:
+            assert self.mirrors is not None
+            await self.mirrors.ensure(project)  # the project's branch, fresh from its remote
         probe = await probe_repo(repo)
         if isinstance(probe, str):
             raise UnsuitableRepositoryError(
@@ -151,7 +168,20 @@ class WorktreeManager:
                     f"cannot make a worktree of {repo}: the repository has no commits yet "
                     "(commit something first); or " + _NO_WORKTREE_HINT
                 )
-            return await self._make(probe, target, conversation_id, base.sha, base.name)
+            ws = await self._make(probe, target, conversation_id, base.sha, base.name)
+            if project is not None and not from_remote:
+                await self._publish_new(ws)
+            return ws
+
+    async def _publish_new(self, ws: Workspace) -> None:
+        """Put a new worktree's branch and base on the remote (a retry elsewhere needs the
+        base even before the first checkpoint); all-or-nothing like the creation."""
+        assert self.mirrors is not None
+        try:
+            await self.mirrors.publish(ws)
+        except BaseException:
+            await asyncio.shield(self.remove(ws, delete_branch=True))
+            raise
 
     async def _make(
         self, probe: RepoProbe, target: Path, conversation_id: str, sha: str, name: str
@@ -275,6 +305,9 @@ class WorktreeManager:
                     f"task names {repo}; refusing to mount either"
                 )
             return await self.create(repo, conversation_id, enabled=False)
+        project = self._project_of(_existing_dir(repo))
+        if project is not None:
+            return await self._resume_remote(repo, project, conversation_id, recorded)
         existing = await self.get(conversation_id)
         if existing is None or not (existing.path.exists() or existing.path.is_symlink()):
             return await self.create(repo, conversation_id)
@@ -285,6 +318,65 @@ class WorktreeManager:
             )
         verify(existing)
         return existing
+
+    async def _resume_remote(
+        self, repo: Path, project: str, conversation_id: str, recorded: WorkspaceInfo | None
+    ) -> Workspace:
+        """Resume a remote project's conversation on this worker, wherever it ran before.
+
+        The remote's newest checkpoint wins: with no worktree here one is made on the
+        published branch, and when the remote is ahead of this worker's checkpoints (the
+        run went on elsewhere) the worktree is restored to it. The store's path of the
+        worktree is another worker's; this worker's host-only record is the one checked.
+        """
+        assert self.mirrors is not None
+        existing = await self.get(conversation_id)
+        present = existing is not None and (existing.path.exists() or existing.path.is_symlink())
+        base = recorded.base_ref if recorded is not None else None
+        local = None
+        if present:
+            assert existing is not None and existing.common_dir is not None
+            verify(existing)
+            names = await list_refs(existing.common_dir, refs.checkpoint_prefix(conversation_id))
+            numbers = [int(n.rsplit("/", 1)[1]) for n in names if n.rsplit("/", 1)[1].isdigit()]
+            local = max(numbers, default=None)
+        else:
+            await self.mirrors.ensure(project)
+        remote = await self.mirrors.fetch_conversation(
+            project, conversation_id, base=base, with_branch=not present
+        )
+        if present:
+            assert existing is not None
+            ws = existing
+        else:
+            ws = await self.create(repo, conversation_id, base_ref=base, from_remote=True)
+        if remote.landed_after and remote.branch is not None:
+            # Landed after its newest checkpoint: the landed commit is the newest state.
+            if not present or await self.mirrors.local_tip(project, conversation_id) != (
+                remote.branch
+            ):
+                await CheckpointStore().restore_commit(ws, remote.branch)
+                return ws.model_copy(
+                    update={
+                        "restored_from": f"refs/heads/{refs.branch_name(conversation_id)}",
+                        "note": "this worker restored the worktree to the conversation's "
+                        f"landed commit {remote.branch} from the project's remote",
+                    }
+                )
+        elif remote.latest is not None and (not present or local is None or remote.latest > local):
+            await CheckpointStore().rollback(ws, remote.latest)
+            return ws.model_copy(
+                update={
+                    "restored_from": refs.checkpoint_ref(conversation_id, remote.latest),
+                    "note": (
+                        f"this worker restored the worktree from checkpoint {remote.latest} "
+                        "on the project's remote, the snapshot taken before the last "
+                        "file-changing action another worker started: changes made after it "
+                        "are not in the worktree; check the files before relying on them"
+                    ),
+                }
+            )
+        return ws
 
     async def get(self, conversation_id: str, project_name: str | None = None) -> Workspace | None:
         """The conversation's recorded worktree, None if it has none."""
