@@ -42,6 +42,8 @@ class TemporalWorld(World):
                 '[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n'
                 '[sandbox]\nbackend = "bwrap"\n'
                 f'[store]\nurl = "{self.store_url}"\n'
+                # Workers apply the server's repository rule to what a workflow names.
+                f'[server]\nrepository_roots = ["{self.root / "repos"}"]\n'
                 f'[distributed]\nengine = "temporal"\naddress = "{self.address}"\n'
                 f'task_queue = "{self.task_queue}"\nheartbeat_timeout_s = {HEARTBEAT_S}\n'
             )

@@ -7,6 +7,7 @@ sandbox is an activity. Temporal's workflow sandbox imports this module.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
+from synthorg.distributed.attributes import STATUS
 from synthorg.distributed.names import (
     APPLY_CONTROL,
     CONFIRM_LANDING,
@@ -26,6 +28,12 @@ from synthorg.distributed.names import (
 )
 
 _SHORT = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+# A refused repository, a loop or model this worker does not offer: retrying cannot help.
+_PREPARE = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_attempts=5,
+    non_retryable_error_types=["Usage", "RepositoryRefused", "NotOffered", "NotFoundError"],
+)
 # A dead worker's run is retried elsewhere; a run that keeps killing workers gives up.
 _LOOP_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500),
@@ -45,15 +53,33 @@ class RunWorkflow:
 
     @workflow.run
     async def run(self, start: dict[str, Any]) -> dict[str, Any]:
+        """Prepare (when ``create``), then run and land unless ``run`` is false (the server's
+        create: the conversation exists, not started). The status attribute follows along."""
+        try:
+            landed = await self._run(start)
+        except asyncio.CancelledError:
+            _status("cancelled")
+            raise
+        except Exception:
+            _status("failed")
+            raise
+        _status(str(landed.get("status", "created")))
+        return landed
+
+    async def _run(self, start: dict[str, Any]) -> dict[str, Any]:
         conversation_id = workflow.info().workflow_id
         heartbeat = timedelta(seconds=float(start["heartbeat_s"]))
         if start.get("create") is not None:
+            _status("preparing")
             await workflow.execute_activity(
                 PREPARE_WORKSPACE,
                 args=[conversation_id, start["create"]],
                 start_to_close_timeout=timedelta(minutes=5),
-                retry_policy=_SHORT,
+                retry_policy=_PREPARE,
             )
+        if not start.get("run", True):
+            return {"conversation_id": conversation_id, "status": "created"}
+        _status("running")
         result: dict[str, Any] = await workflow.execute_activity(
             RUN_LOOP,
             args=[conversation_id, start.get("message")],
@@ -100,3 +126,8 @@ class RunWorkflow:
     def _valid(self, command: dict[str, Any]) -> None:
         if command.get("action") not in {"pause", "interrupt", "steer", "cancel", "decide"}:
             raise ApplicationError(f"unknown control action {command.get('action')!r}")
+
+
+def _status(value: str) -> None:
+    """The run's status as the Temporal UI/CLI filters by (SynthorgStatus)."""
+    workflow.upsert_search_attributes([STATUS.value_set(value)])
