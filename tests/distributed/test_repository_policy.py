@@ -32,9 +32,7 @@ def world(tmp_path: Path, pg_schema: str, temporal_server: TemporalServer) -> Te
 def _git_state(repo: Path) -> str:
     """Every ref, the worktrees and the status: what a run would change."""
     return "\n".join(
-        subprocess.run(
-            ["git", *args], cwd=repo, capture_output=True, text=True, check=True
-        ).stdout
+        subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
         for args in (["for-each-ref"], ["worktree", "list", "--porcelain"], ["status", "-s"])
     )
 
