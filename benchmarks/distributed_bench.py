@@ -9,8 +9,10 @@ react loop fixing the demo repository, latency 0 so the control plane is what is
   per run, and the difference.
 - failover: a run whose first tool call sleeps; SIGKILL the worker holding it; time from the
   kill to the first event the successor appends (heartbeat timeout as configured below).
-- throughput: N runs at once, embedded vs 1, 2, 3 workers: runs/minute and CPU seconds per
-  run (every process of ours and their children).
+- through the API ([api] lines): a real embedded `synthorg serve` vs a `synthorg serve` with
+  engine temporal and 1, 2, 3 `synthorg worker` processes: one run at a time (POST to seen
+  finished: the overhead an API client sees), then bursts of runs at once: runs/minute and
+  CPU seconds per run (every process of ours, their children, the Temporal server).
 
     uv run python benchmarks/distributed_bench.py [--runs 5] [--burst 6]
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import secrets
 import signal
@@ -33,6 +36,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import psycopg
 
@@ -41,6 +45,7 @@ from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.worker import connect
 from synthorg.domain import ActionEvent, Task, new_id
 from synthorg.logging import configure_logging
+from synthorg.server import KeyStore, Role
 from synthorg.service.boot import boot
 from synthorg.service.demo import DEMO_TASK, create_demo_repo
 from synthorg.service.loops import default_provisioner, default_registry
@@ -169,6 +174,69 @@ class Bench:
         return list(await asyncio.gather(*(one() for _ in range(n))))
 
 
+class Api:
+    """A real `synthorg serve` over the bench's store: embedded, or temporal (runs on the
+    bench's workers); runs are created through its REST API and watched there."""
+
+    def __init__(self, bench: Bench, engine: str) -> None:
+        self.bench, self.engine = bench, engine
+        self.home = bench.root / f"serve-{engine}"
+        self.config = bench.root / f"serve-{engine}.toml"
+        text = bench.config.read_text().replace('engine = "temporal"', f'engine = "{engine}"')
+        self.config.write_text(text + f'[server]\nrepository_roots = ["{bench.root / "repos"}"]\n')
+        key = KeyStore(self.home / "server" / "keys.json").create("bench", {Role.OPERATOR})[1]
+        self.headers = {"Authorization": f"Bearer {key}"}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> Api:
+        port = _port()
+        env = {**self.bench.env(), "SYNTHORG_HOME": str(self.home)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "synthorg.cli.app", "serve", "--port", str(port), "-c",
+             str(self.config)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.url = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=self.url) as client:
+            for _ in range(6000):
+                assert self.proc.poll() is None, "serve exited"
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get("/ready")).status_code == 200:
+                        return self
+                await asyncio.sleep(0.05)
+        raise RuntimeError("serve never became ready")
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+
+    async def runs(self, n: int) -> list[float]:
+        """n runs at once through the API: seconds from POST to seeing each one finished."""
+        async with httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=300) as api:
+
+            async def one() -> float:
+                started = time.perf_counter()
+                body = {"repository": self.bench.task().repository, "prompt": DEMO_TASK,
+                        "loop": "react"}  # fmt: skip
+                created = await api.post("/api/conversations", json=body)
+                assert created.status_code == 201, created.text
+                cid = created.json()["id"]
+                while True:
+                    view = (await api.get(f"/api/conversations/{cid}")).json()
+                    if not view["active"] and view["status"] not in ("created", "running"):
+                        assert view["status"] == "finished", view
+                        return time.perf_counter() - started
+                    await asyncio.sleep(0.02)
+
+            return list(await asyncio.gather(*(one() for _ in range(n))))
+
+    def pids(self) -> list[int]:
+        assert self.proc is not None
+        return [self.proc.pid]
+
+
 async def _work_s(handle: Any) -> float:
     """Seconds the run spent executing prepare_workspace and run_loop (from its history)."""
     scheduled: dict[int, str] = {}
@@ -274,6 +342,47 @@ async def failover(bench: Bench) -> float:
     return first - killed
 
 
+async def through_the_api(bench: Bench, temporal_pid: int, runs: int, burst: int) -> None:
+    """Embedded `synthorg serve` vs `synthorg serve` (temporal) + 1, 2, 3 workers: per-run
+    wall one at a time (the overhead as an API client sees it), then bursts of ``burst``."""
+    async with Api(bench, "embedded") as embedded:
+        await embedded.runs(1)  # warm-up
+        serial_e = [(await embedded.runs(1))[0] for _ in range(runs)]
+        cpu0, t0 = _cpu(embedded.pids()), time.perf_counter()
+        await embedded.runs(burst)
+        wall, cpu = time.perf_counter() - t0, _cpu(embedded.pids()) - cpu0
+    base = burst / wall * 60
+    print(
+        f"[api] throughput embedded serve: {base:.1f} runs/min, {cpu / burst:.2f} CPU s/run "
+        f"(load {os.getloadavg()[0]:.1f})"
+    )
+    async with Api(bench, "temporal") as temporal:
+        for count in (1, 2, 3):
+            while len(bench.workers) < count:
+                bench.start_worker()
+            if count == 1:
+                await temporal.runs(1)  # warm-up
+                serial_t = [(await temporal.runs(1))[0] for _ in range(runs)]
+                e, t = statistics.median(serial_e), statistics.median(serial_t)
+                print(
+                    f"[api] one run at a time, POST to seen finished: embedded serve p50 "
+                    f"{e * 1000:.0f} ms, temporal serve + 1 worker p50 {t * 1000:.0f} ms: "
+                    f"added {(t - e) * 1000:.0f} ms ({runs} runs each, load "
+                    f"{os.getloadavg()[0]:.1f})"
+                )
+            pids = [w.pid for w in bench.workers] + [temporal_pid, *temporal.pids()]
+            cpu0, t0 = _cpu(pids), time.perf_counter()
+            await temporal.runs(burst)
+            wall, cpu = time.perf_counter() - t0, _cpu(pids) - cpu0
+            rate = burst / wall * 60
+            print(
+                f"[api] throughput temporal serve + {count} worker(s): {rate:.1f} runs/min "
+                f"({rate / base:.2f}x embedded), {cpu / burst:.2f} CPU s/run (API server, "
+                f"workers, Temporal; load {os.getloadavg()[0]:.1f})"
+            )
+    bench.stop_workers()
+
+
 async def main(runs: int, burst: int) -> None:
     configure_logging("WARNING")
     schema = f"bench_{secrets.token_hex(4)}"
@@ -336,26 +445,9 @@ async def main(runs: int, burst: int) -> None:
                 f"overhead: embedded p50 {e * 1000:.0f} ms, temporal p50 {t * 1000:.0f} ms, "
                 f"added {(t - e) * 1000:.0f} ms per run ({t / e:.2f}x), {runs} runs each"
             )
-            # Throughput: a burst of runs at once.
-            me = os.getpid()
-            cpu0, t0 = _cpu([me]), time.perf_counter()
-            await bench.embedded_runs(service, burst, options)
-            wall, cpu = time.perf_counter() - t0, _cpu([me]) - cpu0
-            base = burst / wall * 60
-            print(f"throughput embedded: {base:.1f} runs/min, {cpu / burst:.2f} CPU s/run")
         del worker
-        for count in (1, 2, 3):
-            while len(bench.workers) < count:
-                bench.start_worker()
-            pids = [w.pid for w in bench.workers] + [server.pid]
-            cpu0, t0 = _cpu(pids), time.perf_counter()
-            await bench.temporal_runs(burst, options)
-            wall, cpu = time.perf_counter() - t0, _cpu(pids) - cpu0
-            rate = burst / wall * 60
-            print(
-                f"throughput {count} worker(s): {rate:.1f} runs/min ({rate / base:.2f}x "
-                f"embedded), {cpu / burst:.2f} CPU s/run (workers + Temporal)"
-            )
+        bench.stop_workers()
+        await through_the_api(bench, server.pid, runs, burst)
         bench.stop_workers()
         latency = sorted(await control_latency(bench, 40))
         print(

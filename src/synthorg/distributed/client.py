@@ -11,7 +11,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from synthorg.distributed import attributes
 from synthorg.distributed.config import DistributedConfig
-from synthorg.distributed.names import CONTROL, WORKFLOW
+from synthorg.distributed.names import CONTROL, CREATE_WORKFLOW, WORKFLOW
 from synthorg.domain import Task
 from synthorg.engine import EngineConfig, select_loop_type
 from synthorg.errors import ConflictError
@@ -33,7 +33,8 @@ async def start_run(
 
     With ``task`` the first activity creates the conversation; without, it must exist.
     ``labels``: (project, loop) for the search attributes (default: the task's project and
-    the forced loop). ``run=False`` only creates.
+    the forced loop). ``run=False`` only creates
+    (the CreateWorkflow: ``task`` required).
     """
     create = None
     if labels is None:
@@ -48,12 +49,11 @@ async def start_run(
         "create": create,
         "message": message,
         "heartbeat_s": config.heartbeat_timeout_s,
-        "run": run,
     }
     await attributes.register(client, config.namespace)
     try:
         return await client.start_workflow(
-            WORKFLOW,
+            WORKFLOW if run else CREATE_WORKFLOW,
             start,
             id=conversation_id,
             task_queue=config.task_queue,
@@ -72,7 +72,9 @@ def chosen(task: Task, options: RunOptions, engine: EngineConfig) -> tuple[RunOp
     """The options with the loop chosen here (by this process's engine config, as the
     embedded mode would), so the worker runs it and the search attribute names it."""
     loop = select_loop_type(task, engine, forced=options.loop)
-    return options.model_copy(update={"loop": loop}), loop
+    # Only RunOptions' own fields: a request model subclassing it carries more.
+    fields = options.model_dump(include=set(RunOptions.model_fields))
+    return RunOptions.model_validate({**fields, "loop": loop}), loop
 
 
 async def control(client: Client, conversation_id: str, command: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ sandbox is an activity. Temporal's workflow sandbox imports this module.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +22,7 @@ from synthorg.distributed.names import (
     APPLY_CONTROL,
     CONFIRM_LANDING,
     CONTROL,
+    CREATE_WORKFLOW,
     HELD_BY,
     PREPARE_WORKSPACE,
     RUN_LOOP,
@@ -53,32 +55,14 @@ class RunWorkflow:
 
     @workflow.run
     async def run(self, start: dict[str, Any]) -> dict[str, Any]:
-        """Prepare (when ``create``), then run and land unless ``run`` is false (the server's
-        create: the conversation exists, not started). The status attribute follows along."""
-        try:
-            landed = await self._run(start)
-        except asyncio.CancelledError:
-            _status("cancelled")
-            raise
-        except Exception:
-            _status("failed")
-            raise
-        _status(str(landed.get("status", "created")))
-        return landed
+        """Prepare (when ``create``), run, land; the status attribute follows along."""
+        return await _tracked(self._run(start))
 
     async def _run(self, start: dict[str, Any]) -> dict[str, Any]:
         conversation_id = workflow.info().workflow_id
         heartbeat = timedelta(seconds=float(start["heartbeat_s"]))
         if start.get("create") is not None:
-            _status("preparing")
-            await workflow.execute_activity(
-                PREPARE_WORKSPACE,
-                args=[conversation_id, start["create"]],
-                start_to_close_timeout=timedelta(minutes=5),
-                retry_policy=_PREPARE,
-            )
-        if not start.get("run", True):
-            return {"conversation_id": conversation_id, "status": "created"}
+            await _prepare(conversation_id, start["create"])
         _status("running")
         result: dict[str, Any] = await workflow.execute_activity(
             RUN_LOOP,
@@ -126,6 +110,46 @@ class RunWorkflow:
     def _valid(self, command: dict[str, Any]) -> None:
         if command.get("action") not in {"pause", "interrupt", "steer", "cancel", "decide"}:
             raise ApplicationError(f"unknown control action {command.get('action')!r}")
+
+
+@workflow.defn(name=CREATE_WORKFLOW)
+class CreateWorkflow:
+    """The server's create: the conversation is prepared on a worker, not started (its own
+    type, so a list of open runs never counts a creation)."""
+
+    @workflow.run
+    async def run(self, start: dict[str, Any]) -> dict[str, Any]:
+        conversation_id = workflow.info().workflow_id
+
+        async def prepared() -> dict[str, Any]:
+            await _prepare(conversation_id, start["create"])
+            return {"conversation_id": conversation_id, "status": "created"}
+
+        return await _tracked(prepared())
+
+
+async def _prepare(conversation_id: str, create: dict[str, Any]) -> None:
+    _status("preparing")
+    await workflow.execute_activity(
+        PREPARE_WORKSPACE,
+        args=[conversation_id, create],
+        start_to_close_timeout=timedelta(minutes=5),
+        retry_policy=_PREPARE,
+    )
+
+
+async def _tracked(body: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    """``body``'s result, the status attribute set to its outcome (or failed / cancelled)."""
+    try:
+        outcome = await body
+    except asyncio.CancelledError:
+        _status("cancelled")
+        raise
+    except Exception:
+        _status("failed")
+        raise
+    _status(str(outcome.get("status", "unknown")))
+    return outcome
 
 
 def _status(value: str) -> None:
