@@ -17,7 +17,7 @@ import pytest
 from synthorg.server import KeyStore, Role
 from synthorg.service.demo import DEMO_TASK
 from synthorg.store import open_store
-from tests.distributed.conftest import TemporalServer
+from tests.distributed.conftest import TemporalServer, temporal_binary
 from tests.distributed.support import TemporalWorld, start_worker
 from tests.faults.harness import Proc, branch_tests_pass, check_log, synthorg
 from tests.server.helpers import events
@@ -102,6 +102,10 @@ async def test_runs_through_the_api_server_land_obey_control_and_outlive_it(
         await check_log(world, landed)
         branch_tests_pass(repo, landed)
         assert any(e["event"]["kind"] == "status_change" for e in await events(api, landed))
+        # The operator finds it with the Temporal CLI by project, loop and status.
+        query = 'SynthorgProject="default" AND SynthorgLoop="react" AND SynthorgStatus="finished"'
+        found = await _until(lambda: _listed(world, query, landed), f"{query} lists {landed}")
+        assert "SynthorgRun" in found
 
         # Outside the allowed roots: refused by the API server itself (403).
         refused = await api.post(
@@ -172,6 +176,17 @@ async def test_runs_through_the_api_server_land_obey_control_and_outlive_it(
         assert _sandboxes_under(worker.proc.pid) == []
     finally:
         await api.aclose()
+
+
+async def _listed(world: TemporalWorld, query: str, workflow_id: str) -> str | None:
+    """`temporal workflow list --query` output when it names ``workflow_id``."""
+    listed = await asyncio.create_subprocess_exec(
+        temporal_binary(), "workflow", "list", "--address", world.address, "--query", query,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out = (await listed.communicate())[0].decode()
+    assert listed.returncode == 0, out
+    return out if workflow_id in out else None
 
 
 async def _ended(view: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
