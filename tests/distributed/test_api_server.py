@@ -103,7 +103,7 @@ async def test_runs_through_the_api_server_land_obey_control_and_outlive_it(
         branch_tests_pass(repo, landed)
         assert any(e["event"]["kind"] == "status_change" for e in await events(api, landed))
         # The operator finds it with the Temporal CLI by project, loop and status.
-        query = 'SynthorgProject="default" AND SynthorgLoop="react" AND SynthorgStatus="finished"'
+        query = 'SynthorgProject="api" AND SynthorgLoop="react" AND SynthorgStatus="finished"'
         found = await _until(lambda: _listed(world, query, landed), f"{query} lists {landed}")
         assert "SynthorgRun" in found
 
