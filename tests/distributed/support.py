@@ -7,6 +7,7 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 from temporalio.client import Client
 
 from synthorg.distributed.config import DistributedConfig
@@ -68,6 +69,11 @@ async def start_worker(world: World) -> Proc:
     exited.cancel()
     assert waiting in done, f"worker not ready; output:\n{worker.output}"
     return worker
+
+
+def sandboxes_under(pid: int) -> list[str]:
+    """The bwrap processes below ``pid`` (a worker): none once its runs have stopped."""
+    return [p.name() for p in psutil.Process(pid).children(recursive=True) if "bwrap" in p.name()]
 
 
 async def client_of(world: TemporalWorld) -> Client:

@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 import pytest
 
 from synthorg.server import KeyStore, Role
 from synthorg.service.demo import DEMO_TASK
 from synthorg.store import open_store
 from tests.distributed.conftest import TemporalServer, temporal_binary
-from tests.distributed.support import TemporalWorld, start_worker
+from tests.distributed.support import TemporalWorld, sandboxes_under, start_worker
 from tests.faults.harness import Proc, branch_tests_pass, check_log, synthorg
 from tests.server.helpers import events
 
@@ -60,10 +59,6 @@ async def _until(check: Callable[[], Awaitable[Any]], what: str) -> Any:
             return answer
     except TimeoutError:
         raise AssertionError(f"never: {what}") from None
-
-
-def _sandboxes_under(pid: int) -> list[str]:
-    return [p.name() for p in psutil.Process(pid).children(recursive=True) if "bwrap" in p.name()]
 
 
 @pytest.mark.timeout(900)
@@ -142,7 +137,7 @@ async def test_runs_through_the_api_server_land_obey_control_and_outlive_it(
         assert cancelled.status_code == 200, cancelled.text
         assert cancelled.json()["status"] == "cancelled"
         await _until(lambda: _inactive(view(gated)), f"{gated} no longer active")
-        assert _sandboxes_under(worker.proc.pid) == []
+        assert sandboxes_under(worker.proc.pid) == []
 
         # SIGKILL the API server mid-run: the run goes on; a restarted server shows it live.
         endless = await create(world.repo("endless"), model="endless", max_turns=10_000)
@@ -173,7 +168,7 @@ async def test_runs_through_the_api_server_land_obey_control_and_outlive_it(
         stopped = await api.post(f"/api/conversations/{endless}/cancel")
         assert stopped.status_code == 200 and stopped.json()["status"] == "cancelled", stopped.text
         await _until(lambda: _inactive(view(endless)), f"{endless} no longer active")
-        assert _sandboxes_under(worker.proc.pid) == []
+        assert sandboxes_under(worker.proc.pid) == []
     finally:
         await api.aclose()
 
