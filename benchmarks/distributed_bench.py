@@ -79,6 +79,8 @@ class Bench:
             'endless = "synthorg.engine.native.scripts:endless_script" }\n'
             '[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n[sandbox]\nbackend = "bwrap"\n'
             f'[store]\nurl = "{store_url}"\n'
+            # Workers (and API servers) apply the server's repository rule.
+            f'[server]\nrepository_roots = ["{root / "repos"}"]\n'
             f'[distributed]\nengine = "temporal"\naddress = "{address}"\n'
             f'task_queue = "{self.queue}"\nheartbeat_timeout_s = {HEARTBEAT_S}\n'
         )
@@ -183,7 +185,7 @@ class Api:
         self.home = bench.root / f"serve-{engine}"
         self.config = bench.root / f"serve-{engine}.toml"
         text = bench.config.read_text().replace('engine = "temporal"', f'engine = "{engine}"')
-        self.config.write_text(text + f'[server]\nrepository_roots = ["{bench.root / "repos"}"]\n')
+        self.config.write_text(text)
         key = KeyStore(self.home / "server" / "keys.json").create("bench", {Role.OPERATOR})[1]
         self.headers = {"Authorization": f"Bearer {key}"}
         self.proc: subprocess.Popen[bytes] | None = None

@@ -4,6 +4,7 @@ while a `synthorg worker` holds them; the API server can die and come back mid-r
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import socket
 from collections.abc import Awaitable, Callable
@@ -165,6 +166,19 @@ async def test_runs_through_the_api_server_land_obey_control_and_outlive_it(
         await _until(
             lambda: events(api, endless, after=seen), "new events through the restarted server"
         )
+        # Pause and interrupt reach the worker; resume starts the next run workflow.
+        for action, status in (("pause", "paused"), ("interrupt", "interrupted")):
+            answer = await api.post(f"/api/conversations/{endless}/{action}")
+            assert answer.status_code == 200, answer.text
+            stopped_view = await _until(lambda: _ended(view(endless)), f"{endless} {action}d")
+            assert stopped_view["status"] == status, stopped_view
+            seen = (await events(api, endless))[-1]["seq"]
+            resumed = await api.post(f"/api/conversations/{endless}/resume")
+            assert resumed.status_code == 200, resumed.text
+            await _until(
+                functools.partial(events, api, endless, after=seen, kind="observation"),
+                f"{endless} runs again after {action} + resume",
+            )
         stopped = await api.post(f"/api/conversations/{endless}/cancel")
         assert stopped.status_code == 200 and stopped.json()["status"] == "cancelled", stopped.text
         await _until(lambda: _inactive(view(endless)), f"{endless} no longer active")
