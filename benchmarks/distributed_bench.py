@@ -215,7 +215,11 @@ class Api:
         self.proc.wait(60)
 
     async def runs(self, n: int) -> list[float]:
-        """n runs at once through the API: seconds from POST to seeing each one finished."""
+        """n runs at once through the API: seconds from POST to seeing each one finished.
+
+        Polled every 50 ms alone, 0.5 s in a burst: the polls are requests the server
+        answers, and at 50 ms x n they would cost more CPU than the runs."""
+        poll_s = 0.05 if n == 1 else 0.5
         async with httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=300) as api:
 
             async def one() -> float:
@@ -230,7 +234,7 @@ class Api:
                     if not view["active"] and view["status"] not in ("created", "running"):
                         assert view["status"] == "finished", view
                         return time.perf_counter() - started
-                    await asyncio.sleep(0.02)
+                    await asyncio.sleep(poll_s)
 
             return list(await asyncio.gather(*(one() for _ in range(n))))
 
@@ -345,43 +349,60 @@ async def failover(bench: Bench) -> float:
 
 
 async def through_the_api(bench: Bench, temporal_pid: int, runs: int, burst: int) -> None:
-    """Embedded `synthorg serve` vs `synthorg serve` (temporal) + 1, 2, 3 workers: per-run
-    wall one at a time (the overhead as an API client sees it), then bursts of ``burst``."""
-    async with Api(bench, "embedded") as embedded:
-        await embedded.runs(1)  # warm-up
-        serial_e = [(await embedded.runs(1))[0] for _ in range(runs)]
+    """Embedded `synthorg serve` vs `synthorg serve` (temporal) + 1, 2, 3 workers, both
+    servers up at once: per-run wall one at a time, alternating (the overhead an API client
+    sees), then bursts of ``burst`` runs; the embedded burst before and after the temporal
+    ones, so a load swing on this shared machine shows instead of hiding in a ratio."""
+
+    async def embedded_burst() -> tuple[float, float]:
         cpu0, t0 = _cpu(embedded.pids()), time.perf_counter()
         await embedded.runs(burst)
         wall, cpu = time.perf_counter() - t0, _cpu(embedded.pids()) - cpu0
-    base = burst / wall * 60
-    print(
-        f"[api] throughput embedded serve: {base:.1f} runs/min, {cpu / burst:.2f} CPU s/run "
-        f"(load {os.getloadavg()[0]:.1f})"
-    )
-    async with Api(bench, "temporal") as temporal:
+        rate = burst / wall * 60
+        print(
+            f"[api] throughput embedded serve: {rate:.1f} runs/min, {cpu / burst:.2f} CPU "
+            f"s/run (load {os.getloadavg()[0]:.1f})"
+        )
+        return rate, cpu / burst
+
+    async with Api(bench, "embedded") as embedded, Api(bench, "temporal") as temporal:
+        bench.start_worker()
+        await embedded.runs(1)  # warm-ups
+        await temporal.runs(1)
+        serial_e: list[float] = []
+        serial_t: list[float] = []
+        for _ in range(runs):
+            serial_e += await embedded.runs(1)
+            serial_t += await temporal.runs(1)
+        e, t = statistics.median(serial_e), statistics.median(serial_t)
+        print(
+            f"[api] one run at a time, POST to seen finished: embedded serve p50 "
+            f"{e * 1000:.0f} ms, temporal serve + 1 worker p50 {t * 1000:.0f} ms: added "
+            f"{(t - e) * 1000:.0f} ms ({runs} runs each, alternating; load "
+            f"{os.getloadavg()[0]:.1f})"
+        )
+        base = (await embedded_burst())[0]
         for count in (1, 2, 3):
             while len(bench.workers) < count:
                 bench.start_worker()
-            if count == 1:
-                await temporal.runs(1)  # warm-up
-                serial_t = [(await temporal.runs(1))[0] for _ in range(runs)]
-                e, t = statistics.median(serial_e), statistics.median(serial_t)
-                print(
-                    f"[api] one run at a time, POST to seen finished: embedded serve p50 "
-                    f"{e * 1000:.0f} ms, temporal serve + 1 worker p50 {t * 1000:.0f} ms: "
-                    f"added {(t - e) * 1000:.0f} ms ({runs} runs each, load "
-                    f"{os.getloadavg()[0]:.1f})"
-                )
-            pids = [w.pid for w in bench.workers] + [temporal_pid, *temporal.pids()]
-            cpu0, t0 = _cpu(pids), time.perf_counter()
+            parts = {
+                "workers": [w.pid for w in bench.workers],
+                "temporal": [temporal_pid],
+                "api": temporal.pids(),
+            }
+            before = {name: _cpu(pids) for name, pids in parts.items()}
+            t0 = time.perf_counter()
             await temporal.runs(burst)
-            wall, cpu = time.perf_counter() - t0, _cpu(pids) - cpu0
+            wall = time.perf_counter() - t0
+            per_run = {name: (_cpu(parts[name]) - before[name]) / burst for name in parts}
             rate = burst / wall * 60
             print(
                 f"[api] throughput temporal serve + {count} worker(s): {rate:.1f} runs/min "
-                f"({rate / base:.2f}x embedded), {cpu / burst:.2f} CPU s/run (API server, "
-                f"workers, Temporal; load {os.getloadavg()[0]:.1f})"
+                f"({rate / base:.2f}x embedded), {sum(per_run.values()):.2f} CPU s/run: "
+                + ", ".join(f"{name} {cpu:.3f}" for name, cpu in per_run.items())
+                + f" (load {os.getloadavg()[0]:.1f})"
             )
+        await embedded_burst()
     bench.stop_workers()
 
 

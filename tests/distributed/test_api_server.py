@@ -166,12 +166,15 @@ async def test_runs_through_the_api_server_land_obey_control_and_outlive_it(
         await _until(
             lambda: events(api, endless, after=seen), "new events through the restarted server"
         )
-        # Pause and interrupt reach the worker; resume starts the next run workflow.
-        for action, status in (("pause", "paused"), ("interrupt", "interrupted")):
+        # Pause and interrupt reach the worker (both leave it paused, resumable, each logged
+        # as what it was); resume starts the next run workflow.
+        for action in ("pause", "interrupt"):
             answer = await api.post(f"/api/conversations/{endless}/{action}")
             assert answer.status_code == 200, answer.text
-            stopped_view = await _until(lambda: _ended(view(endless)), f"{endless} {action}d")
-            assert stopped_view["status"] == status, stopped_view
+            stopped_view = await _until(lambda: _ended(view(endless)), f"{endless} {action}")
+            assert stopped_view["status"] == "paused", stopped_view
+            logged = await events(api, endless, kind=action)
+            assert logged and logged[-1]["event"]["requested_by"] == "olga", logged
             seen = (await events(api, endless))[-1]["seq"]
             resumed = await api.post(f"/api/conversations/{endless}/resume")
             assert resumed.status_code == 200, resumed.text
