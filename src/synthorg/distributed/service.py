@@ -24,7 +24,7 @@ from synthorg.distributed.names import WORKFLOW
 from synthorg.domain import ConversationRecord, ExecutionResult, Task, new_id
 from synthorg.engine import EngineConfig
 from synthorg.engine.control import Decision
-from synthorg.errors import ConflictError, NotFoundError, UsageError
+from synthorg.errors import BoundaryError, ConflictError, NotFoundError, UsageError
 from synthorg.logging import get_logger
 from synthorg.service.options import RunOptions
 from synthorg.service.repositories import RepositoryPolicy, RepositoryRefused
@@ -34,6 +34,8 @@ _log = get_logger("synthorg.distributed")
 
 REFRESH_S = 2.0
 """How often the server lists the runs open in Temporal (runs another server started)."""
+CREATE_S = 120.0
+"""How long a create waits for a worker to prepare the conversation (none polling: 502)."""
 CANCEL_UPDATE_S = 10.0
 """A cancel the holder has not answered in this long falls back to Temporal cancellation."""
 
@@ -87,9 +89,17 @@ class TemporalRunService:
             run=False,
         )
         try:
-            await handle.result()
+            async with asyncio.timeout(CREATE_S):
+                await handle.result()
         except WorkflowFailureError as exc:
             _refused(exc)
+        except TimeoutError:
+            await handle.cancel()
+            raise BoundaryError(
+                f"no worker prepared conversation {conversation_id} within {CREATE_S:g} s: is a "
+                f"`synthorg worker` polling task queue {self._config.task_queue!r}? "
+                "(`synthorg doctor` lists them)"
+            ) from None
         return await self._store.get_conversation(conversation_id)
 
     async def start(self, conversation_id: str, *, message: str | None = None) -> None:
