@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from synthorg.server import KeyStore, Role
-from synthorg.service.demo import DEMO_TASK
+from synthorg.service.demo import DEMO_TASK, create_demo_repo
 from synthorg.store import open_store
 from tests.distributed.conftest import TemporalServer, temporal_binary
 from tests.distributed.support import TemporalWorld, sandboxes_under, start_worker
@@ -103,12 +103,14 @@ async def test_runs_through_the_api_server_land_obey_control_and_outlive_it(
         found = await _until(lambda: _listed(world, query, landed), f"{query} lists {landed}")
         assert "SynthorgRun" in found
 
-        # Outside the allowed roots: refused by the API server itself (403).
+        # Outside the allowed roots: the worker refuses it, the API server answers 403.
+        outside = create_demo_repo(world.root / "elsewhere" / "other")
         refused = await api.post(
             "/api/conversations",
-            json={"repository": str(world.root), "prompt": DEMO_TASK, "loop": "react"},
+            json={"repository": str(outside), "prompt": DEMO_TASK, "loop": "react"},
         )
         assert refused.status_code == 403, refused.text
+        assert "outside the allowed roots" in refused.json()["detail"], refused.text
 
         # A confirmation approved on the API server while the run waits on the worker.
         gated = await create(world.repo("gated"), model="endless", confirmation_policy="always")

@@ -73,7 +73,7 @@ async def _serve(
         # Runs are workflows on workers (and temporalio is imported only on this path).
         from synthorg.distributed.serve import temporal_service
 
-        async with temporal_service(settings, wanted, temporal) as (store, service):
+        async with temporal_service(settings, temporal) as (store, service):
             # Workers reconcile the runs they take over; the server must not touch them.
             no_reconcile = wanted.model_copy(update={"reconcile_on_start": False})
             app = create_app(no_reconcile, store=store, run_service=service, auth=auth)

@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager
 from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.service import TemporalRunService
 from synthorg.distributed.worker import connect, require_shared_store
-from synthorg.server.config import ServerSettings
 from synthorg.service.store import opened_store
 from synthorg.settings import Settings
 from synthorg.store import Store
@@ -20,7 +19,7 @@ from synthorg.store import Store
 
 @asynccontextmanager
 async def temporal_service(
-    settings: Settings, server: ServerSettings, config: DistributedConfig
+    settings: Settings, config: DistributedConfig
 ) -> AsyncIterator[tuple[Store, TemporalRunService]]:
     """The shared store and a run service over Temporal, closed on exit (runs go on)."""
     require_shared_store(settings)
@@ -31,7 +30,6 @@ async def temporal_service(
             config,
             store,
             engine=settings.engine,
-            repositories=server.repository_policy(settings),
         )
         await service.open()
         try:

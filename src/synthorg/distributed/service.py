@@ -27,7 +27,7 @@ from synthorg.engine.control import Decision
 from synthorg.errors import BoundaryError, ConflictError, NotFoundError, UsageError
 from synthorg.logging import get_logger
 from synthorg.service.options import RunOptions
-from synthorg.service.repositories import RepositoryPolicy, RepositoryRefused
+from synthorg.service.repositories import RepositoryRefused
 from synthorg.store.protocol import ConversationStore
 
 _log = get_logger("synthorg.distributed")
@@ -58,13 +58,11 @@ class TemporalRunService:
         store: ConversationStore,
         *,
         engine: EngineConfig,
-        repositories: RepositoryPolicy,
     ) -> None:
         self._client = client
         self._config = config
         self._store = store
         self._engine = engine
-        self._repositories = repositories
         self._watchers: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
         self._refresher: asyncio.Task[None] | None = None
 
@@ -75,8 +73,8 @@ class TemporalRunService:
 
     # -- creation and start --------------------------------------------------------------
     async def create(self, task: Task, options: RunOptions) -> ConversationRecord:
-        """A workflow that only prepares the conversation on a worker (not started)."""
-        self._repositories.check(task.repository)  # the answer here; the worker checks again
+        """A workflow that only prepares the conversation on a worker (not started). The worker
+        applies the repository rule (its own config: its roots, its projects and mirrors)."""
         options, loop = chosen(task, options, self._engine)
         conversation_id = new_id("conv")
         handle = await start_run(
@@ -107,7 +105,6 @@ class TemporalRunService:
         if self.is_active(conversation_id):
             raise ConflictError(f"conversation {conversation_id} already has an active run")
         record = await self._store.get_conversation(conversation_id)
-        self._repositories.check(record.task.repository)
         try:
             handle = await start_run(
                 self._client,
@@ -247,12 +244,16 @@ async def _outcome(handle: WorkflowHandle[Any, Any]) -> dict[str, Any] | None:
 
 
 def _refused(exc: WorkflowFailureError) -> NoReturn:
-    """The worker's refusal as the error the embedded service would raise."""
+    """The worker's refusal as the error the embedded service would raise (the innermost
+    known one: a RepositoryRefused arrives wrapped in the activity's Usage error)."""
+    known: Exception | None = None
     cause: BaseException | None = exc.cause
-    while cause is not None and not isinstance(cause, ApplicationError):
+    while cause is not None:
+        if isinstance(cause, ApplicationError) and cause.type in _REFUSALS:
+            known = _REFUSALS[cause.type](cause.message)
         cause = cause.__cause__
-    if isinstance(cause, ApplicationError) and cause.type in _REFUSALS:
-        raise _REFUSALS[cause.type](cause.message) from exc
+    if known is not None:
+        raise known from exc
     if isinstance(exc.cause, CancelledError):
         raise ConflictError("the conversation's creation was cancelled") from exc
     raise ConflictError(f"the conversation could not be created: {exc.cause or exc}") from exc
