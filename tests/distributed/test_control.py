@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 from temporalio.client import WorkflowFailureError
 
@@ -23,7 +22,7 @@ from synthorg.errors import ConflictError, NotFoundError
 from synthorg.service.options import RunOptions
 from synthorg.store import Store, open_store
 from tests.distributed.conftest import TemporalServer
-from tests.distributed.support import TemporalWorld, client_of, start_worker
+from tests.distributed.support import TemporalWorld, client_of, sandboxes_under, start_worker
 
 pytestmark = [pytest.mark.postgres, pytest.mark.bwrap]
 
@@ -45,10 +44,6 @@ async def _until(
                         return stored
             except NotFoundError:
                 await asyncio.sleep(0.2)
-
-
-def _sandboxes_under(pid: int) -> list[str]:
-    return [p.name() for p in psutil.Process(pid).children(recursive=True) if "bwrap" in p.name()]
 
 
 @pytest.mark.timeout(600)
@@ -95,7 +90,7 @@ async def test_decide_steer_and_cancel_reach_the_worker_holding_the_run(
         assert status == ConversationStatus.CANCELLED.value
         result = await handle.result()
         assert result["termination_reason"] == "cancelled"
-        assert _sandboxes_under(worker.proc.pid) == []
+        assert sandboxes_under(worker.proc.pid) == []
         with pytest.raises(ConflictError, match="no active run"):
             await control(client, gated, {"action": "pause"})
 
@@ -110,6 +105,6 @@ async def test_decide_steer_and_cancel_reach_the_worker_holding_the_run(
             await handle.result()
         record = await store.get_conversation(endless)
         assert record.status is ConversationStatus.CANCELLED
-        assert _sandboxes_under(worker.proc.pid) == []
+        assert sandboxes_under(worker.proc.pid) == []
     finally:
         await store.close()

@@ -30,7 +30,7 @@ async def execute_temporal_run(
     """Start the workflow, print its events from the shared store, then the outcome."""
     from temporalio.client import WorkflowFailureError
 
-    from synthorg.distributed.client import start_run
+    from synthorg.distributed.client import chosen, start_run
     from synthorg.distributed.config import distributed_config
     from synthorg.distributed.worker import connect
     from synthorg.domain import new_id
@@ -40,12 +40,23 @@ async def execute_temporal_run(
     client = await connect(config)
     async with opened_store(settings) as store:
         after = 0
+        labels = None
         if resume is not None:
-            await store.get_conversation(resume)  # NotFoundError before anything starts
+            record = await store.get_conversation(resume)  # NotFoundError before anything starts
             after = await store.last_seq(resume)
+            labels = (record.task.project_id, record.loop_type)
+        elif task is not None:
+            options, loop = chosen(task, options, settings.engine)
+            labels = (task.project_id, loop)
         conversation_id = resume or new_id("conv")
         handle = await start_run(
-            client, config, conversation_id, task=task, options=options, message=message
+            client,
+            config,
+            conversation_id,
+            task=task,
+            options=options,
+            message=message,
+            labels=labels,
         )
         console.print(
             Text(f"conversation {conversation_id}  (engine: temporal, queue {config.task_queue})")

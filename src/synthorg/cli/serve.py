@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -12,6 +13,9 @@ from synthorg.errors import SynthOrgError
 from synthorg.logging import get_logger
 from synthorg.server import KeyStore, Role, ServerSettings, create_app
 from synthorg.settings import Settings, section
+
+if TYPE_CHECKING:
+    from synthorg.distributed.config import DistributedConfig
 
 log = get_logger("synthorg.server")
 
@@ -47,21 +51,38 @@ def serve(
     settings = settings_from(config)
     wanted = server_settings(settings)
     overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
-    run_async(_serve(settings, wanted.model_copy(update=overrides)))
+    try:
+        from synthorg.distributed.config import distributed_config
+
+        engine = distributed_config(settings)
+    except SynthOrgError as exc:
+        fail(str(exc))
+    run_async(_serve(settings, wanted.model_copy(update=overrides), temporal=engine))
 
 
-async def _serve(settings: Settings, wanted: ServerSettings) -> None:
-    import uvicorn
-
-    from synthorg.service.boot import boot
-    from synthorg.service.loops import default_provisioner, default_registry
-
+async def _serve(
+    settings: Settings, wanted: ServerSettings, *, temporal: DistributedConfig
+) -> None:
     auth = KeyStore(wanted.resolved_keys_file(settings.home))
     if not any(key.revoked_at is None for key in auth.list()):
         log.warning(
             "SERVER_NO_KEYS",
             hint="no API key yet: `synthorg serve keys create NAME --role admin`",
         )
+    if temporal.engine == "temporal":
+        # Runs are workflows on workers (and temporalio is imported only on this path).
+        from synthorg.distributed.serve import temporal_service
+
+        async with temporal_service(settings, temporal) as (store, service):
+            # Workers reconcile the runs they take over; the server must not touch them.
+            no_reconcile = wanted.model_copy(update={"reconcile_on_start": False})
+            app = create_app(no_reconcile, store=store, run_service=service, auth=auth)
+            await _uvicorn(app, wanted)
+        return
+
+    from synthorg.service.boot import boot
+    from synthorg.service.loops import default_provisioner, default_registry
+
     async with boot(
         settings,
         registry=default_registry(),
@@ -76,21 +97,27 @@ async def _serve(settings: Settings, wanted: ServerSettings) -> None:
             auth=auth,
             on_started=components.warm_up,
         )
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                host=wanted.host,
-                port=wanted.port,
-                lifespan="on",
-                ws="websockets-sansio",
-                log_config=None,
-                access_log=False,
-                timeout_graceful_shutdown=30,
-            )
+        await _uvicorn(app, wanted)
+
+
+async def _uvicorn(app: object, wanted: ServerSettings) -> None:
+    import uvicorn
+
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,  # type: ignore[arg-type]
+            host=wanted.host,
+            port=wanted.port,
+            lifespan="on",
+            ws="websockets-sansio",
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=30,
         )
-        # uvicorn installs SIGINT/SIGTERM handlers: both end in the lifespan's shutdown,
-        # which stops active runs with SHUTDOWN (resumable).
-        await server.serve()
+    )
+    # uvicorn installs SIGINT/SIGTERM handlers: both end in the lifespan's shutdown, which
+    # stops active runs with SHUTDOWN (resumable; with Temporal, runs go on on workers).
+    await server.serve()
 
 
 @keys.command("create")

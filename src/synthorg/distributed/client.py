@@ -9,9 +9,11 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from synthorg.distributed import attributes
 from synthorg.distributed.config import DistributedConfig
-from synthorg.distributed.names import CONTROL, WORKFLOW
+from synthorg.distributed.names import CONTROL, CREATE_WORKFLOW, WORKFLOW
 from synthorg.domain import Task
+from synthorg.engine import EngineConfig, select_loop_type
 from synthorg.errors import ConflictError
 from synthorg.service.options import RunOptions
 
@@ -24,24 +26,38 @@ async def start_run(
     task: Task | None = None,
     options: RunOptions | None = None,
     message: str | None = None,
+    labels: tuple[str, str] | None = None,
+    run: bool = True,
 ) -> WorkflowHandle[Any, Any]:
     """Start the run's workflow (id = conversation id); ConflictError while one is running.
 
     With ``task`` the first activity creates the conversation; without, it must exist.
+    ``labels``: (project, loop) for the search attributes (default: the task's project and
+    the forced loop). ``run=False`` only creates
+    (the CreateWorkflow: ``task`` required).
     """
     create = None
+    if labels is None:
+        forced = options.loop if options is not None else None
+        labels = (task.project_id if task else "", forced or "")
     if task is not None:
         create = {
             "task": task.model_dump(mode="json"),
             "options": (options or RunOptions()).model_dump(mode="json"),
         }
-    start = {"create": create, "message": message, "heartbeat_s": config.heartbeat_timeout_s}
+    start = {
+        "create": create,
+        "message": message,
+        "heartbeat_s": config.heartbeat_timeout_s,
+    }
+    await attributes.register(client, config.namespace)
     try:
         return await client.start_workflow(
-            WORKFLOW,
+            WORKFLOW if run else CREATE_WORKFLOW,
             start,
             id=conversation_id,
             task_queue=config.task_queue,
+            search_attributes=attributes.initial(*labels),
             # A new run of a conversation whose last run ended is fine; two at once are not.
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
@@ -50,6 +66,15 @@ async def start_run(
         raise ConflictError(
             f"conversation {conversation_id} already has an active run (workflow running)"
         ) from exc
+
+
+def chosen(task: Task, options: RunOptions, engine: EngineConfig) -> tuple[RunOptions, str]:
+    """The options with the loop chosen here (by this process's engine config, as the
+    embedded mode would), so the worker runs it and the search attribute names it."""
+    loop = select_loop_type(task, engine, forced=options.loop)
+    # Only RunOptions' own fields: a request model subclassing it carries more.
+    fields = options.model_dump(include=set(RunOptions.model_fields))
+    return RunOptions.model_validate({**fields, "loop": loop}), loop
 
 
 async def control(client: Client, conversation_id: str, command: dict[str, Any]) -> str:

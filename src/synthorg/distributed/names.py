@@ -8,6 +8,9 @@ from __future__ import annotations
 WORKFLOW = "SynthorgRun"
 """The workflow type of one run; its workflow id is the conversation id."""
 
+CREATE_WORKFLOW = "SynthorgCreate"
+"""The workflow type of the server's create: prepare the conversation, do not start it."""
+
 PREPARE_WORKSPACE = "prepare_workspace"
 """Activity: create the conversation and its worktree (idempotent on retry)."""
 

@@ -12,17 +12,19 @@ from collections.abc import Callable
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from synthorg.distributed import attributes
 from synthorg.distributed.activities import RunActivities
 from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.names import worker_queue
-from synthorg.distributed.workflow import RunWorkflow
+from synthorg.distributed.workflow import CreateWorkflow, RunWorkflow
 from synthorg.errors import ConfigError
 from synthorg.logging import get_logger
+from synthorg.server.config import ServerSettings
 from synthorg.service.boot import boot
 from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.ownership import OwnershipPolicy
 from synthorg.service.store import store_config
-from synthorg.settings import Settings
+from synthorg.settings import Settings, section
 
 _log = get_logger("synthorg.distributed")
 
@@ -37,6 +39,15 @@ async def connect(config: DistributedConfig) -> Client:
     return await Client.connect(config.address, namespace=config.namespace)
 
 
+def require_shared_store(settings: Settings) -> None:
+    """ConfigError unless the store is PostgreSQL (the one every worker and server shares)."""
+    if not store_config(settings).resolved_url(settings.home).startswith("postgresql"):
+        raise ConfigError(
+            "the temporal engine needs the PostgreSQL store every worker and server shares: "
+            'set [store] url = "postgresql://..."'
+        )
+
+
 async def serve_worker(
     settings: Settings, config: DistributedConfig, *, announce: Callable[[str], None]
 ) -> None:
@@ -45,16 +56,17 @@ async def serve_worker(
     A run stopped by this worker's shutdown ends SHUTDOWN, which its activity reports as a
     retryable failure: Temporal resumes it on another worker from the durable log.
     """
-    if not store_config(settings).resolved_url(settings.home).startswith("postgresql"):
-        raise ConfigError(
-            "a worker needs the PostgreSQL store every worker and server shares: set "
-            '[store] url = "postgresql://..."'
-        )
+    require_shared_store(settings)
     client = await connect(config)
+    await attributes.register(client, config.namespace)  # the workflow sets them
     async with boot(
         settings,
         registry=default_registry(),
         provisioner=default_provisioner,
+        # Whoever can start a workflow in the namespace names the repository: the worker
+        # applies the server's rule ([server] repository_roots, [mcp] projects), not the
+        # terminal's, at creation and at every start.
+        repositories=section(settings, "server", ServerSettings).repository_policy(settings),
         # The lease follows the heartbeat timeout: a frozen or cut-off worker's run is taken
         # over soon after Temporal moved its activity, not 30 s later.
         ownership=OwnershipPolicy(lease_s=2 * config.heartbeat_timeout_s, fence=True),
@@ -65,7 +77,7 @@ async def serve_worker(
         runs = Worker(
             client,
             task_queue=config.task_queue,
-            workflows=[RunWorkflow],
+            workflows=[RunWorkflow, CreateWorkflow],
             activities=[acts.prepare_workspace, acts.run_loop, acts.confirm_landing],
             max_concurrent_activities=config.concurrency,
             identity=name,

@@ -7,6 +7,8 @@ sandbox is an activity. Temporal's workflow sandbox imports this module.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -15,10 +17,12 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
+from synthorg.distributed.attributes import STATUS
 from synthorg.distributed.names import (
     APPLY_CONTROL,
     CONFIRM_LANDING,
     CONTROL,
+    CREATE_WORKFLOW,
     HELD_BY,
     PREPARE_WORKSPACE,
     RUN_LOOP,
@@ -26,6 +30,12 @@ from synthorg.distributed.names import (
 )
 
 _SHORT = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+# A refused repository, a loop or model this worker does not offer: retrying cannot help.
+_PREPARE = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_attempts=5,
+    non_retryable_error_types=["Usage", "RepositoryRefused", "NotOffered", "NotFoundError"],
+)
 # A dead worker's run is retried elsewhere; a run that keeps killing workers gives up.
 _LOOP_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500),
@@ -45,15 +55,15 @@ class RunWorkflow:
 
     @workflow.run
     async def run(self, start: dict[str, Any]) -> dict[str, Any]:
+        """Prepare (when ``create``), run, land; the status attribute follows along."""
+        return await _tracked(self._run(start))
+
+    async def _run(self, start: dict[str, Any]) -> dict[str, Any]:
         conversation_id = workflow.info().workflow_id
         heartbeat = timedelta(seconds=float(start["heartbeat_s"]))
         if start.get("create") is not None:
-            await workflow.execute_activity(
-                PREPARE_WORKSPACE,
-                args=[conversation_id, start["create"]],
-                start_to_close_timeout=timedelta(minutes=5),
-                retry_policy=_SHORT,
-            )
+            await _prepare(conversation_id, start["create"])
+        _status("running")
         result: dict[str, Any] = await workflow.execute_activity(
             RUN_LOOP,
             args=[conversation_id, start.get("message")],
@@ -100,3 +110,48 @@ class RunWorkflow:
     def _valid(self, command: dict[str, Any]) -> None:
         if command.get("action") not in {"pause", "interrupt", "steer", "cancel", "decide"}:
             raise ApplicationError(f"unknown control action {command.get('action')!r}")
+
+
+@workflow.defn(name=CREATE_WORKFLOW)
+class CreateWorkflow:
+    """The server's create: the conversation is prepared on a worker, not started (its own
+    type, so a list of open runs never counts a creation)."""
+
+    @workflow.run
+    async def run(self, start: dict[str, Any]) -> dict[str, Any]:
+        conversation_id = workflow.info().workflow_id
+
+        async def prepared() -> dict[str, Any]:
+            await _prepare(conversation_id, start["create"])
+            return {"conversation_id": conversation_id, "status": "created"}
+
+        return await _tracked(prepared())
+
+
+async def _prepare(conversation_id: str, create: dict[str, Any]) -> None:
+    _status("preparing")
+    await workflow.execute_activity(
+        PREPARE_WORKSPACE,
+        args=[conversation_id, create],
+        start_to_close_timeout=timedelta(minutes=5),
+        retry_policy=_PREPARE,
+    )
+
+
+async def _tracked(body: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    """``body``'s result, the status attribute set to its outcome (or failed / cancelled)."""
+    try:
+        outcome = await body
+    except asyncio.CancelledError:
+        _status("cancelled")
+        raise
+    except Exception:
+        _status("failed")
+        raise
+    _status(str(outcome.get("status", "unknown")))
+    return outcome
+
+
+def _status(value: str) -> None:
+    """The run's status as the Temporal UI/CLI filters by (SynthorgStatus)."""
+    workflow.upsert_search_attributes([STATUS.value_set(value)])
