@@ -13,6 +13,7 @@ import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from synthorg.domain import ActionEvent, ConversationStatus, ObservationEvent, StatusChangeEvent
 from synthorg.service.demo import DEMO_TASK, create_demo_repo
@@ -96,8 +97,9 @@ class Proc:
     async def conversation_id(self) -> str:
         """The conversation id from the header (the run is about to start)."""
         waiter = asyncio.ensure_future(asyncio.shield(self.conversation))
+        racers: list[asyncio.Future[Any]] = [waiter, asyncio.ensure_future(self.proc.wait())]
         done, _ = await asyncio.wait(
-            {waiter, asyncio.ensure_future(self.proc.wait())},
+            racers,
             timeout=_BOOT_S,
             return_when=asyncio.FIRST_COMPLETED,
         )

@@ -152,6 +152,13 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
+def _python_says(python: Path, code: str) -> str:
+    """What ``python -c code`` prints (stripped), run with the runtime's clean environment."""
+    return subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, check=True, env=_clean_env()
+    ).stdout.strip()
+
+
 @contextmanager
 def _build_lock(parent: Path) -> Iterator[None]:
     parent.mkdir(parents=True, exist_ok=True)
@@ -200,13 +207,7 @@ def build_runtime(
             run_step(install_step(uv, lockfile, venv_python), env, on_output)
             verify = [str(venv_python), "-c", "import openhands.sdk, openhands.tools"]
             run_step(Step(verify, "verify", "the import check of openhands.sdk"), env, on_output)
-            prefix = subprocess.run(
-                [str(venv_python), "-c", "import sys; print(sys.base_prefix)"],
-                capture_output=True,
-                text=True,
-                check=True,
-                env=_clean_env(),
-            ).stdout.strip()
+            prefix = _python_says(venv_python, "import sys; print(sys.base_prefix)")
             marker = {
                 "lock_hash": digest,
                 "interpreter_prefix": prefix,
@@ -229,13 +230,7 @@ def build_runtime(
 
 def _check_version(python: Path) -> None:
     try:
-        out = subprocess.run(
-            [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=_clean_env(),
-        ).stdout.strip()
+        out = _python_says(python, "import sys; print('%d.%d' % sys.version_info[:2])")
     except (OSError, subprocess.CalledProcessError) as exc:
         raise ConfigError(f"cannot run {python} to check its version: {exc}") from exc
     want = "{}.{}".format(*RUNTIME_PYTHON)
