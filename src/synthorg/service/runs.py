@@ -421,11 +421,29 @@ class LocalRunService:
         """Remove the conversation, its events and its worktree; refused while active."""
         if self.is_active(conversation_id):
             raise ConflictError(f"conversation {conversation_id} is running; cancel it first")
-        await self.store.get_conversation(conversation_id)
+        record = await self.store.get_conversation(conversation_id)
+        await self._refuse_tree_member(record)
         workspace = await self.worktrees.get(conversation_id)
         if workspace is not None:
             await self.worktrees.remove(workspace, delete_branch=delete_branch)
         await self.store.delete_conversation(conversation_id)
+
+    async def _refuse_tree_member(self, record: ConversationRecord) -> None:
+        """A delegated child that ran goes only with its root: deleting it alone would drop its
+        ledger rows, and with them its spend from the tree's one budget (the root could spend
+        it again). One that never ran (a delegation undone at spawn) has nothing to drop."""
+        if record.root_id is None or record.root_id == record.id:
+            return
+        if not await self.store.executions_of(record.id):
+            return
+        try:
+            await self.store.get_conversation(record.root_id)
+        except NotFoundError:
+            return  # the tree is gone: nothing left to spend its budget
+        raise ConflictError(
+            f"conversation {record.id} was delegated in the tree of {record.root_id}; its spend "
+            "counts against that tree's budget, so it is deleted only once its root is"
+        )
 
     async def shutdown(self) -> None:
         """Stop every active run with SHUTDOWN (resumable)."""

@@ -1,0 +1,81 @@
+"""Red-team attacks on a delegation tree's one budget, as a hostile API client makes them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from synthorg.domain import TerminationReason
+from synthorg.server import KeyStore, Role, ServerSettings, create_app
+from synthorg.service.boot import Components
+from synthorg.service.options import RunOptions
+from synthorg.service.tree import ledger_spend
+from tests import support
+
+from .conftest import Booter
+from .scripts import delegate
+
+pytestmark = pytest.mark.bwrap
+
+BUDGET = Decimal("0.05")
+
+
+@asynccontextmanager
+async def operator_api(components: Components, home: Path) -> AsyncIterator[httpx.AsyncClient]:
+    """The real API over the booted service, as an operator."""
+    keys = KeyStore(home / "keys.json")
+    operator = keys.create("mallory", {Role.OPERATOR})[1]
+    settings = ServerSettings(keys_file=keys.path, repository_roots=(home,))
+    app = create_app(settings, store=components.store, run_service=components.service, auth=keys)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://testserver",
+            headers={"Authorization": f"Bearer {operator}"},
+        ) as client,
+    ):
+        yield client
+
+
+async def test_deleting_a_spent_child_does_not_give_its_spend_back_to_the_tree(
+    booted: Booter, repo: Path, tmp_path: Path
+) -> None:
+    # The parent gives 90% to a child that spends all of it, then spins to the tree's ceiling.
+    prompt = delegate({"prompt": "SPIN", "budget_share": 0.9}, then_spin=True)
+    async with booted() as components, operator_api(components, tmp_path) as api:
+        store, service = components.store, components.service
+        parent = await service.create(
+            support.make_task(repo, prompt), RunOptions(budget_usd=BUDGET, max_turns=500)
+        )
+        first = await service.run(parent.id)
+        assert first.termination_reason is TerminationReason.BUDGET_EXHAUSTED, first.error
+        (child,) = await store.list_children(parent.id)
+        child_spent = await ledger_spend(store, child.id)
+        assert child_spent > BUDGET / 2
+        tree = await store.tree_budget(parent.id)
+        assert tree is not None and tree.spent == child_spent + await ledger_spend(store, parent.id)
+
+        # Attack: delete the spent child (it is not running), then run the parent again.
+        deleted = await api.delete(f"/api/conversations/{child.id}")
+        again = await api.post(
+            f"/api/conversations/{parent.id}/messages", json={"text": "go on", "run": True}
+        )
+        if again.status_code == 200:
+            await service.wait(parent.id)
+        after = await store.tree_budget(parent.id)
+        assert after is not None
+        parent_spent = await ledger_spend(store, parent.id)
+        total = parent_spent + child_spent
+        largest = max(t.cost_usd for t in first.turns)
+        assert total <= BUDGET + largest, (
+            f"delete {deleted.status_code}: the tree spent ${total} of ${BUDGET}"
+        )
+        # The ledger still answers for every cent the tree spent.
+        assert deleted.status_code == 409, deleted.text
+        assert after.spent == parent_spent + child_spent
