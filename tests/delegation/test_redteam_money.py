@@ -79,3 +79,39 @@ async def test_deleting_a_spent_child_does_not_give_its_spend_back_to_the_tree(
         # The ledger still answers for every cent the tree spent.
         assert deleted.status_code == 409, deleted.text
         assert after.spent == parent_spent + child_spent
+
+
+async def test_a_new_run_of_a_delegating_child_does_not_spend_its_carve_again(
+    booted: Booter, repo: Path, tmp_path: Path
+) -> None:
+    # The root lends a quarter to a child; the child lends 90% of it to a grandchild that spends
+    # it all, then spins to its own lowered ceiling. Its carve covers its whole subtree.
+    child_prompt = delegate({"prompt": "SPIN", "budget_share": 0.9}, then_spin=True)
+    prompt = delegate({"prompt": child_prompt, "budget_share": 0.25})
+    root_budget = Decimal("0.2")
+    async with booted() as components, operator_api(components, tmp_path) as api:
+        store, service = components.store, components.service
+        root = await service.create(
+            support.make_task(repo, prompt), RunOptions(budget_usd=root_budget, max_turns=500)
+        )
+        await service.run(root.id)
+        (child,) = await store.list_children(root.id)
+        (grandchild,) = await store.list_children(child.id)
+        assert child.budget_usd is not None
+
+        async def subtree() -> Decimal:
+            own = await ledger_spend(store, child.id)
+            return own + await ledger_spend(store, grandchild.id)
+
+        before = await subtree()
+        # Attack: a message starts a new run of the child, which spins on.
+        again = await api.post(
+            f"/api/conversations/{child.id}/messages", json={"text": "go on", "run": True}
+        )
+        assert again.status_code == 200, again.text
+        await service.wait(child.id)
+        one_request = Decimal("0.01")  # far above any single request of these scripts
+        assert await subtree() <= child.budget_usd + one_request, (
+            f"the child's subtree spent ${await subtree()} (${before} before the new run) of "
+            f"its ${child.budget_usd} carve"
+        )

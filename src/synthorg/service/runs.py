@@ -52,7 +52,7 @@ from synthorg.service.options import RunOptions
 from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
-from synthorg.service.tree import ledger_usage
+from synthorg.service.tree import ledger_usage, subtree_spend
 from synthorg.store.protocol import ExecutionStatus, Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.errors import GateRefusedError
@@ -231,10 +231,12 @@ class LocalRunService:
         except GateRefusedError as exc:  # a worktree that is not the recorded one: run nothing
             return await self._refused_before_start(record, exc)
         execution_id = new_id("exec")
-        # The budget is the conversation's: a resumed run gets what its earlier runs left
-        # (the ledger's figures: a run the host died in never reported its own).
+        # The budget is the conversation's: a resumed run gets what its earlier runs, and the
+        # children they delegated, left (the ledger's figures: a run the host died in never
+        # reported its own). Its own usage alone is what its record continues from.
         prior_usage = await ledger_usage(self.store, record.id)
-        grant = RunGrant.of(record, execution_id, spent=prior_usage.cost_usd)
+        spent = await subtree_spend(self.store, record.id)
+        grant = RunGrant.of(record, execution_id, spent=spent)
         bearer = await self._minter.open(grant)
         if self._isolation_warnings:
             # Said in the run's own log, not only in the server's: whoever watches sees it.
