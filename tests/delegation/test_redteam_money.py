@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from decimal import Decimal
@@ -11,6 +12,7 @@ import httpx
 import pytest
 
 from synthorg.domain import TerminationReason
+from synthorg.gateway.service import Ticket
 from synthorg.server import KeyStore, Role, ServerSettings, create_app
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
@@ -115,3 +117,62 @@ async def test_a_new_run_of_a_delegating_child_does_not_spend_its_carve_again(
             f"the child's subtree spent ${await subtree()} (${before} before the new run) of "
             f"its ${child.budget_usd} carve"
         )
+
+
+async def test_pausing_and_resuming_every_run_of_a_tree_does_not_renew_a_budget(
+    booted: Booter, repo: Path, tmp_path: Path
+) -> None:
+    # Two children spin on 45% each while the root spins too; the client pauses the root
+    # mid-delegation (the pause cascades), then resumes the root and every child, twice.
+    share = 0.45
+    prompt = delegate(
+        {"prompt": "SPIN", "budget_share": share},
+        {"prompt": "SPIN", "budget_share": share},
+        then_spin=True,
+    )
+    root_budget = Decimal("0.1")
+    async with booted() as components, operator_api(components, tmp_path) as api:
+        store, service = components.store, components.service
+        tickets: list[Ticket] = []
+        components.gateway.on_settle(tickets.append)
+        root = await service.create(
+            support.make_task(repo, prompt), RunOptions(budget_usd=root_budget, max_turns=500)
+        )
+        await service.start(root.id)
+
+        async def children_spending() -> None:
+            while True:
+                children = await store.list_children(root.id)
+                spent = [await ledger_spend(store, c.id) for c in children]
+                if len(children) == 2 and all(s > 0 for s in spent):
+                    return
+                await asyncio.sleep(0.05)  # polled under the deadline below
+
+        await asyncio.wait_for(children_spending(), 120)
+        paused = await api.post(f"/api/conversations/{root.id}/pause")
+        assert paused.status_code == 200, paused.text
+        await service.wait(root.id)
+        children = await store.list_children(root.id)
+        for _ in range(2):
+            for record in (root, *children):
+                if not service.is_active(record.id):
+                    resumed = await api.post(f"/api/conversations/{record.id}/resume")
+                    assert resumed.status_code in (200, 409), resumed.text
+            for record in (root, *children):
+                await service.wait(record.id)
+
+        children = await store.list_children(root.id)
+        final_root = await store.get_conversation(root.id)
+        assert final_root.runs >= 2 and all(c.runs >= 2 for c in children), "nothing resumed"
+        one_request = max(t.cost for t in tickets)
+        spent = {c.id: await ledger_spend(store, c.id) for c in children}
+        for child in children:
+            assert child.budget_usd is not None
+            assert spent[child.id] <= child.budget_usd + one_request, (child.id, spent)
+        tree = await store.tree_budget(root.id)
+        assert tree is not None
+        root_spent = await ledger_spend(store, root.id)
+        assert tree.spent == root_spent + sum(spent.values(), Decimal(0))
+        assert tree.spent <= root_budget + one_request
+        # The gateway's settled tickets and the ledger agree to the cent.
+        assert sum((t.cost for t in tickets), Decimal(0)) == tree.spent
