@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from decimal import Decimal
@@ -20,7 +21,7 @@ from synthorg.service.tree import ledger_spend
 from tests import support
 
 from .conftest import Booter
-from .scripts import delegate
+from .scripts import delegate, edit
 
 pytestmark = pytest.mark.bwrap
 
@@ -37,7 +38,7 @@ async def operator_api(components: Components, home: Path) -> AsyncIterator[http
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
+            transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
             base_url="http://testserver",
             headers={"Authorization": f"Bearer {operator}"},
         ) as client,
@@ -176,3 +177,35 @@ async def test_pausing_and_resuming_every_run_of_a_tree_does_not_renew_a_budget(
         assert tree.spent <= root_budget + one_request
         # The gateway's settled tickets and the ledger agree to the cent.
         assert sum((t.cost for t in tickets), Decimal(0)) == tree.spent
+
+
+HOSTILE_BUDGETS = ["NaN", "Infinity", "-Infinity", "-1", "-0.01", "1e300", "1e15", '"NaN"', '"-0"']
+HOSTILE_BUDGETS += ['"1e3"', '" 1"', '"0x10"', '"1_000"', '"+1"', "true", '"1.5.1"']
+
+
+async def test_the_api_refuses_every_budget_that_is_not_a_plain_amount(
+    booted: Booter, repo: Path, tmp_path: Path
+) -> None:
+    async with booted() as components, operator_api(components, tmp_path) as api:
+
+        async def create(budget: str, prompt: str = "SPIN", start: str = "false") -> httpx.Response:
+            body = (
+                f'{{"repository": "{repo}", "prompt": {json.dumps(prompt)}, "start": {start}, '
+                f'"budget_usd": {budget}}}'
+            )
+            return await api.post(
+                "/api/conversations", content=body, headers={"Content-Type": "application/json"}
+            )
+
+        refused = {b: (await create(b)).status_code for b in HOSTILE_BUDGETS}
+        assert {b: s for b, s in refused.items() if s != 422} == {}
+        # The largest budget the text form spells is accepted, and a delegate call carves it.
+        assert (await create("999999999999999")).status_code == 201
+        prompt = delegate({"prompt": edit("notes.txt", "alpha\n", "A\n"), "budget_share": 0.3})
+        made = await create('"999999999999999.999999999999999"', prompt, "true")
+        assert made.status_code == 201, made.text
+        root_id = made.json()["id"]
+        result = await components.service.wait(root_id)
+        assert result is not None and result.termination_reason is TerminationReason.COMPLETED
+        (child,) = await components.store.list_children(root_id)
+        assert child.budget_usd is not None and child.budget_usd > Decimal("2.9e14")
