@@ -209,3 +209,23 @@ async def test_the_api_refuses_every_budget_that_is_not_a_plain_amount(
         assert result is not None and result.termination_reason is TerminationReason.COMPLETED
         (child,) = await components.store.list_children(root_id)
         assert child.budget_usd is not None and child.budget_usd > Decimal("2.9e14")
+
+
+async def test_shares_that_add_up_past_one_carve_no_more_than_is_left(
+    booted: Booter, repo: Path
+) -> None:
+    # 1.0 + 1e-16 is 1.0 in floating point: summed so, the shares passed the "at most 1" rule
+    # and the two carves together took more than the parent had left.
+    prompt = delegate(
+        {"prompt": edit("notes.txt", "alpha\n", "A\n"), "budget_share": 1.0},
+        {"prompt": edit("notes.txt", "golf\n", "G\n"), "budget_share": 1e-16},
+    )
+    budget = Decimal("100000000000000")
+    async with booted() as components:
+        root = await components.service.create(
+            support.make_task(repo, prompt), RunOptions(budget_usd=budget)
+        )
+        result = await components.service.run(root.id)
+        carves = [c.budget_usd or 0 for c in await components.store.list_children(root.id)]
+        left = budget - result.turns[0].cost_usd
+        assert sum(carves) <= left, f"carved ${sum(carves)} of the ${left} left"

@@ -285,14 +285,16 @@ class RunDelegator:
         if ceiling is None:
             return [None] * len(tasks)
         remaining = ceiling - row.cost_usd
-        asked = sum(t.budget_share or 0 for t in tasks)
+        # Summed exactly: in floating point 1.0 + 1e-16 is 1.0, and the carves overran.
+        shares = [None if t.budget_share is None else Decimal(str(t.budget_share)) for t in tasks]
+        asked = sum((s for s in shares if s is not None), Decimal(0))
         if asked > 1:
-            raise _Refused(f"budget shares add up to {asked:g}, more than 1 (all you have left)")
-        unasked = [t for t in tasks if t.budget_share is None]
-        rest = (1 - asked) / len(unasked) if unasked else 0.0
+            raise _Refused(f"budget shares add up to {asked:f}, more than 1 (all you have left)")
+        unasked = shares.count(None)
+        rest = (1 - asked) / unasked if unasked else Decimal(0)
         out: list[Decimal | None] = []
-        for index, task in enumerate(tasks, start=1):
-            share = Decimal(str(task.budget_share if task.budget_share is not None else rest))
+        for index, given in enumerate(shares, start=1):
+            share = given if given is not None else rest
             child = (remaining * share).quantize(_CENT, rounding=ROUND_DOWN)
             if child <= 0:
                 raise _Refused(
