@@ -52,9 +52,14 @@ def _conversation(budget: Decimal | None, root_id: str | None = None) -> Convers
     )
 
 
-async def _open(fake: FakeHarness, record: ConversationRecord) -> tuple[str, str]:
-    """Save the conversation, open a run of it at its budget: (execution id, bearer)."""
-    await fake.store.create_conversation(record)
+async def _open(
+    fake: FakeHarness, record: ConversationRecord, ceiling: Decimal | None = None
+) -> tuple[str, str]:
+    """Save the conversation, open a run of it at its budget: (execution id, bearer).
+
+    With ``ceiling``: a further run of the saved conversation, at that ceiling."""
+    if ceiling is None:
+        await fake.store.create_conversation(record)
     binding = RunBinding(
         execution_id=f"exec-{secrets.token_hex(6)}",
         agent_id="agent-1",
@@ -63,7 +68,7 @@ async def _open(fake: FakeHarness, record: ConversationRecord) -> tuple[str, str
         conversation_id=record.id,
         provider="fake",
         model_id=FAKE_MODEL,
-        cost_ceiling=record.budget_usd,
+        cost_ceiling=record.budget_usd if ceiling is None else ceiling,
     )
     await fake.gateway.open_execution(binding)
     return binding.execution_id, fake.gateway.mint(binding)

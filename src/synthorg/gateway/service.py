@@ -103,6 +103,8 @@ class _Execution:
     inflight: int = 0
     serial: bool = False
     pending_writes: int = 0
+    finished: bool = False
+    """The run ended with requests still in flight: forgotten once the last is written."""
 
 
 @dataclass
@@ -227,8 +229,14 @@ class Gateway:
         await self.flush(execution_id)
         row = await self._set_status(execution_id, ExecutionStatus.FINISHED, reason or "finished")
         # The ledger answers for it from now on (and refuses its bearer): a long-lived
-        # process does not keep every run it ever served in memory.
-        self._forget(execution_id)
+        # process does not keep every run it ever served in memory. Requests still in flight
+        # (a stream the sandbox left open) keep it, and its tree, until they are written:
+        # forgotten earlier, their reservations and costs would be missing from the tree.
+        state = self._executions.get(execution_id)
+        if state is not None and state.inflight:
+            state.finished = True
+        else:
+            self._forget(execution_id)
         return row
 
     def _forget(self, execution_id: str) -> None:
@@ -523,6 +531,14 @@ class Gateway:
             async with state.cond:
                 state.pending_writes -= 1
                 state.cond.notify_all()
+            execution_id = ticket.claims.execution_id
+            if (
+                state.finished
+                and not state.inflight
+                and not state.pending_writes
+                and self._executions.get(execution_id) is state
+            ):
+                self._forget(execution_id)
 
 
 def _check_fits(name: str, limits: Bounds, ceiling: Decimal, spent: Decimal) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import secrets
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -102,6 +105,24 @@ def install_error_handlers(app: FastAPI) -> None:
             headers["Allow"] = ", ".join(allowed_methods(request.app.openapi, request.url.path))
         return JSONResponse(body.model_dump(), status_code=exc.status_code, headers=headers)
 
+    async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+        # FastAPI's own answer, except that a NaN or infinity the client sent (Python's JSON
+        # parser takes them) is echoed as text: as a number it made the answer a 500.
+        assert isinstance(exc, RequestValidationError)
+        return JSONResponse({"detail": _finite(jsonable_encoder(exc.errors()))}, status_code=422)
+
+    app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(SynthOrgError, synthorg_error)
     app.add_exception_handler(Exception, unexpected_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float as its text (strict JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value

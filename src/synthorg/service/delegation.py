@@ -37,7 +37,8 @@ from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
 from synthorg.service.options import RunOptions
 from synthorg.service.provisioning import RunSetup
-from synthorg.service.tree import ledger_spend
+from synthorg.service.tree import ledger_spend as ledger_spend  # re-exported (tests)
+from synthorg.service.tree import subtree_spend
 from synthorg.store.protocol import Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.merge import ChildCommit, MergeOutcome, merge_children
@@ -112,6 +113,9 @@ class _Child:
     result: ExecutionResult | None = None
     failure: str | None = None
     spent: Decimal = Decimal(0)
+    """What it and its own children spent, from the ledger."""
+    prior: Decimal = Decimal(0)
+    """Of which before this delegate call."""
 
 
 class RunDelegator:
@@ -143,6 +147,10 @@ class RunDelegator:
         except _Refused as refusal:
             return ToolResult(content=f"delegation refused: {refusal}", is_error=True)
         execution_id = self._setup.execution_id
+        # What children made before (an earlier run, or the same call earlier in this run)
+        # already spent is already out of this run's ceiling: only new spend comes off it.
+        for child in children:
+            child.prior = await subtree_spend(self._hub.store, child.record.id)
         before = (await self._hub.gateway.usage(execution_id)).cost_ceiling_usd
         carved = sum((c.ceiling or Decimal(0) for c in children), Decimal(0))
         if before is not None:
@@ -276,14 +284,16 @@ class RunDelegator:
         if ceiling is None:
             return [None] * len(tasks)
         remaining = ceiling - row.cost_usd
-        asked = sum(t.budget_share or 0 for t in tasks)
+        # Summed exactly: in floating point 1.0 + 1e-16 is 1.0, and the carves overran.
+        shares = [None if t.budget_share is None else Decimal(str(t.budget_share)) for t in tasks]
+        asked = sum((s for s in shares if s is not None), Decimal(0))
         if asked > 1:
-            raise _Refused(f"budget shares add up to {asked:g}, more than 1 (all you have left)")
-        unasked = [t for t in tasks if t.budget_share is None]
-        rest = (1 - asked) / len(unasked) if unasked else 0.0
+            raise _Refused(f"budget shares add up to {asked:f}, more than 1 (all you have left)")
+        unasked = shares.count(None)
+        rest = (1 - asked) / unasked if unasked else Decimal(0)
         out: list[Decimal | None] = []
-        for index, task in enumerate(tasks, start=1):
-            share = Decimal(str(task.budget_share if task.budget_share is not None else rest))
+        for index, given in enumerate(shares, start=1):
+            share = given if given is not None else rest
             child = (remaining * share).quantize(_CENT, rounding=ROUND_DOWN)
             if child <= 0:
                 raise _Refused(
@@ -395,10 +405,10 @@ class RunDelegator:
         for child in children:
             record = await self._hub.store.get_conversation(child.record.id)
             if record.execution_id is not None:
-                child.spent = await ledger_spend(self._hub.store, record.id)
+                child.spent = await subtree_spend(self._hub.store, record.id)
             self._spent[record.id] = child.spent
         if before is not None:
-            spent = sum((c.spent for c in children), Decimal(0))
+            spent = sum((c.spent - c.prior for c in children), Decimal(0))
             await self._hub.gateway.set_ceiling(
                 self._setup.execution_id, max(before - spent, Decimal(0))
             )

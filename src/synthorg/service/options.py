@@ -21,12 +21,21 @@ def _plain_decimal(value: object) -> object:
     return value
 
 
+_USD_LIMIT = 10**15
+"""Above every amount the text form can spell; a number is held to the same (beyond it a
+ceiling is no ceiling, and carving shares of it overflows decimal precision)."""
+
 Usd = Annotated[
     Decimal,
     BeforeValidator(_plain_decimal),
-    Field(ge=0),
+    Field(ge=0, lt=_USD_LIMIT),
     WithJsonSchema(
-        {"anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": _DECIMAL_TEXT}]}
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0, "exclusiveMaximum": _USD_LIMIT},
+                {"type": "string", "pattern": _DECIMAL_TEXT},
+            ]
+        }
     ),
 ]
 """A non-negative amount in USD, as a JSON number or plain decimal text (exact either way)."""

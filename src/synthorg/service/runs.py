@@ -51,7 +51,7 @@ from synthorg.service.options import RunOptions
 from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
-from synthorg.service.tree import ledger_usage
+from synthorg.service.tree import ledger_usage, subtree_spend
 from synthorg.store.protocol import ExecutionStatus, Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.errors import GateRefusedError
@@ -225,10 +225,12 @@ class LocalRunService:
                 record, TerminationReason.ERROR, f"refused: {exc}", refusal=refusal
             )
         execution_id = new_id("exec")
-        # The budget is the conversation's: a resumed run gets what its earlier runs left
-        # (the ledger's figures: a run the host died in never reported its own).
+        # The budget is the conversation's: a resumed run gets what its earlier runs, and the
+        # children they delegated, left (the ledger's figures: a run the host died in never
+        # reported its own). Its own usage alone is what its record continues from.
         prior_usage = await ledger_usage(self.store, record.id)
-        grant = RunGrant.of(record, execution_id, spent=prior_usage.cost_usd)
+        spent = await subtree_spend(self.store, record.id)
+        grant = RunGrant.of(record, execution_id, spent=spent)
         bearer = await self._minter.open(grant)
         if self._isolation_warnings:
             # Said in the run's own log, not only in the server's: whoever watches sees it.
@@ -413,11 +415,29 @@ class LocalRunService:
         """Remove the conversation, its events and its worktree; refused while active."""
         if self.is_active(conversation_id):
             raise ConflictError(f"conversation {conversation_id} is running; cancel it first")
-        await self.store.get_conversation(conversation_id)
+        record = await self.store.get_conversation(conversation_id)
+        await self._refuse_tree_member(record)
         workspace = await self.worktrees.get(conversation_id)
         if workspace is not None:
             await self.worktrees.remove(workspace, delete_branch=delete_branch)
         await self.store.delete_conversation(conversation_id)
+
+    async def _refuse_tree_member(self, record: ConversationRecord) -> None:
+        """A delegated child that ran goes only with its root: deleting it alone would drop its
+        ledger rows, and with them its spend from the tree's one budget (the root could spend
+        it again). One that never ran (a delegation undone at spawn) has nothing to drop."""
+        if record.root_id is None or record.root_id == record.id:
+            return
+        if not await self.store.executions_of(record.id):
+            return
+        try:
+            await self.store.get_conversation(record.root_id)
+        except NotFoundError:
+            return  # the tree is gone: nothing left to spend its budget
+        raise ConflictError(
+            f"conversation {record.id} was delegated in the tree of {record.root_id}; its spend "
+            "counts against that tree's budget, so it is deleted only once its root is"
+        )
 
     async def shutdown(self) -> None:
         """Stop every active run with SHUTDOWN (resumable)."""

@@ -83,3 +83,8 @@ async def run_tree(store: TreeStore, conversation_id: str) -> RunNode:
         )
 
     return await node(conversation_id, 0)
+
+
+async def subtree_spend(store: TreeStore, conversation_id: str) -> Decimal:
+    """What the conversation and everything it delegated spent: what its budget has paid for."""
+    return (await run_tree(store, conversation_id)).tree_cost_usd
