@@ -198,7 +198,9 @@ def check_temporal(settings: Settings) -> list[CheckResult]:
     try:
         from synthorg.distributed.health import probe
     except ImportError as exc:
-        return [CheckResult("temporal", Level.FAIL, str(exc), "uv sync --extra temporal")]
+        from synthorg.extras import install_hint
+
+        return [CheckResult("temporal", Level.FAIL, str(exc), install_hint("temporal"))]
     where = f"{config.address} namespace {config.namespace} queue {config.task_queue}"
     try:
         health = asyncio.run(probe(config))
