@@ -57,10 +57,14 @@ if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; the
   fi
 fi
 if [ "${1:-}" = "--tests" ] && [ "$(id -u)" = 0 ]; then
-  # The image test (tests/packaging/test_image.py) builds with buildah on a debootstrapped base.
+  # The image test (tests/packaging/test_image.py) builds with buildah on a debootstrapped base
+  # and strips its binaries.
   img_need=()
   command -v buildah >/dev/null || img_need+=(buildah)
   command -v debootstrap >/dev/null || img_need+=(debootstrap)
+  command -v strip >/dev/null || img_need+=(binutils)
+  # runc: the smoke test runs the image with OCI isolation so bubblewrap can nest in it.
+  command -v runc >/dev/null || img_need+=(runc)
   if [ ${#img_need[@]} -gt 0 ]; then
     log "installing ${img_need[*]} for the image test"
     apt-get update -qq >/dev/null

@@ -6,15 +6,15 @@
 #   2. deploy/Containerfile built on it with buildah (vfs storage, chroot isolation).
 # Usage: scripts/build_image.sh [TAG]   (default localhost/synthorg:dev)
 # Env: SYNTHORG_IMAGE_WORK (default /var/tmp/synthorg-image): rootfs, buildah storage;
-#      WITH_OPENHANDS=1 to build the OpenHands runtime into the image.
-# Needs root, buildah and debootstrap (bootstrap.sh --image installs them).
+#      WITH_OPENHANDS=1 to build the OpenHands runtime into the image; EXTRAS (default
+#      "postgres temporal") the optional extras installed.
+# Needs root, buildah, debootstrap and binutils (strip); bootstrap.sh --tests installs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '[build_image] %s\n' "$*" >&2; }
 
 tag="${1:-localhost/synthorg:dev}"
 work="${SYNTHORG_IMAGE_WORK:-/var/tmp/synthorg-image}"
-base="localhost/synthorg-base:bookworm-py3.12"
 rootfs="$work/rootfs"
 buildah=(buildah --storage-driver vfs --root "$work/storage" --runroot "$work/run")
 mkdir -p "$work"
@@ -26,8 +26,16 @@ py="$(command -v python3.12 || true)"
 prefix="$("$py" -c 'import sys; print(sys.base_prefix)')"
 version="$("$py" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
 
+# The base is cached in $work between builds (CI reuses it: a cold base is the debootstrap
+# download), keyed by its inputs: the recipe below (up to "fi  # the base"), the interpreter
+# and its libpython. Any change makes a new base; older ones are dropped.
+recipe="$(awk '/^if ! .*inspect --type image/,/^fi  # the base$/' "$0")"
+key="$( { echo "$recipe"; echo "$prefix $version"; sha256sum "$prefix"/lib/libpython3.12.so.1.0; } \
+  | sha256sum | cut -c1-12)"
+base="localhost/synthorg-base:bookworm-py$version-$key"
+
 if ! "${buildah[@]}" inspect --type image "$base" >/dev/null 2>&1; then
-  if [ ! -f "$rootfs/.synthorg-base-done" ]; then
+  if [ "$(cat "$rootfs/.synthorg-base-done" 2>/dev/null)" != "$key" ]; then
     log "debootstrap bookworm into $rootfs"
     rm -rf "$rootfs"
     debootstrap --variant=minbase \
@@ -44,6 +52,8 @@ path-include /usr/share/locale/locale.alias
 path-exclude /usr/share/lintian/*
 CFG
     rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/*/LC_MESSAGES
+    # Like Debian's images: no package lists (49 MB; apt-get update fetches them) or .debs.
+    rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb
     find "$rootfs/usr/share/doc" -type f ! -name copyright -delete
     log "CPython $version from $prefix into /usr/local"
     install -d "$rootfs/usr/local/bin" "$rootfs/usr/local/lib" "$rootfs/usr/local/include"
@@ -54,7 +64,12 @@ CFG
     tar -C "$prefix/lib" --exclude='python3.12/test' --exclude='python3.12/idlelib' \
       --exclude='python3.12/tkinter' --exclude='python3.12/turtledemo' \
       --exclude='__pycache__' --exclude='python3.12/site-packages/*' --exclude='*.a' \
+      --exclude='python3.12/lib-dynload/_test*' --exclude='python3.12/lib-dynload/xx*' \
+      --exclude='python3.12/lib-dynload/_xxtestfuzz*' --exclude='python3.12/lib-dynload/_ctypes_test*' \
       -cf - python3.12 | tar -C "$rootfs/usr/local/lib" -xf -
+    # No debug info or symbol tables (libpython alone: 30 MB -> 7 MB), as the official image.
+    find "$rootfs/usr/local/bin/python3.12" "$rootfs/usr/local/lib" -type f \
+      \( -name 'python3.12' -o -name '*.so' -o -name '*.so.*' \) -exec strip --strip-unneeded {} +
     for name in python3 python; do ln -sf python3.12 "$rootfs/usr/local/bin/$name"; done
     chroot "$rootfs" /sbin/ldconfig
     PIP_ROOT_USER_ACTION=ignore chroot "$rootfs" /usr/local/bin/python3 -m ensurepip --default-pip >/dev/null
@@ -62,9 +77,11 @@ CFG
     # start would compile the imports again.
     chroot "$rootfs" /usr/local/bin/python3 -m compileall -q -j 0 /usr/local/lib/python3.12 >/dev/null || true
     chroot "$rootfs" /usr/local/bin/python3 -c 'import ssl, sqlite3, ctypes, venv, zlib, lzma, bz2'
-    rm -rf "$rootfs"/var/cache/apt/archives/*.deb
-    touch "$rootfs/.synthorg-base-done"
+    echo "$key" >"$rootfs/.synthorg-base-done"
   fi
+  # One base at a time: earlier keys' images are only disk (vfs stores every layer whole).
+  "${buildah[@]}" images --format '{{.Name}}:{{.Tag}}' | grep '^localhost/synthorg-base:' \
+    | xargs -r "${buildah[@]}" rmi >/dev/null 2>&1 || true
   log "importing the base image $base"
   ctr="$("${buildah[@]}" from scratch)"
   mnt="$("${buildah[@]}" mount "$ctr")"
@@ -73,7 +90,7 @@ CFG
   "${buildah[@]}" config --env PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin \
     --env LANG=C.UTF-8 --cmd python3 "$ctr"
   "${buildah[@]}" commit --quiet --rm "$ctr" "$base" >/dev/null
-fi
+fi  # the base
 
 # A host whose TLS goes through an inspecting proxy trusts its CA through SSL_CERT_FILE: bind
 # that bundle over the build's system store for the RUN steps (a bind is never committed).
@@ -84,6 +101,7 @@ fi
 log "building $tag from deploy/Containerfile on $base"
 "${buildah[@]}" bud --isolation chroot --format docker --layers=false "${ca_bind[@]}" \
   --build-arg BASE="$base" --build-arg WITH_OPENHANDS="${WITH_OPENHANDS:-0}" \
+  --build-arg EXTRAS="${EXTRAS:-postgres temporal}" \
   -f deploy/Containerfile -t "$tag" . >"$work/bud.log" 2>&1 || { tail -40 "$work/bud.log"; exit 1; }
 # The previous build of the same tag is now dangling: drop it, or vfs storage grows every run.
 "${buildah[@]}" rmi --prune >/dev/null 2>&1 || true

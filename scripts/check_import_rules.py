@@ -19,6 +19,7 @@ BASICS = (
     "synthorg.paths",
     "synthorg.domain",
     "synthorg.serving",
+    "synthorg.extras",  # which optional extra installs a missing import
 )
 
 # component -> module prefixes it may import (its own package is always allowed).
@@ -27,6 +28,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "errors": (),
     "paths": (),
     "logging": (),
+    "extras": (),
     "serving": ("synthorg.errors",),
     "engine": (
         *BASICS,

@@ -73,6 +73,10 @@ def test_compose_has_postgres_temporal_a_server_and_two_workers(compose: dict[st
         assert any(v.endswith(":/var/lib/synthorg") for v in service["volumes"])
         assert service["stop_grace_period"]
         assert service["depends_on"]["postgres"]["condition"] == "service_healthy"
+        # The options the image's bubblewrap sandbox needs to nest, and no more.
+        assert {"seccomp=unconfined", "systempaths=unconfined"} <= set(service["security_opt"])
+        assert not service.get("privileged") and not service.get("cap_add")
+        assert service["environment"]["SYNTHORG__DISTRIBUTED__ADDRESS"] == "temporal:7233"
     assert services["worker-1"]["command"] == ["worker"]
     assert set(compose["volumes"]) >= {"pgdata", "server-home", "worker-1-home", "worker-2-home"}
 

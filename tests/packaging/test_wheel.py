@@ -194,3 +194,44 @@ def test_plain_install_has_no_psycopg_and_a_postgres_url_names_the_extra(
     assert doctor.returncode == 1, doctor.stdout + doctor.stderr
     store = next(line for line in doctor.stdout.splitlines() if "│ store " in line)
     assert "FAIL" in store and "pip install 'synthorg[postgres]'" in store, store
+
+
+@pytest.mark.parametrize(
+    ("argv", "module", "extra"),
+    [
+        (["eval", "report", "eval-none"], "plotly", "reports"),
+        (["worker"], "temporalio", "temporal"),
+        (["run", "--engine", "temporal", "--repo", ".", "a task"], "temporalio", "temporal"),
+    ],
+)
+def test_plain_install_leaves_out_plotly_and_temporal_and_names_the_extra(
+    installed: Installed, argv: list[str], module: str, extra: str
+) -> None:
+    absent = subprocess.run(
+        [str(installed.python), "-c", f"import {module}"],
+        cwd=installed.workdir,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert absent.returncode == 1, f"{module} is in a plain install"
+    home = installed.workdir / f"home-extra-{extra}"
+    result = subprocess.run(
+        [str(installed.synthorg), *argv],
+        cwd=installed.workdir,
+        env={**installed.env(home), "COLUMNS": "500"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 2, out
+    assert "Traceback" not in out
+    assert f"{module} is not installed" in out and f"pip install 'synthorg[{extra}]'" in out, out
+    meta = _metadata(installed.wheel)
+    assert extra in (meta.get_all("Provides-Extra") or [])
+    assert any(
+        r.startswith(module) and f"extra == '{extra}'" in r
+        for r in meta.get_all("Requires-Dist") or []
+    )

@@ -69,8 +69,11 @@ def check_bwrap(_: Settings) -> list[CheckResult]:
                 "apt-get install -y bubblewrap",
             )
         ]
+    # Namespaces alone are not enough: in a container the default seccomp profile refuses
+    # sethostname and a masked /proc refuses a new procfs, both of which every sandbox does.
+    sandbox_like = ["--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev"]
     probe = subprocess.run(
-        [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
+        [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", *sandbox_like, "true"],
         capture_output=True,
         text=True,
         check=False,
@@ -80,11 +83,12 @@ def check_bwrap(_: Settings) -> list[CheckResult]:
             CheckResult(
                 "bubblewrap",
                 Level.FAIL,
-                f"cannot create namespaces: {probe.stderr.strip()}; runs are refused "
+                f"cannot make a sandbox: {probe.stderr.strip()}; runs are refused "
                 "(never started unsandboxed)",
-                "enable unprivileged user namespaces or run as root; in a container allow "
-                "them (seccomp=unconfined, apparmor=unconfined: deploy/compose.yaml); under "
-                "chroot isolation (buildah --isolation chroot) they cannot nest at all",
+                "enable unprivileged user namespaces or run as root; in a container run it "
+                "with seccomp=unconfined, systempaths=unconfined (podman: unmask=ALL) and "
+                "apparmor=unconfined (deploy/compose.yaml, docs/deploy.md); under chroot "
+                "isolation (buildah --isolation chroot) sandboxes cannot nest at all",
             )
         ]
     return [CheckResult("bubblewrap", Level.OK, bwrap)]
@@ -198,7 +202,9 @@ def check_temporal(settings: Settings) -> list[CheckResult]:
     try:
         from synthorg.distributed.health import probe
     except ImportError as exc:
-        return [CheckResult("temporal", Level.FAIL, str(exc), "uv sync --extra temporal")]
+        from synthorg.extras import install_hint
+
+        return [CheckResult("temporal", Level.FAIL, str(exc), install_hint("temporal"))]
     where = f"{config.address} namespace {config.namespace} queue {config.task_queue}"
     try:
         health = asyncio.run(probe(config))

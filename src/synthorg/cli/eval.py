@@ -274,6 +274,9 @@ def report(
     config: Path | None = ConfigOption,
 ) -> None:
     """Write a self-contained HTML report (plots) and a markdown summary."""
+    from synthorg.extras import require
+
+    require("plotly")  # the [reports] extra: say so before reading the store
     from synthorg.eval import report as reports
     from synthorg.eval.runner import load_plan, load_results
 

@@ -7,6 +7,7 @@ import os
 import sys
 
 from synthorg.cli.untrusted import visible
+from synthorg.extras import missing_extra
 
 _FIXES = {
     errno.EACCES: "make it writable, or point SYNTHORG_HOME at a writable directory",
@@ -22,6 +23,9 @@ _FIXES = {
 
 def environment_problem(exc: BaseException) -> str | None:
     """One line saying what is wrong with the host and how to fix it; None if it is a bug."""
+    extra = missing_extra(exc)
+    if extra is not None:
+        return extra
     if isinstance(exc, OSError) and exc.errno in _FIXES:
         where = exc.filename if exc.filename is not None else ""
         reason = os.strerror(exc.errno) if exc.errno is not None else str(exc)

@@ -21,6 +21,9 @@ def worker(
 
     from synthorg.distributed.config import distributed_config
     from synthorg.errors import SynthOrgError
+    from synthorg.extras import require
+
+    require("temporalio")  # the [temporal] extra
 
     settings = settings_from(config)
     try:

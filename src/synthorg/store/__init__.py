@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from synthorg.errors import ConfigError
+from synthorg.extras import install_hint
 from synthorg.store.config import StoreConfig, describe
 from synthorg.store.protocol import (
     ConversationPage,
@@ -47,8 +48,7 @@ async def open_store(
             if not (exc.name or "").startswith("psycopg"):
                 raise
             raise ConfigError(
-                f"store url {describe(url)!r} needs PostgreSQL support: "
-                "pip install 'synthorg[postgres]'"
+                f"store url {describe(url)!r} needs PostgreSQL support: {install_hint('postgres')}"
             ) from exc
 
         return await PostgresStore.open(
