@@ -139,6 +139,8 @@ def test_one_demo_run_in_the_image_lands_its_fix_in_the_bwrap_sandbox(container:
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert "sandbox: bwrap" in demo.stdout
     assert "tests PASS" in demo.stdout and "+    return a + b" in demo.stdout
+    # A non-root server over a root-owned interpreter still gets neutral views (copied).
+    assert "sandbox.view_fallback" not in demo.stdout + demo.stderr
 
 
 @pytest.mark.parametrize(
