@@ -103,3 +103,16 @@ def test_containerfile_declares_base_arg_user_volume_health_and_signal() -> None
     assert "SYNTHORG_HOME=/var/lib/synthorg" in text
     assert re.search(r"^HEALTHCHECK .*\n.*/ready", text, re.M)
     assert "STOPSIGNAL SIGTERM" in text
+
+
+def test_the_compose_settings_load_and_put_the_server_on_temporal(compose: dict[str, Any]) -> None:
+    """The overrides compose sets are real settings (a typo would only fail in a container)."""
+    from synthorg.distributed.config import distributed_config
+    from synthorg.settings import load_settings
+
+    for name in ("server", "worker-1", "worker-2"):
+        environment = compose["services"][name]["environment"].items()
+        env = {k: v for k, v in environment if not k.endswith("_FILE")}  # a path in the image
+        settings = load_settings(None, env=env)
+        assert distributed_config(settings).engine == "temporal"
+        assert distributed_config(settings).address == "temporal:7233"
