@@ -440,9 +440,19 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
         }
         owner = RUN_FENCE.get()
         if owner is None:
-            rows = await self._all(_APPEND, params)
+            write = self._all(_APPEND, params)
         else:
-            rows = await self._all(_APPEND_FENCED, {**params, "oid": owner})
+            write = self._all(_APPEND_FENCED, {**params, "oid": owner})
+        # An INSERT sent may commit even if its caller is cancelled meanwhile: finish it before
+        # unwinding, so what the cancellation reaches next (the runner answering a cut-off
+        # run's open actions) reads it (as SqliteWriter.submit does).
+        task = asyncio.ensure_future(write)
+        try:
+            rows = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+            raise
         if not rows:
             if owner is not None:
                 await self.get_conversation(conversation_id)  # NotFoundError if it is gone

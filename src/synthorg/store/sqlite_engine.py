@@ -120,14 +120,23 @@ class SqliteWriter:
 
         ``wakes`` names a conversation whose followers are woken after the commit.
         ``single_statement`` says ``work`` issues one statement, which then needs no
-        explicit transaction when it is the only job queued. A caller cancelled after its
-        job started still has its write committed.
+        explicit transaction when it is the only job queued. A caller cancelled before its job
+        started writes nothing; one cancelled after it started unwinds only once the write is
+        committed, so whatever the caller's cancellation reaches next (the runner answering a
+        cut-off run's open actions) reads it.
         """
         if self._closed:
             raise BoundaryError("the SQLite store is closed")
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._queue.put(_Job(work, future, wakes, single_statement))
-        return await asyncio.wrap_future(future)
+        done = asyncio.wrap_future(future)
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            if not future.cancel():  # already running: let it commit before unwinding
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(done)
+            raise
 
     async def close(self) -> None:
         """Finish queued jobs, then stop the thread."""
