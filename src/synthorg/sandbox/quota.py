@@ -60,6 +60,12 @@ _INODES = "inodes.json"  # the image's inode numbers and time mark (see _record_
 #: the mark counts as changed (more is copied back, never less).
 _MARK_MARGIN_NS = 50_000_000
 _MOUNT_OPTIONS = "loop,nosuid,nodev,noatime,noinit_itable"  # no atime or itable-zeroing writes
+#: Longest relative path walked (and so copied back), in bytes. The sandbox can nest
+#: directories past PATH_MAX with relative mkdir/cd; every path-taking call, scandir's and
+#: rsync's, fails there, and a copy-back that fails keeps the image mounted and on disk,
+#: failing again at every later sweep. What lies deeper stays in the image (no host tool
+#: could name it) and is deleted with it; a listed parent still brings the entry itself.
+_MAX_REL = 3072
 
 
 def quota_root() -> Path:
@@ -98,11 +104,17 @@ def _walk(root: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
     ended.)
     """
     stack = [(".", str(root))]
+    too_deep = False
     while stack:
         rel, path = stack.pop()
         with os.scandir(path) as listing:
             for entry in listing:
                 child = entry.name if rel == "." else f"{rel}/{entry.name}"
+                if len(os.fsencode(child)) > _MAX_REL:
+                    if not too_deep:  # once: the sandbox could make millions
+                        log.warning("sandbox.quota_path_too_deep", dir=str(root))
+                    too_deep = True
+                    continue
                 yield child, entry
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((child, entry.path))
