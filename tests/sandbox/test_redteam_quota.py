@@ -12,6 +12,7 @@ import asyncio
 import os
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -154,3 +155,64 @@ async def test_copy_back_writes_nothing_outside_and_loses_no_edit(
         assert not st.st_mode & (stat.S_ISUID | stat.S_ISGID), path
         assert not stat.S_ISBLK(st.st_mode) and not stat.S_ISCHR(st.st_mode), path
     assert os.geteuid() == 0  # the host side that copied all this back ran as root
+
+
+async def test_a_writer_left_running_neither_strands_the_quota_nor_writes_after_release(
+    tmp_path: Path, quotas: Path
+) -> None:
+    """A detached process still writing when the run ends: the release must not fail on a
+    busy mount, and nothing reaches the worktree after the gate committed it."""
+    repo = create_demo_repo(tmp_path / "calc")
+    writer = "while :; do echo late >> /workspace/late.txt; done"
+    async with booted(tmp_path / "home") as components:
+        cid, out, result = await attack(
+            components,
+            repo,
+            [f"cd /workspace && (setsid nohup sh -c '{writer}' >/dev/null 2>&1 &)"
+             " && while [ ! -s late.txt ]; do :; done && echo started"],
+        )  # fmt: skip
+    assert "started" in out[0], out
+    assert _released(quotas) == []
+    sha = result.commit_sha  # type: ignore[attr-defined]
+    assert sha is not None, result
+    late = next((tmp_path / "home" / "worktrees" / cid).iterdir()) / "late.txt"
+    committed = git(repo, "show", f"{sha}:late.txt")
+    assert late.read_text() == committed  # nothing wrote after the copy-back
+
+
+async def test_the_neutral_views_are_read_only_and_share_nothing_writable(
+    tmp_path: Path,
+) -> None:
+    """/opt/python is a farm of hard links to the host's interpreter files (same inodes):
+    a write, chmod or new file there would change the host's interpreter."""
+    repo = create_demo_repo(tmp_path / "calc")
+    ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    host = Path(sys.base_prefix).resolve()
+    victim = host / "lib" / ver / "this.py"
+    before = victim.stat()
+    inside = f"/opt/python/lib/{ver}/this.py"
+    probes = {
+        "control": "touch /tmp/ok",  # the probe itself works
+        "append": f": >> {inside}",
+        "chmod": f"chmod 777 {inside}",
+        "touch": f"touch -d 2001-01-01 {inside}",
+        "create": "touch /opt/python/planted",
+        "mkdir": f"mkdir /opt/python/lib/{ver}/planted",
+        "rename": f"mv {inside} /opt/python/lib/{ver}/that.py",
+        "link out": f"ln {inside} /workspace/hl",
+        "link tmp": f"ln {inside} /tmp/hl",
+        "runtime": "touch /opt/runtime/planted",
+        "view root": "ls -d /var/tmp/synthorg-views-* /var/tmp/synthorg-quota",
+    }
+    script = "; ".join(
+        f"if {cmd} 2>/dev/null; then echo 'OPEN {name}'; fi" for name, cmd in probes.items()
+    )
+    async with booted(tmp_path / "home") as components:
+        _, out, _ = await attack(components, repo, [f"{script}; echo probed"])
+    assert "probed" in out[0], out
+    assert [line for line in out[0].splitlines() if "OPEN" in line] == ["OPEN control"], out[0]
+    after = victim.stat()
+    assert (after.st_mode, after.st_mtime_ns, after.st_ctime_ns, after.st_nlink) == (
+        before.st_mode, before.st_mtime_ns, before.st_ctime_ns, before.st_nlink,
+    )  # fmt: skip
+    assert not (host / "planted").exists() and not (host / "lib" / ver / "planted").exists()
