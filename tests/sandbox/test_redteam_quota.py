@@ -19,11 +19,14 @@ from pathlib import Path
 import pytest
 
 from synthorg.sandbox.quota import ROOT_ENV, unavailable_reason
+from synthorg.service.boot import boot
 from synthorg.service.demo import create_demo_repo
+from synthorg.service.loops import default_provisioner, default_registry
+from tests.support import scripted_settings
 
 from .redteam_git_scripts import PLANS
 from .redteam_support import create_planned
-from .test_redteam_more import CURRENT, OUTPUTS, attack, booted, git
+from .test_redteam_more import CURRENT, MODEL, OUTPUTS, SCRIPT, attack, booted, git
 
 pytestmark = [
     pytest.mark.bwrap,
@@ -208,11 +211,35 @@ async def test_the_neutral_views_are_read_only_and_share_nothing_writable(
         f"if {cmd} 2>/dev/null; then echo 'OPEN {name}'; fi" for name, cmd in probes.items()
     )
     async with booted(tmp_path / "home") as components:
-        _, out, _ = await attack(components, repo, [f"{script}; echo probed"])
-    assert "probed" in out[0], out
+        _, out, _ = await attack(components, repo, [f"{script}; stat -c ino=%i {inside}"])
+    assert f"ino={before.st_ino}\n" in out[0], out  # the host's very file: a write would land
     assert [line for line in out[0].splitlines() if "OPEN" in line] == ["OPEN control"], out[0]
     after = victim.stat()
     assert (after.st_mode, after.st_mtime_ns, after.st_ctime_ns, after.st_nlink) == (
         before.st_mode, before.st_mtime_ns, before.st_ctime_ns, before.st_nlink,
     )  # fmt: skip
     assert not (host / "planted").exists() and not (host / "lib" / ver / "planted").exists()
+
+
+async def test_a_quota_filled_to_the_last_block_still_copies_every_edit_back(
+    tmp_path: Path, quotas: Path
+) -> None:
+    """The image full (ENOSPC) when the run ends: the host writes nothing into it at release,
+    so in-place edits made at the limit still come back and the image is released."""
+    repo = create_demo_repo(tmp_path / "calc")
+    settings = scripted_settings(
+        tmp_path / "home", SCRIPT, model=MODEL, sandbox={"limits": {"disk_bytes": 16 << 20}}
+    )
+    fill = "dd if=/dev/zero of=fill bs=4k; i=0; while : > f$i; do i=$((i+1)); done"
+    plan = [
+        f"cd /workspace && ({fill}) 2>/dev/null; head -c 8192 /dev/zero > big || echo FULL",
+        "cd /workspace && printf 'return a * b\\n' | dd of=calc.py conv=notrunc 2>/dev/null"
+        " && rm -f fill f* && echo done",
+    ]
+    async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
+        cid, out, _ = await attack(c, repo, plan)
+    assert "FULL" in out[0] and "done" in out[1], out
+    assert _released(quotas) == []
+    worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
+    assert (worktree / "calc.py").read_text().startswith("return a * b\n")
+    assert not (worktree / "fill").exists()
