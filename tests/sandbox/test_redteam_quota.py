@@ -243,3 +243,25 @@ async def test_a_quota_filled_to_the_last_block_still_copies_every_edit_back(
     worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
     assert (worktree / "calc.py").read_text().startswith("return a * b\n")
     assert not (worktree / "fill").exists()
+
+
+async def test_sparse_files_do_not_carry_the_run_past_its_quota_on_the_host(
+    tmp_path: Path, quotas: Path
+) -> None:
+    """A sparse file costs the image no blocks, so the quota never stops it; copied back
+    without --sparse it was written out in full: N files of RLIMIT_FSIZE each on the host
+    disk (here 3 x 100 MiB landed under a 16 MiB allowance)."""
+    repo = create_demo_repo(tmp_path / "calc")
+    settings = scripted_settings(
+        tmp_path / "home", SCRIPT, model=MODEL, sandbox={"limits": {"disk_bytes": 16 << 20}}
+    )
+    plan = ["cd /workspace && truncate -s 100M s1.bin s2.bin s3.bin && du -ck s*.bin | tail -1"]
+    async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
+        cid, out, _ = await attack(c, repo, plan)
+    assert "total" in out[0], out
+    assert _released(quotas) == []
+    worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
+    sizes = [(worktree / f"s{i}.bin").stat() for i in (1, 2, 3)]
+    assert [st.st_size for st in sizes] == [100 << 20] * 3  # the files came back as they were
+    landed = sum(st.st_blocks * 512 for st in sizes)
+    assert landed <= 16 << 20, f"{landed >> 20} MiB on the host disk"

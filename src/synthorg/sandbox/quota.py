@@ -311,8 +311,10 @@ class WorkspaceQuota:
 
     def _copy_back(self) -> None:
         # --checksum: compare content, never size+mtime, which the sandbox sets (a same-size
-        # fix in the second the worktree was made was skipped: NO_OP).
-        rsync = ["rsync", "-a", "--checksum", "--delete", "--chmod=ug-s"]
+        # fix in the second the worktree was made was skipped: NO_OP). --sparse: a sparse file
+        # costs the image no blocks, so the quota never limits it; written out in full, files
+        # of RLIMIT_FSIZE each landed on the host disk past the quota.
+        rsync = ["rsync", "-a", "--checksum", "--sparse", "--delete", "--chmod=ug-s"]
         changed = self._changed()
         if changed is None:
             _run(*rsync, f"{self.mnt}/", f"{self.worktree}/")
