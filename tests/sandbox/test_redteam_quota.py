@@ -265,3 +265,31 @@ async def test_sparse_files_do_not_carry_the_run_past_its_quota_on_the_host(
     assert [st.st_size for st in sizes] == [100 << 20] * 3  # the files came back as they were
     landed = sum(st.st_blocks * 512 for st in sizes)
     assert landed <= 16 << 20, f"{landed >> 20} MiB on the host disk"
+
+
+async def test_hard_links_do_not_carry_the_run_past_its_quota_on_the_host(
+    tmp_path: Path, quotas: Path
+) -> None:
+    """A hard link costs the image a directory entry, not the file's blocks; copied back
+    without -H each link was written out as a file of its own (8 MiB linked 40 times: 320
+    MiB landed under a 16 MiB allowance)."""
+    repo = create_demo_repo(tmp_path / "calc")
+    settings = scripted_settings(
+        tmp_path / "home", SCRIPT, model=MODEL, sandbox={"limits": {"disk_bytes": 16 << 20}}
+    )
+    plan = [
+        "cd /workspace && head -c 8M /dev/urandom > big && mkdir links"
+        " && for i in $(seq 40); do ln big links/$i || exit 1; done && echo linked"
+    ]
+    async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
+        cid, out, _ = await attack(c, repo, plan)
+    assert "linked" in out[0], out
+    assert _released(quotas) == []
+    worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
+    big = (worktree / "big").read_bytes()
+    inodes = {(worktree / "big").stat().st_ino}
+    for i in range(1, 41):
+        link = worktree / "links" / str(i)
+        assert link.read_bytes() == big, i  # every link came back with the content
+        inodes.add(link.stat().st_ino)
+    assert len(inodes) == 1, f"{len(inodes)} copies of 8 MiB on the host disk"

@@ -313,8 +313,10 @@ class WorkspaceQuota:
         # --checksum: compare content, never size+mtime, which the sandbox sets (a same-size
         # fix in the second the worktree was made was skipped: NO_OP). --sparse: a sparse file
         # costs the image no blocks, so the quota never limits it; written out in full, files
-        # of RLIMIT_FSIZE each landed on the host disk past the quota.
-        rsync = ["rsync", "-a", "--checksum", "--sparse", "--delete", "--chmod=ug-s"]
+        # of RLIMIT_FSIZE each landed on the host disk past the quota. -H, likewise: a hard
+        # link costs the image no blocks, a copy per link would (a new link changes the file's
+        # ctime, so every name of it is listed and linked again).
+        rsync = ["rsync", "-a", "-H", "--checksum", "--sparse", "--delete", "--chmod=ug-s"]
         changed = self._changed()
         if changed is None:
             _run(*rsync, f"{self.mnt}/", f"{self.worktree}/")
