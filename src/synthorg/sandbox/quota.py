@@ -315,8 +315,9 @@ class WorkspaceQuota:
         # costs the image no blocks, so the quota never limits it; written out in full, files
         # of RLIMIT_FSIZE each landed on the host disk past the quota. -H, likewise: a hard
         # link costs the image no blocks, a copy per link would (a new link changes the file's
-        # ctime, so every name of it is listed and linked again).
-        rsync = ["rsync", "-a", "-H", "--checksum", "--sparse", "--delete", "--chmod=ug-s"]
+        # ctime, so every name of it is listed and linked again). No set-id bits and nothing
+        # world-writable lands on the host (git records only the x bit).
+        rsync = ["rsync", "-a", "-H", "--checksum", "--sparse", "--delete", "--chmod=ug-s,o-w"]
         changed = self._changed()
         if changed is None:
             _run(*rsync, f"{self.mnt}/", f"{self.worktree}/")
