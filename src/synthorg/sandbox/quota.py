@@ -10,7 +10,8 @@ At start (host root): a sparse image sized to the worktree's usage plus the allo
 made with ``mkfs.ext4 -d <worktree>`` (which copies the tree in), mounted at a private
 directory, and bind-mounted over the worktree path, so host-side code (checkpoints, views)
 sees what the sandbox writes. At release: the bind is removed, what changed is copied back
-onto the real worktree with ``rsync -a --checksum --delete``, the image unmounted and deleted.
+onto the real worktree with ``rsync -a -H --checksum --sparse --delete``, the image unmounted
+and deleted.
 Only what changed: right after the mount, the image's inode numbers are recorded with a time
 mark; at release an entry whose path now holds another inode, or whose ctime is past the mark,
 is listed (a directory with its contents, so deletions and renames inside it are applied).
