@@ -10,7 +10,8 @@ At start (host root): a sparse image sized to the worktree's usage plus the allo
 made with ``mkfs.ext4 -d <worktree>`` (which copies the tree in), mounted at a private
 directory, and bind-mounted over the worktree path, so host-side code (checkpoints, views)
 sees what the sandbox writes. At release: the bind is removed, what changed is copied back
-onto the real worktree with ``rsync -a --checksum --delete``, the image unmounted and deleted.
+onto the real worktree with ``rsync -a -H --checksum --sparse --delete``, the image unmounted
+and deleted.
 Only what changed: right after the mount, the image's inode numbers are recorded with a time
 mark; at release an entry whose path now holds another inode, or whose ctime is past the mark,
 is listed (a directory with its contents, so deletions and renames inside it are applied).
@@ -60,6 +61,12 @@ _INODES = "inodes.json"  # the image's inode numbers and time mark (see _record_
 #: the mark counts as changed (more is copied back, never less).
 _MARK_MARGIN_NS = 50_000_000
 _MOUNT_OPTIONS = "loop,nosuid,nodev,noatime,noinit_itable"  # no atime or itable-zeroing writes
+#: Longest relative path walked (and so copied back), in bytes. The sandbox can nest
+#: directories past PATH_MAX with relative mkdir/cd; every path-taking call, scandir's and
+#: rsync's, fails there, and a copy-back that fails keeps the image mounted and on disk,
+#: failing again at every later sweep. What lies deeper stays in the image (no host tool
+#: could name it) and is deleted with it; a listed parent still brings the entry itself.
+_MAX_REL = 3072
 
 
 def quota_root() -> Path:
@@ -98,11 +105,17 @@ def _walk(root: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
     ended.)
     """
     stack = [(".", str(root))]
+    too_deep = False
     while stack:
         rel, path = stack.pop()
         with os.scandir(path) as listing:
             for entry in listing:
                 child = entry.name if rel == "." else f"{rel}/{entry.name}"
+                if len(os.fsencode(child)) > _MAX_REL:
+                    if not too_deep:  # once: the sandbox could make millions
+                        log.warning("sandbox.quota_path_too_deep", dir=str(root))
+                    too_deep = True
+                    continue
                 yield child, entry
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((child, entry.path))
@@ -189,7 +202,10 @@ class WorkspaceQuota:
             fh.truncate(self.size)  # sparse: the host disk holds only what is written
         st = os.stat(self.worktree)
         _run(
-            "mkfs.ext4", "-q", "-F", "-m", "0", "-i", "8192", "-O", "^has_journal",
+            # -I 256: nanosecond timestamps, which _changed's ctime mark needs. Without it an
+            # image under 512 MiB gets 128-byte inodes (whole seconds) from the mke2fs.conf of
+            # e2fsprogs < 1.46.4, and an edit in the mount's second was never copied back.
+            "mkfs.ext4", "-q", "-F", "-m", "0", "-i", "8192", "-I", "256", "-O", "^has_journal",
             "-E", f"nodiscard,root_owner={st.st_uid}:{st.st_gid}",
             "-d", str(self.worktree), str(self.image),
         )  # fmt: skip
@@ -296,8 +312,13 @@ class WorkspaceQuota:
 
     def _copy_back(self) -> None:
         # --checksum: compare content, never size+mtime, which the sandbox sets (a same-size
-        # fix in the second the worktree was made was skipped: NO_OP).
-        rsync = ["rsync", "-a", "--checksum", "--delete", "--chmod=ug-s"]
+        # fix in the second the worktree was made was skipped: NO_OP). --sparse: a sparse file
+        # costs the image no blocks, so the quota never limits it; written out in full, files
+        # of RLIMIT_FSIZE each landed on the host disk past the quota. -H, likewise: a hard
+        # link costs the image no blocks, a copy per link would (a new link changes the file's
+        # ctime, so every name of it is listed and linked again). No set-id bits and nothing
+        # world-writable lands on the host (git records only the x bit).
+        rsync = ["rsync", "-a", "-H", "--checksum", "--sparse", "--delete", "--chmod=ug-s,o-w"]
         changed = self._changed()
         if changed is None:
             _run(*rsync, f"{self.mnt}/", f"{self.worktree}/")
