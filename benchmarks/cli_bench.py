@@ -86,8 +86,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cli-bench-") as tmp:
         scratch = Path(tmp)
         src, old_src = ROOT / "src", extract_src(args.baseline_rev, scratch / "old")
-        home = scratch / "home"
-        env, old_env = _env(home, src, bytecode=bytecode), _env(home, old_src, bytecode=bytecode)
+        # One data dir each: a baseline older than the current schema refuses a newer store.
+        home, old_home = scratch / "home", scratch / "home-old"
+        env, old_env = (
+            _env(home, src, bytecode=bytecode),
+            _env(old_home, old_src, bytecode=bytecode),
+        )
         cli = [py, "-m", "synthorg.cli.app"]
         for warm_env in (env, old_env):  # creates the home; fills the bytecode cache
             subprocess.run([*cli, "conversations", "list"], env=warm_env, capture_output=True)
@@ -127,7 +131,8 @@ def main() -> None:
         for _ in range(args.run_rounds):
             for name, measure in runs.items():
                 times[name].append(measure())
-        shutil.rmtree(home, ignore_errors=True)
+        for each in (home, old_home):
+            shutil.rmtree(each, ignore_errors=True)
 
     median = {name: statistics.median(wall for wall, _ in values) for name, values in times.items()}
     cpu = {name: statistics.median(c for _, c in values) for name, values in times.items()}
