@@ -209,8 +209,15 @@ async def adapter_run(c: Components, tmp: Path, n: int) -> dict[str, float]:
 
 
 async def direct_run(
-    c: Components, tcp_base_url: str, runtime: OpenHandsRuntime, tmp: Path, n: int
+    c: Components,
+    tcp_base_url: str,
+    runtime: OpenHandsRuntime,
+    tmp: Path,
+    n: int | str,
+    *,
+    bytecode: bool = True,
 ) -> dict[str, float]:
+    """The SDK in-process; ``bytecode=False`` ignores the venv's compiled bytecode."""
     workspace = _repo(tmp / f"direct-{n}")
     binding = RunBinding(
         execution_id=new_id("exec"),
@@ -249,7 +256,13 @@ async def direct_run(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
         cwd=workspace,
-        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+        env={
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            # An empty cache prefix never written: every module compiled from source, as if
+            # the runtime build had not compiled the venv (it does: uv --compile-bytecode).
+            **({} if bytecode else no_bytecode(tmp / f"no-pyc-{n}")),
+        },
     )
     out, _ = await proc.communicate((json.dumps(spec) + "\n").encode())
     report = json.loads(out.decode().strip().splitlines()[-1])
@@ -268,6 +281,10 @@ async def direct_run(
     }
 
 
+def no_bytecode(prefix: Path) -> dict[str, str]:
+    return {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(prefix)}
+
+
 def cli_run(
     runtime: OpenHandsRuntime, home: Path, config: Path, tmp: Path, n: int
 ) -> dict[str, float]:
@@ -283,7 +300,15 @@ def cli_run(
     )
     env.pop("PYTHONPYCACHEPREFIX", None)  # the tree's own bytecode (bootstrap / the warm-up)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    argv = [sys.executable, "-m", "synthorg", "run", "Write progress.txt", "--repo", str(repo)]
+    argv = [
+        sys.executable,
+        "-m",
+        "synthorg.cli.app",
+        "run",
+        "Write progress.txt",
+        "--repo",
+        str(repo),
+    ]
     argv += ["--loop", "openhands", "--max-turns", str(TURNS + 5), "-c", str(config)]
     with ProcWatch(runtime.python) as watch:
         started = time.time()
@@ -318,12 +343,13 @@ def _row(name: str, runs: list[dict[str, float]], keys: tuple[str, ...]) -> str:
     return f"{name:8} " + "  ".join(f"{k} {_median(runs, k):6.2f}s" for k in keys)
 
 
-async def main(turns: int, reps: int, runtime_home: Path | None, per_turn: bool) -> None:
+async def main(
+    turns: int, reps: int, runtime_home: Path | None, per_turn: bool, without_bytecode: bool
+) -> None:
     global TURNS
     TURNS = turns
     os.environ["OH_BENCH_TURNS"] = str(turns)
     runtime = _runtime(runtime_home)
-    # The bench's own in-process gateway and service read bytecode like the measured processes.
     with tempfile.TemporaryDirectory(prefix="oh-bench-") as raw:
         tmp = Path(raw)
         home = tmp / "home"
@@ -334,6 +360,7 @@ async def main(turns: int, reps: int, runtime_home: Path | None, per_turn: bool)
         adapter: list[dict[str, float]] = []
         direct: list[dict[str, float]] = []
         cli: list[dict[str, float]] = []
+        no_pyc: list[dict[str, float]] | None = [] if without_bytecode else None
         async with boot(
             settings, registry=default_registry(), provisioner=default_provisioner
         ) as c:
@@ -350,6 +377,13 @@ async def main(turns: int, reps: int, runtime_home: Path | None, per_turn: bool)
                     cli.append(await asyncio.to_thread(cli_run, runtime, home, config, tmp, n))
                     if per_turn:
                         adapter.append(await adapter_run(c, tmp, n))
+                    if no_pyc is not None:
+                        no_pyc.append(
+                            await direct_run(
+                                c, tcp_base_url, runtime, tmp, f"nopyc{n}", bytecode=False
+                            )
+                        )
+                        print(f"  direct without bytecode {no_pyc[-1]}")
                     print(f"rep {n + 1}/{reps}: cli {cli[-1]}\n  direct {direct[-1]}")
     print(f"\nOpenHands cold start: spawn -> first model request, {reps} runs each (medians)")
     print(
@@ -363,6 +397,10 @@ async def main(turns: int, reps: int, runtime_home: Path | None, per_turn: bool)
     ratio = _median(cli, "cold_start") / _median(direct, "cold_start")
     print(f"load average (1/5/15 min): {os.getloadavg()}")
     print(f"cold-start ratio synthorg run / direct SDK: {ratio:.3f}x (target: cli <= 2 s idle)")
+    if no_pyc:
+        print(_row("no-pyc", no_pyc, ("cold_start", "interpreter", "sdk_import", "conversation")))
+        pyc_ratio = _median(no_pyc, "cold_start") / _median(direct, "cold_start")
+        print(f"direct cold start without / with the venv's bytecode: {pyc_ratio:.3f}x")
     if per_turn:
         a_turn, d_turn = _median(adapter, "per_turn"), _median(direct, "per_turn")
         verdict = "OK" if a_turn / d_turn <= TARGET else "OVER TARGET"
@@ -382,5 +420,12 @@ if __name__ == "__main__":
     parser.add_argument(
         "--per-turn", action="store_true", help="also the in-process adapter's per-turn cost"
     )
+    parser.add_argument(
+        "--without-bytecode",
+        action="store_true",
+        help="also the direct SDK reading no compiled bytecode (the runtime build compiles it)",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.turns, args.reps, args.runtime_home, args.per_turn))
+    asyncio.run(
+        main(args.turns, args.reps, args.runtime_home, args.per_turn, args.without_bytecode)
+    )
