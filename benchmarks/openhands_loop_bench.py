@@ -178,7 +178,7 @@ class ProcWatch:
                 if not entry.name.isdigit():
                     continue
                 try:
-                    argv = Path(entry.path, "cmdline").read_bytes().split(b"\\0")
+                    argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
                 except OSError:
                     continue
                 if not any(b"run_task.py" in arg for arg in argv):
