@@ -410,7 +410,7 @@ async def main(
         _row(
             "direct",
             direct,
-            ("cold_start", "interpreter", "sdk_import", "conversation", "to_request"),
+            ("cold_start", "interpreter", "sdk_import", "import_cpu", "conversation", "to_request"),
         )
     )
     print(_row("cli", cli, ("cold_start", "control_plane", "sandbox", "in_sandbox")))
