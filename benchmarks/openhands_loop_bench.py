@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -304,8 +305,41 @@ def no_bytecode(prefix: Path) -> dict[str, str]:
     return {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(prefix)}
 
 
+def phase_files(tmp: Path) -> Path:
+    """Runtime files whose run_task.py stamps its phases (oh_phase_entrypoint), lock unchanged."""
+    from synthorg.runtime.files import runtime_files_dir
+
+    real, out = runtime_files_dir(), tmp / "phase-files"
+    out.mkdir()
+    for name in ("requirements.lock", "synthorg_oh_events.py"):
+        shutil.copy(real / name, out / name)
+    shutil.copy(real / "run_task.py", out / "run_task_real.py")
+    shutil.copy(Path(__file__).with_name("oh_phase_entrypoint.py"), out / "run_task.py")
+    return out
+
+
+def _landed_phases(repo: Path) -> dict[str, float]:
+    """The stamps oh_phase_entrypoint left in the workspace, from the run's landed commit."""
+    git = ["git", "-C", str(repo)]
+    sha = subprocess.run(
+        [*git, "log", "--all", "-1", "--format=%H", "--", ".oh-bench-phases"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    shown = subprocess.run(
+        [*git, "show", f"{sha}:.oh-bench-phases"], capture_output=True, text=True, check=True
+    )
+    return dict(json.loads(shown.stdout))
+
+
 def cli_run(
-    runtime: OpenHandsRuntime, home: Path, config: Path, tmp: Path, n: int
+    runtime: OpenHandsRuntime,
+    home: Path,
+    config: Path,
+    tmp: Path,
+    n: int,
+    files: Path | None = None,
 ) -> dict[str, float]:
     """``synthorg run --loop openhands`` as a user runs it: spawn -> first model request."""
     repo = _repo(tmp / f"cli-{n}")
@@ -317,6 +351,8 @@ def cli_run(
         OH_BENCH_STAMPS=str(stamp_file),
         OH_BENCH_TURNS=str(TURNS),
     )
+    if files is not None:
+        env["SYNTHORG_OPENHANDS_FILES"] = str(files)
     env.pop("PYTHONPYCACHEPREFIX", None)  # the tree's own bytecode (bootstrap / the warm-up)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     argv = [
@@ -337,12 +373,19 @@ def cli_run(
     first_request = _stamps(stamp_file)[0]
     spawned = watch.seen.get("sandbox_spawned", float("nan"))
     exec_ = watch.seen.get("interpreter", float("nan"))
-    return {
+    out = {
         "cold_start": first_request - started,
         "control_plane": spawned - started,
         "sandbox": exec_ - spawned,
         "in_sandbox": first_request - exec_,
     }
+    if files is not None:
+        phases = _landed_phases(repo)
+        out["interpreter"] = phases["interpreter"] - exec_
+        out["sdk_import"] = phases["sdk_imported"] - phases["interpreter"]
+        out["conversation"] = phases["conversation_built"] - phases["sdk_imported"]
+        out["to_request"] = first_request - phases["conversation_built"]
+    return out
 
 
 def _median(runs: list[dict[str, float]], key: str) -> float:
@@ -364,7 +407,12 @@ def _row(name: str, runs: list[dict[str, float]], keys: tuple[str, ...]) -> str:
 
 
 async def main(
-    turns: int, reps: int, runtime_home: Path | None, per_turn: bool, without_bytecode: bool
+    turns: int,
+    reps: int,
+    runtime_home: Path | None,
+    per_turn: bool,
+    without_bytecode: bool,
+    split_sandbox: bool,
 ) -> None:
     global TURNS
     TURNS = turns
@@ -381,6 +429,7 @@ async def main(
         direct: list[dict[str, float]] = []
         cli: list[dict[str, float]] = []
         no_pyc: list[dict[str, float]] | None = [] if without_bytecode else None
+        files = phase_files(tmp) if split_sandbox else None
         async with boot(
             settings, registry=default_registry(), provisioner=default_provisioner
         ) as c:
@@ -391,10 +440,12 @@ async def main(
             async with server:
                 print("warm-up (not counted): one run per side fills the bytecode caches")
                 await direct_run(c, tcp_base_url, runtime, tmp, -1)
-                await asyncio.to_thread(cli_run, runtime, home, config, tmp, -1)
+                await asyncio.to_thread(cli_run, runtime, home, config, tmp, -1, files)
                 for n in range(reps):
                     direct.append(await direct_run(c, tcp_base_url, runtime, tmp, n))
-                    cli.append(await asyncio.to_thread(cli_run, runtime, home, config, tmp, n))
+                    cli.append(
+                        await asyncio.to_thread(cli_run, runtime, home, config, tmp, n, files)
+                    )
                     if per_turn:
                         adapter.append(await adapter_run(c, tmp, n))
                     if no_pyc is not None:
@@ -414,6 +465,8 @@ async def main(
         )
     )
     print(_row("cli", cli, ("cold_start", "control_plane", "sandbox", "in_sandbox")))
+    if split_sandbox:
+        print(_row("  inside", cli, ("interpreter", "sdk_import", "conversation", "to_request")))
     ratio = _median(cli, "cold_start") / _median(direct, "cold_start")
     print(f"load average (1/5/15 min): {os.getloadavg()}")
     print(f"cold-start ratio synthorg run / direct SDK: {ratio:.3f}x (target: cli <= 2 s idle)")
@@ -445,7 +498,19 @@ if __name__ == "__main__":
         action="store_true",
         help="also the direct SDK reading no compiled bytecode (the runtime build compiles it)",
     )
+    parser.add_argument(
+        "--split-sandbox",
+        action="store_true",
+        help="the cli side runs a run_task.py that stamps its phases (oh_phase_entrypoint.py)",
+    )
     args = parser.parse_args()
     asyncio.run(
-        main(args.turns, args.reps, args.runtime_home, args.per_turn, args.without_bytecode)
+        main(
+            args.turns,
+            args.reps,
+            args.runtime_home,
+            args.per_turn,
+            args.without_bytecode,
+            args.split_sandbox,
+        )
     )
