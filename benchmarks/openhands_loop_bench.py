@@ -1,6 +1,7 @@
 """OpenHands loop: cold start and per-turn overhead of the adapter + bwrap sandbox vs the SDK.
 
-Run: uv run python benchmarks/openhands_loop_bench.py [--turns 10] [--reps 3] [--per-turn]
+Run: uv run python benchmarks/openhands_loop_bench.py [--turns 3] [--reps 3] [--per-turn]
+     [--without-bytecode] [--split-sandbox]
 
 Both sides run the same SDK conversation (run_task.py's own ``build_conversation``: same LLM,
 agent, tools, terminal backend, prices) against the same gateway with the same scripted model
@@ -11,7 +12,6 @@ agent, tools, terminal backend, prices) against the same gateway with the same s
   checkers at every event, turn records.
 - direct: a small driver in the runtime venv builds the same conversation in-process (no
   sandbox, no adapter, no store) and stamps each SDK event as its callback sees it.
-
 - cli: ``synthorg run --loop openhands`` spawned as a user would (its own process, gateway,
   store and sandbox), timed from the spawn to the first model request its gateway receives.
 
@@ -21,9 +21,10 @@ and the tools, conversation set-up, first request; its driver stamps each phase.
 phases are read from /proc, polled every 5 ms: when ``bwrap`` for run_task.py appears (the
 control plane's own start-up: import, boot, worktree, run spec) and when the runtime python has
 been exec'd inside it (sandbox set-up); from there to the first request is the in-sandbox
-interpreter + SDK import + conversation set-up. The gateway is served on unix sockets only; the
-direct driver reaches it through a loopback TCP forwarder in this process (the sandbox reaches
-it through its own forwarder, so both sides take one hop).
+interpreter + SDK import + conversation set-up (``--split-sandbox`` splits it: the run's
+run_task.py is then oh_phase_entrypoint.py, the real entrypoint with phase stamps). The
+gateway is served on unix sockets only; the direct driver reaches it through a loopback TCP
+forwarder in this process (the sandbox reaches it through its own forwarder: one hop each).
 
 Per turn (``--per-turn``, in-process adapter) = time between the first and the last action /
 (actions - 1), taken where each side records its events (the adapter: the store's append
