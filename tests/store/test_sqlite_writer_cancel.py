@@ -19,9 +19,8 @@ import pytest
 from synthorg.store.sqlite_engine import SqliteWriter, connect
 
 
-async def test_a_cancelled_caller_unwinds_only_after_its_running_write_committed(
-    tmp_path: Path,
-) -> None:
+async def _writer(tmp_path: Path) -> tuple[Path, SqliteWriter]:
+    """A database with one table and its started writer."""
     path = tmp_path / "w.db"
     setup = connect(path)
     setup.execute("CREATE TABLE t (v TEXT)")
@@ -29,6 +28,21 @@ async def test_a_cancelled_caller_unwinds_only_after_its_running_write_committed
     setup.close()
     writer = SqliteWriter(path, on_commit=lambda _: None)
     await writer.start()
+    return path, writer
+
+
+def _rows(path: Path) -> list[tuple[str]]:
+    reader = connect(path)
+    try:
+        return reader.execute("SELECT v FROM t").fetchall()
+    finally:
+        reader.close()
+
+
+async def test_a_cancelled_caller_unwinds_only_after_its_running_write_committed(
+    tmp_path: Path,
+) -> None:
+    path, writer = await _writer(tmp_path)
     started, release = threading.Event(), threading.Event()
 
     def slow_insert(conn: sqlite3.Connection) -> None:
@@ -43,25 +57,15 @@ async def test_a_cancelled_caller_unwinds_only_after_its_running_write_committed
     threading.Timer(0.3, release.set).start()
     with pytest.raises(asyncio.CancelledError):
         await caller
-    reader = connect(path)
-    try:
-        rows = reader.execute("SELECT v FROM t").fetchall()
-    finally:
-        reader.close()
-        await writer.close()
+    rows = _rows(path)  # read at once, as the runner does
+    await writer.close()
     assert rows == [("action",)]
 
 
 async def test_a_cancelled_caller_whose_write_had_not_started_writes_nothing(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "w.db"
-    setup = connect(path)
-    setup.execute("CREATE TABLE t (v TEXT)")
-    setup.commit()
-    setup.close()
-    writer = SqliteWriter(path, on_commit=lambda _: None)
-    await writer.start()
+    path, writer = await _writer(tmp_path)
     started, release = threading.Event(), threading.Event()
 
     def blocker(conn: sqlite3.Connection) -> None:
@@ -80,10 +84,5 @@ async def test_a_cancelled_caller_whose_write_had_not_started_writes_nothing(
         await queued
     release.set()
     await first
-    reader = connect(path)
-    try:
-        rows = reader.execute("SELECT v FROM t").fetchall()
-    finally:
-        reader.close()
-        await writer.close()
-    assert rows == []
+    await writer.close()
+    assert _rows(path) == []
