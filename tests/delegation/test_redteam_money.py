@@ -229,3 +229,36 @@ async def test_shares_that_add_up_past_one_carve_no_more_than_is_left(
         carves = [c.budget_usd or 0 for c in await components.store.list_children(root.id)]
         left = budget - result.turns[0].cost_usd
         assert sum(carves) <= left, f"carved ${sum(carves)} of the ${left} left"
+
+
+async def test_deleting_a_spent_root_keeps_the_trees_ledger_and_leaves_no_orphan(
+    booted: Booter, repo: Path, tmp_path: Path
+) -> None:
+    # A grandchild edits and finishes under a child that delegated to it; the root finishes.
+    child_prompt = delegate({"prompt": edit("notes.txt", "alpha\n", "A\n"), "budget_share": 0.5})
+    prompt = delegate({"prompt": child_prompt, "budget_share": 0.5})
+    async with booted() as components, operator_api(components, tmp_path) as api:
+        store, service = components.store, components.service
+        root = await service.create(
+            support.make_task(repo, prompt), RunOptions(budget_usd=BUDGET, max_turns=50)
+        )
+        await service.run(root.id)
+        (child,) = await store.list_children(root.id)
+        (grandchild,) = await store.list_children(child.id)
+        tree = (root.id, child.id, grandchild.id)
+        spent = {cid: await ledger_spend(store, cid) for cid in tree}
+        assert all(s > 0 for s in spent.values()), spent
+        budget = await store.tree_budget(root.id)
+        assert budget is not None and budget.spent == sum(spent.values())
+
+        deleted = await api.delete(f"/api/conversations/{root.id}")
+        assert deleted.status_code == 200, deleted.text
+        # The ledger still answers for every cent the tree spent.
+        assert {cid: await ledger_spend(store, cid) for cid in tree} == spent
+        # The tree went with its root: no member is left to run outside any tree's budget.
+        for cid in (child.id, grandchild.id):
+            assert (await api.get(f"/api/conversations/{cid}")).status_code == 404
+            again = await api.post(
+                f"/api/conversations/{cid}/messages", json={"text": "go on", "run": True}
+            )
+            assert again.status_code == 404, again.text
