@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from synthorg.domain import TerminationReason
+from synthorg.domain import ConversationRecord, TerminationReason
 from synthorg.gateway.service import Ticket
 from synthorg.server import KeyStore, Role, ServerSettings, create_app
 from synthorg.service.boot import Components
@@ -44,6 +44,20 @@ async def operator_api(components: Components, home: Path) -> AsyncIterator[http
         ) as client,
     ):
         yield client
+
+
+async def _three_generations(
+    components: Components, repo: Path, prompt: str, budget: Decimal
+) -> tuple[ConversationRecord, ConversationRecord, ConversationRecord]:
+    """Runs a root whose child delegates once; the root, its child and its grandchild."""
+    service, store = components.service, components.store
+    root = await service.create(
+        support.make_task(repo, prompt), RunOptions(budget_usd=budget, max_turns=500)
+    )
+    await service.run(root.id)
+    (child,) = await store.list_children(root.id)
+    (grandchild,) = await store.list_children(child.id)
+    return root, child, grandchild
 
 
 async def test_deleting_a_spent_child_does_not_give_its_spend_back_to_the_tree(
@@ -94,12 +108,7 @@ async def test_a_new_run_of_a_delegating_child_does_not_spend_its_carve_again(
     root_budget = Decimal("0.2")
     async with booted() as components, operator_api(components, tmp_path) as api:
         store, service = components.store, components.service
-        root = await service.create(
-            support.make_task(repo, prompt), RunOptions(budget_usd=root_budget, max_turns=500)
-        )
-        await service.run(root.id)
-        (child,) = await store.list_children(root.id)
-        (grandchild,) = await store.list_children(child.id)
+        _, child, grandchild = await _three_generations(components, repo, prompt, root_budget)
         assert child.budget_usd is not None
 
         async def subtree() -> Decimal:
@@ -238,13 +247,8 @@ async def test_deleting_a_spent_root_keeps_the_trees_ledger_and_leaves_no_orphan
     child_prompt = delegate({"prompt": edit("notes.txt", "alpha\n", "A\n"), "budget_share": 0.5})
     prompt = delegate({"prompt": child_prompt, "budget_share": 0.5})
     async with booted() as components, operator_api(components, tmp_path) as api:
-        store, service = components.store, components.service
-        root = await service.create(
-            support.make_task(repo, prompt), RunOptions(budget_usd=BUDGET, max_turns=50)
-        )
-        await service.run(root.id)
-        (child,) = await store.list_children(root.id)
-        (grandchild,) = await store.list_children(child.id)
+        store = components.store
+        root, child, grandchild = await _three_generations(components, repo, prompt, BUDGET)
         tree = (root.id, child.id, grandchild.id)
         spent = {cid: await ledger_spend(store, cid) for cid in tree}
         assert all(s > 0 for s in spent.values()), spent
