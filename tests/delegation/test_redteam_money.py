@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from synthorg.domain import ConversationRecord, TerminationReason
+from synthorg.domain import ConversationRecord, ConversationStatus, TerminationReason
 from synthorg.gateway.service import Ticket
 from synthorg.server import KeyStore, Role, ServerSettings, create_app
 from synthorg.service.boot import Components
@@ -254,6 +254,15 @@ async def test_deleting_a_spent_root_keeps_the_trees_ledger_and_leaves_no_orphan
         assert all(s > 0 for s in spent.values()), spent
         budget = await store.tree_budget(root.id)
         assert budget is not None and budget.spent == sum(spent.values())
+
+        # A member running (here: by its record, as a run in another process shows) holds
+        # the whole tree back.
+        running = grandchild.model_copy(update={"status": ConversationStatus.RUNNING})
+        await store.save_conversation(running)
+        refused = await api.delete(f"/api/conversations/{root.id}")
+        assert refused.status_code == 409 and grandchild.id in refused.text, refused.text
+        assert (await api.get(f"/api/conversations/{root.id}")).status_code == 200
+        await store.save_conversation(grandchild)
 
         deleted = await api.delete(f"/api/conversations/{root.id}")
         assert deleted.status_code == 200, deleted.text
