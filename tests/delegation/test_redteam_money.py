@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from synthorg.domain import TerminationReason
+from synthorg.domain import ConversationRecord, ConversationStatus, TerminationReason
 from synthorg.gateway.service import Ticket
 from synthorg.server import KeyStore, Role, ServerSettings, create_app
 from synthorg.service.boot import Components
@@ -44,6 +44,20 @@ async def operator_api(components: Components, home: Path) -> AsyncIterator[http
         ) as client,
     ):
         yield client
+
+
+async def _three_generations(
+    components: Components, repo: Path, prompt: str, budget: Decimal
+) -> tuple[ConversationRecord, ConversationRecord, ConversationRecord]:
+    """Runs a root whose child delegates once; the root, its child and its grandchild."""
+    service, store = components.service, components.store
+    root = await service.create(
+        support.make_task(repo, prompt), RunOptions(budget_usd=budget, max_turns=500)
+    )
+    await service.run(root.id)
+    (child,) = await store.list_children(root.id)
+    (grandchild,) = await store.list_children(child.id)
+    return root, child, grandchild
 
 
 async def test_deleting_a_spent_child_does_not_give_its_spend_back_to_the_tree(
@@ -94,12 +108,7 @@ async def test_a_new_run_of_a_delegating_child_does_not_spend_its_carve_again(
     root_budget = Decimal("0.2")
     async with booted() as components, operator_api(components, tmp_path) as api:
         store, service = components.store, components.service
-        root = await service.create(
-            support.make_task(repo, prompt), RunOptions(budget_usd=root_budget, max_turns=500)
-        )
-        await service.run(root.id)
-        (child,) = await store.list_children(root.id)
-        (grandchild,) = await store.list_children(child.id)
+        _, child, grandchild = await _three_generations(components, repo, prompt, root_budget)
         assert child.budget_usd is not None
 
         async def subtree() -> Decimal:
@@ -229,3 +238,40 @@ async def test_shares_that_add_up_past_one_carve_no_more_than_is_left(
         carves = [c.budget_usd or 0 for c in await components.store.list_children(root.id)]
         left = budget - result.turns[0].cost_usd
         assert sum(carves) <= left, f"carved ${sum(carves)} of the ${left} left"
+
+
+async def test_deleting_a_spent_root_keeps_the_trees_ledger_and_leaves_no_orphan(
+    booted: Booter, repo: Path, tmp_path: Path
+) -> None:
+    # A grandchild edits and finishes under a child that delegated to it; the root finishes.
+    child_prompt = delegate({"prompt": edit("notes.txt", "alpha\n", "A\n"), "budget_share": 0.5})
+    prompt = delegate({"prompt": child_prompt, "budget_share": 0.5})
+    async with booted() as components, operator_api(components, tmp_path) as api:
+        store = components.store
+        root, child, grandchild = await _three_generations(components, repo, prompt, BUDGET)
+        tree = (root.id, child.id, grandchild.id)
+        spent = {cid: await ledger_spend(store, cid) for cid in tree}
+        assert all(s > 0 for s in spent.values()), spent
+        budget = await store.tree_budget(root.id)
+        assert budget is not None and budget.spent == sum(spent.values())
+
+        # A member running (here: by its record, as a run in another process shows) holds
+        # the whole tree back.
+        running = grandchild.model_copy(update={"status": ConversationStatus.RUNNING})
+        await store.save_conversation(running)
+        refused = await api.delete(f"/api/conversations/{root.id}")
+        assert refused.status_code == 409 and grandchild.id in refused.text, refused.text
+        assert (await api.get(f"/api/conversations/{root.id}")).status_code == 200
+        await store.save_conversation(grandchild)
+
+        deleted = await api.delete(f"/api/conversations/{root.id}")
+        assert deleted.status_code == 200, deleted.text
+        # The ledger still answers for every cent the tree spent.
+        assert {cid: await ledger_spend(store, cid) for cid in tree} == spent
+        # The tree went with its root: no member is left to run outside any tree's budget.
+        for cid in (child.id, grandchild.id):
+            assert (await api.get(f"/api/conversations/{cid}")).status_code == 404
+            again = await api.post(
+                f"/api/conversations/{cid}/messages", json={"text": "go on", "run": True}
+            )
+            assert again.status_code == 404, again.text

@@ -213,21 +213,3 @@ async def test_backends_satisfy_the_protocols(store: Store) -> None:
 
     assert isinstance(store, ConversationStore)
     assert isinstance(store, LedgerStore)
-
-
-async def test_delete_removes_the_ledger_rows_of_the_conversation(store: Store) -> None:
-    from decimal import Decimal
-
-    rec = record()
-    await store.create_conversation(rec)
-    execution = uid("ex")
-    await store.open_execution(
-        execution_id=execution,
-        conversation_id=rec.id,
-        model="m",
-        provider="p",
-        cost_ceiling_usd=Decimal(1),
-    )
-    await store.delete_conversation(rec.id)
-    with pytest.raises(NotFoundError):
-        await store.get_execution(execution)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from store_helpers import record, uid
+import pytest
+from store_helpers import message, record, uid
 
+from synthorg.errors import NotFoundError
 from synthorg.store import Store
 
 
@@ -52,16 +54,9 @@ async def test_ceiling_changes_and_a_conversations_rows(store: Store) -> None:
     assert await store.executions_of(uid()) == []
 
 
-async def test_a_trees_budget_is_its_roots_against_every_run_under_it(store: Store) -> None:
-    root = record(budget_usd=Decimal("2.5"))
-    child = record(parent_id=root.id, root_id=root.id, budget_usd=Decimal("1"))
-    grandchild = record(parent_id=child.id, root_id=root.id, budget_usd=Decimal("0.5"))
-    stranger = record(budget_usd=Decimal("9"))
-    for conversation in (root, child, grandchild, stranger):
-        await store.create_conversation(conversation)
-    costs = {root.id: ["0.1", "0.2"], child.id: ["0.25"], grandchild.id: ["0.125"]}
-    costs[stranger.id] = ["7"]
-    for conversation_id, runs in costs.items():  # several runs each: a resume's spend counts
+async def _spend(store: Store, costs: dict[str, list[str]]) -> None:
+    """One finished run per cost, of each conversation."""
+    for conversation_id, runs in costs.items():
         for cost in runs:
             execution_id = uid("e")
             await store.open_execution(
@@ -74,6 +69,52 @@ async def test_a_trees_budget_is_its_roots_against_every_run_under_it(store: Sto
             await store.record_usage(
                 execution_id, tokens_in=1, tokens_out=1, cost_usd=Decimal(cost)
             )
+
+
+async def _spent(store: Store, conversation_id: str) -> Decimal:
+    return sum((e.cost_usd for e in await store.executions_of(conversation_id)), Decimal(0))
+
+
+async def test_deleting_keeps_the_ledger_and_a_root_takes_its_tree(store: Store) -> None:
+    root = record(budget_usd=Decimal(1))
+    child = record(parent_id=root.id, root_id=root.id)
+    grandchild = record(parent_id=child.id, root_id=root.id)
+    lone = record(parent_id=root.id, root_id=root.id)
+    stranger = record()
+    tree = (root, child, grandchild, lone)
+    for conversation in (*tree, stranger):
+        await store.create_conversation(conversation)
+        await store.append(conversation.id, message(1))
+    costs = {c.id: ["0.5", "0.25"] for c in (*tree, stranger)}
+    await _spend(store, costs)
+    # A child goes alone (its own delegations are not a tree of their own)...
+    await store.delete_conversation(lone.id)
+    assert [c.id for c in await store.list_children(root.id)] == [child.id]
+    # ... and a root goes with every conversation under it.
+    await store.delete_conversation(root.id)
+    for gone in tree:
+        with pytest.raises(NotFoundError):
+            await store.get_conversation(gone.id)
+        assert await store.history(gone.id) == []
+    assert (await store.get_conversation(stranger.id)).id == stranger.id
+    assert len(await store.history(stranger.id)) == 1
+    # Every cent spent is still in the ledger, under its run's conversation id.
+    for conversation_id in costs:
+        assert await _spent(store, conversation_id) == Decimal("0.75")
+    with pytest.raises(NotFoundError):
+        await store.delete_conversation(root.id)
+
+
+async def test_a_trees_budget_is_its_roots_against_every_run_under_it(store: Store) -> None:
+    root = record(budget_usd=Decimal("2.5"))
+    child = record(parent_id=root.id, root_id=root.id, budget_usd=Decimal("1"))
+    grandchild = record(parent_id=child.id, root_id=root.id, budget_usd=Decimal("0.5"))
+    stranger = record(budget_usd=Decimal("9"))
+    for conversation in (root, child, grandchild, stranger):
+        await store.create_conversation(conversation)
+    costs = {root.id: ["0.1", "0.2"], child.id: ["0.25"], grandchild.id: ["0.125"]}
+    costs[stranger.id] = ["7"]
+    await _spend(store, costs)  # several runs each: a resume's spend counts
     for member in (root, child, grandchild):
         budget = await store.tree_budget(member.id)
         assert budget is not None

@@ -58,7 +58,8 @@ class RunService(Protocol):
         ...
 
     async def delete(self, conversation_id: str, *, delete_branch: bool = False) -> None:
-        """Remove the conversation, its events and its worktree; refused while active."""
+        """Remove the conversation, its events and its worktree (a root: its whole tree);
+        refused while active. The gateway's ledger keeps their rows."""
         ...
 
     async def shutdown(self) -> None:

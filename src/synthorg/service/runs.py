@@ -51,7 +51,7 @@ from synthorg.service.options import RunOptions
 from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
-from synthorg.service.tree import ledger_usage, subtree_spend
+from synthorg.service.tree import ledger_usage, members, run_tree, subtree_spend
 from synthorg.store.protocol import ExecutionStatus, Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.errors import GateRefusedError
@@ -412,20 +412,26 @@ class LocalRunService:
             self._runs.end(conversation_id, active)
 
     async def delete(self, conversation_id: str, *, delete_branch: bool = False) -> None:
-        """Remove the conversation, its events and its worktree; refused while active."""
-        if self.is_active(conversation_id):
-            raise ConflictError(f"conversation {conversation_id} is running; cancel it first")
+        """Remove the conversation, its events and its worktree, and with a root its whole
+        delegation tree; refused while any of them is active. The ledger keeps their rows."""
         record = await self.store.get_conversation(conversation_id)
         await self._refuse_tree_member(record)
-        workspace = await self.worktrees.get(conversation_id)
-        if workspace is not None:
-            await self.worktrees.remove(workspace, delete_branch=delete_branch)
+        root = record.root_id is None or record.root_id == record.id
+        tree = await run_tree(self.store, record.id)
+        doomed = members(tree) if root else [tree]
+        for member in doomed:
+            if self.is_active(member.id) or member.status.is_active:
+                raise ConflictError(f"conversation {member.id} is running; cancel it first")
+        for member in doomed:
+            workspace = await self.worktrees.get(member.id)
+            if workspace is not None:
+                await self.worktrees.remove(workspace, delete_branch=delete_branch)
         await self.store.delete_conversation(conversation_id)
 
     async def _refuse_tree_member(self, record: ConversationRecord) -> None:
-        """A delegated child that ran goes only with its root: deleting it alone would drop its
-        ledger rows, and with them its spend from the tree's one budget (the root could spend
-        it again). One that never ran (a delegation undone at spawn) has nothing to drop."""
+        """A delegated child that ran goes only with its root: its ledger rows stay, but the
+        tree's one budget counts them through the child's row (its ``root_id``), so the root
+        could spend them again. One that never ran (a delegation undone at spawn) has none."""
         if record.root_id is None or record.root_id == record.id:
             return
         if not await self.store.executions_of(record.id):

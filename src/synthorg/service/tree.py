@@ -85,6 +85,11 @@ async def run_tree(store: TreeStore, conversation_id: str) -> RunNode:
     return await node(conversation_id, 0)
 
 
+def members(node: RunNode) -> list[RunNode]:
+    """``node`` and everything under it, the node first."""
+    return [node, *(member for child in node.children for member in members(child))]
+
+
 async def subtree_spend(store: TreeStore, conversation_id: str) -> Decimal:
     """What the conversation and everything it delegated spent: what its budget has paid for."""
     return (await run_tree(store, conversation_id)).tree_cost_usd

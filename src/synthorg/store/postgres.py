@@ -57,7 +57,7 @@ from synthorg.store.reconcile import reconcile
 from synthorg.store.schema import VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
 from synthorg.store.tail import LiveTail, TailHub
-from synthorg.store.tree_budget import TREE_COSTS_SQL, read_tree_budget
+from synthorg.store.tree_budget import DELETE_TREE_SQL, TREE_COSTS_SQL, read_tree_budget
 
 _DECODE_IN_THREAD = 500
 _MIGRATION_LOCK = 0x5F0A_5107  # advisory lock key: one migrator at a time per database
@@ -418,17 +418,16 @@ class PostgresStore(PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
 
     async def delete_conversation(self, conversation_id: str) -> None:
         async with self._conn() as conn, conn.transaction():
-            # Events go by the foreign key's cascade; the ledger rows have no foreign key
-            # (the gateway may open an execution before the conversation row exists).
+            # The tree goes with its root; events go by the foreign key's cascade. The ledger
+            # rows stay: money spent is never forgotten (see TREE_MEMBERS_SQL).
             cur = await conn.execute(
-                "DELETE FROM conversations WHERE id = %s RETURNING id", (conversation_id,)
+                DELETE_TREE_SQL.format(mark="%s") + " RETURNING id", (conversation_id,) * 2
             )
-            if await cur.fetchone() is None:
-                raise NotFoundError(f"no conversation {conversation_id}")
-            await conn.execute(
-                "DELETE FROM executions WHERE conversation_id = %s", (conversation_id,)
-            )
-        self._changed(conversation_id, appended=True)  # its followers learn it is gone
+            ids = [row[0] for row in await cur.fetchall()]
+        if conversation_id not in ids:
+            raise NotFoundError(f"no conversation {conversation_id}")
+        for cid in ids:
+            self._changed(cid, appended=True)  # its followers learn it is gone
 
     # -- event log -------------------------------------------------------------------------
 

@@ -149,7 +149,8 @@ class ConversationStore(Protocol):
         ...
 
     async def delete_conversation(self, conversation_id: str) -> None:
-        """Remove the conversation and its events; NotFoundError if unknown."""
+        """Remove the conversation and its events, and with a root its whole tree (every
+        conversation whose ``root_id`` it is); NotFoundError if unknown. Ledger rows are kept."""
         ...
 
     async def append(self, conversation_id: str, event: ConversationEvent) -> StoredEvent:

@@ -40,7 +40,12 @@ from synthorg.store.sqlite_engine import BUSY_TIMEOUT_S, SqliteReaders, SqliteWr
 from synthorg.store.sqlite_eval import SqliteEvalItems
 from synthorg.store.sqlite_idempotency import SqliteIdempotencyKeys
 from synthorg.store.tail import LiveTail, TailHub
-from synthorg.store.tree_budget import TREE_COSTS_SQL, read_tree_budget
+from synthorg.store.tree_budget import (
+    DELETE_TREE_SQL,
+    TREE_COSTS_SQL,
+    TREE_MEMBERS_SQL,
+    read_tree_budget,
+)
 
 _OWNER_COLUMNS = "owner_id, host, pid, since, heartbeat_at, expires_at"
 
@@ -312,16 +317,21 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         return int(await self._readers.run(lambda c: c.execute(sql, params).fetchone()[0]))
 
     async def delete_conversation(self, conversation_id: str) -> None:
-        def work(conn: sqlite3.Connection) -> None:
-            # Events go by the foreign key's cascade; the ledger rows have no foreign key
-            # (the gateway may open an execution before the conversation row exists).
-            cur = conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
-            if cur.rowcount == 0:
+        def work(conn: sqlite3.Connection) -> list[str]:
+            # The tree goes with its root; events go by the foreign key's cascade. The ledger
+            # rows stay: money spent is never forgotten (see TREE_MEMBERS_SQL).
+            ids = [
+                r[0]
+                for r in conn.execute(TREE_MEMBERS_SQL.format(mark="?"), (conversation_id,) * 2)
+            ]
+            if conversation_id not in ids:
                 raise NotFoundError(f"no conversation {conversation_id}")
-            conn.execute("DELETE FROM executions WHERE conversation_id = ?", (conversation_id,))
+            conn.execute(DELETE_TREE_SQL.format(mark="?"), (conversation_id,) * 2)
+            return ids
 
-        await self._writer.submit(work, wakes=conversation_id)
-        self._hub.changed(conversation_id)
+        for cid in await self._writer.submit(work, wakes=conversation_id):
+            self._hub.changed(cid)
+            self._hub.notify(cid)
 
     # -- event log -------------------------------------------------------------------------
 

@@ -20,6 +20,15 @@ TREE_COSTS_SQL = (
 )
 """The cost of every run in the tree of root ``{mark}`` (bound twice)."""
 
+TREE_MEMBERS_SQL = "SELECT id FROM conversations WHERE id = {mark} OR root_id = {mark}"
+"""The conversation ``{mark}`` and, when it is a root, every conversation of its tree (bound twice).
+
+Deleting a conversation deletes these rows together and keeps their ledger rows: the spend stays
+in the ledger under each run's conversation id, and no child is left to run outside a tree."""
+
+DELETE_TREE_SQL = "DELETE FROM conversations WHERE id = {mark} OR root_id = {mark}"
+"""Deletes the rows of ``TREE_MEMBERS_SQL``."""
+
 
 async def read_tree_budget(
     conversation_id: str,

@@ -147,7 +147,8 @@ async def delete_conversation(
     principal: Operator,
     delete_branch: bool = False,
 ) -> Deleted:
-    """Remove the conversation, its events and its worktree; refused while a run is active."""
+    """Remove the conversation, its events and its worktree (a root: its whole delegation tree);
+    refused while a run is active. The ledger keeps every run's spend."""
     record = await state.conversation(conversation_id, principal)
     if state.service.is_active(conversation_id) or record.status.is_active:
         raise ConflictError(
