@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from synthorg.workspace.checkpoints import CheckpointStore
+from synthorg.workspace.objects import refs_under
 from synthorg.workspace.worktrees import WorktreeManager
 
 from .gitfixtures import git, make_repo
@@ -98,3 +99,33 @@ async def test_an_unchanged_worktree_gives_the_same_tree_and_a_change_a_new_one(
     changed = await store.create(ws)
     assert changed.tree != first.tree
     assert git(repo, "show", f"{changed.tree}:a.txt") == "ALPHA\n"
+
+
+async def test_checkpoint_refs_read_in_process_are_the_ones_git_lists(
+    tmp_path: Path, home: Path
+) -> None:
+    # Loose and packed refs, a non-numbered ref and a sibling conversation whose id shares
+    # the prefix: a fresh store numbers on from the conversation's own highest checkpoint.
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    ws = await WorktreeManager(home).create(repo, "conv-refs")
+    first = [await CheckpointStore().create(ws) for _ in range(3)]
+    git(repo, "pack-refs", "--all")
+    git(repo, "update-ref", "refs/synthorg/checkpoints/conv-refs/notes", first[0].sha)
+    git(repo, "update-ref", "refs/synthorg/checkpoints/conv-refs2/9", first[0].sha)
+    git(repo, "update-ref", "refs/synthorg/checkpoints/conv-refs/5", first[0].tree)  # no commit
+    # Read by libgit2 itself (not its fallback to git): every ref under the prefix.
+    names = [
+        name for name, _, _ in refs_under(repo / ".git", "refs/synthorg/checkpoints/conv-refs/")
+    ]
+    assert names == [
+        f"refs/synthorg/checkpoints/conv-refs/{n}" for n in ("0", "1", "2", "5", "notes")
+    ]
+    listed = await CheckpointStore().list(ws)
+    assert listed == await CheckpointStore(in_process=False).list(ws)
+    assert [c.index for c in listed] == [0, 1, 2, 5]
+    assert listed[3].tree == ""
+    assert listed[:3] == first
+    assert (await CheckpointStore().create(ws)).index == 6
+    got = await CheckpointStore().get(ws, 1)
+    assert got == await CheckpointStore(in_process=False).get(ws, 1) == first[1]

@@ -184,3 +184,32 @@ def test_message_is_deterministic_and_bounded() -> None:
     long = SUMMARY.model_copy(update={"title": "word " * 40})
     first_line = commit_message(long).splitlines()[0]
     assert len(first_line) == 72 and first_line.endswith("...")
+
+
+async def test_the_in_process_landing_is_the_commit_git_would_write(
+    tmp_path: Path, home: Path
+) -> None:
+    # Two conversations from the same base, the same edit: libgit2's commit and git
+    # commit-tree's differ only in their timestamps.
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    shapes = []
+    for conversation, in_process in (("conv-lib", True), ("conv-git", False)):
+        ws = await WorktreeManager(home).create(repo, conversation)
+        (ws.path / "app.py").write_text("x = 42\n")
+        gate = CommitGate("Gate Bot", "gate@example.test", in_process=in_process)
+        result = await gate.land(ws, SUMMARY)
+        assert result.committed and result.sha is not None
+        assert git(repo, "rev-parse", f"synthorg/{conversation}").strip() == result.sha
+        raw = git(repo, "cat-file", "commit", result.sha)
+        shapes.append(
+            [
+                " ".join(line.split(" ")[:-2])
+                if line.startswith(("author ", "committer "))
+                else line
+                for line in raw.splitlines()
+            ]
+        )
+    assert shapes[0] == shapes[1]
+    assert shapes[0][-len(EXPECTED_MESSAGE.splitlines()) :] == EXPECTED_MESSAGE.splitlines()
+    git(repo, "fsck", "--strict", "--no-dangling")
