@@ -8,18 +8,9 @@ from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.objects import refs_under
 from synthorg.workspace.worktrees import WorktreeManager
 
-from .gitfixtures import git, make_repo
+from .gitfixtures import commit_shape, git, make_repo
 
 FILES = {".gitignore": b"*.log\n", "a.txt": b"alpha\n", "d/b.txt": b"beta\n"}
-
-
-def _commit_shape(repo: Path, sha: str) -> list[str]:
-    """The commit's header and message, without the two timestamps."""
-    raw = git(repo, "cat-file", "commit", sha)
-    return [
-        " ".join(line.split(" ")[:-2]) if line.startswith(("author ", "committer ")) else line
-        for line in raw.splitlines()
-    ]
 
 
 async def test_in_process_checkpoints_are_the_commits_git_would_write(
@@ -33,8 +24,8 @@ async def test_in_process_checkpoints_are_the_commits_git_would_write(
     by_git = await CheckpointStore(in_process=False).create(ws)
     assert (by_lib.index, by_git.index) == (0, 1)
     assert by_lib.tree == by_git.tree
-    lib_shape = _commit_shape(repo, by_lib.sha)
-    git_shape = _commit_shape(repo, by_git.sha)
+    lib_shape = commit_shape(repo, by_lib.sha)
+    git_shape = commit_shape(repo, by_git.sha)
     # Identical but for the checkpoint number in the message.
     assert lib_shape == [line.replace(" 1 of ", " 0 of ") for line in git_shape]
     assert git(repo, "rev-parse", by_lib.ref).strip() == by_lib.sha

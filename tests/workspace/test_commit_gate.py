@@ -14,7 +14,7 @@ from synthorg.workspace.gate import CommitGate, commit_message
 from synthorg.workspace.models import GateSummary, Workspace
 from synthorg.workspace.worktrees import WorktreeManager
 
-from .gitfixtures import git, index_bytes, make_repo
+from .gitfixtures import commit_shape, git, index_bytes, make_repo
 
 FILES = {".gitignore": b"*.log\n", "app.py": b"x = 1\n", "lib/util.py": b"def f():\n    pass\n"}
 
@@ -201,15 +201,7 @@ async def test_the_in_process_landing_is_the_commit_git_would_write(
         result = await gate.land(ws, SUMMARY)
         assert result.committed and result.sha is not None
         assert git(repo, "rev-parse", f"synthorg/{conversation}").strip() == result.sha
-        raw = git(repo, "cat-file", "commit", result.sha)
-        shapes.append(
-            [
-                " ".join(line.split(" ")[:-2])
-                if line.startswith(("author ", "committer "))
-                else line
-                for line in raw.splitlines()
-            ]
-        )
+        shapes.append(commit_shape(repo, result.sha))
     assert shapes[0] == shapes[1]
     assert shapes[0][-len(EXPECTED_MESSAGE.splitlines()) :] == EXPECTED_MESSAGE.splitlines()
     git(repo, "fsck", "--strict", "--no-dangling")
