@@ -105,18 +105,17 @@ async def test_checkpoint_refs_read_in_process_are_the_ones_git_lists(
     git(repo, "update-ref", "refs/synthorg/checkpoints/conv-refs/notes", first[0].sha)
     git(repo, "update-ref", "refs/synthorg/checkpoints/conv-refs2/9", first[0].sha)
     git(repo, "update-ref", "refs/synthorg/checkpoints/conv-refs/5", first[0].tree)  # no commit
+    prefix = "refs/synthorg/checkpoints/conv-refs/"
+    git(repo, "symbolic-ref", f"{prefix}7", f"{prefix}1")  # listed as what it points at
+    git(repo, "symbolic-ref", f"{prefix}3", "refs/heads/nowhere")  # dangling: left out
     # Read by libgit2 itself (not its fallback to git): every ref under the prefix.
-    names = [
-        name for name, _, _ in refs_under(repo / ".git", "refs/synthorg/checkpoints/conv-refs/")
-    ]
-    assert names == [
-        f"refs/synthorg/checkpoints/conv-refs/{n}" for n in ("0", "1", "2", "5", "notes")
-    ]
+    names = [name for name, _, _ in refs_under(repo / ".git", prefix)]
+    assert names == [f"{prefix}{n}" for n in ("0", "1", "2", "5", "7", "notes")]
     listed = await CheckpointStore().list(ws)
     assert listed == await CheckpointStore(in_process=False).list(ws)
-    assert [c.index for c in listed] == [0, 1, 2, 5]
+    assert [c.index for c in listed] == [0, 1, 2, 5, 7]
     assert listed[3].tree == ""
-    assert listed[:3] == first
-    assert (await CheckpointStore().create(ws)).index == 6
+    assert listed[:3] == first and listed[4].sha == first[1].sha
+    assert (await CheckpointStore().create(ws)).index == 8
     got = await CheckpointStore().get(ws, 1)
     assert got == await CheckpointStore(in_process=False).get(ws, 1) == first[1]

@@ -114,19 +114,23 @@ def refs_under(common_dir: Path, prefix: str) -> list[tuple[str, str, str]]:
     """(name, target, tree) of every ref whose name starts with ``prefix``, as
     ``git for-each-ref --format=%(refname)%00%(objectname)%00%(tree) <prefix>`` lists them
     (tree empty when the target is not a commit). Loose and packed refs of the recorded
-    shared git dir; symbolic refs are skipped (SynthOrg writes none under its prefixes)."""
+    shared git dir; a symbolic ref is listed with what it resolves to, a dangling one left out
+    (as git does)."""
     import pygit2
-    from pygit2.enums import ReferenceType
 
     repo = _open_bare(common_dir)
     try:
         found = []
         for ref in repo.references.iterator():
-            if not ref.name.startswith(prefix) or ref.type != ReferenceType.DIRECT:
+            if not ref.name.startswith(prefix):
                 continue
-            target = repo.get(ref.target)
+            try:
+                oid = ref.resolve().target
+            except KeyError:
+                continue
+            target = repo.get(oid)
             tree = str(target.tree_id) if isinstance(target, pygit2.Commit) else ""
-            found.append((ref.name, str(ref.target), tree))
+            found.append((ref.name, str(oid), tree))
         return sorted(found)
     except (pygit2.GitError, KeyError, ValueError) as exc:
         raise InProcessUnavailable(str(exc)) from exc
