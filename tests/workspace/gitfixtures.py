@@ -69,3 +69,12 @@ def worktree_count(repo: Path) -> int:
     """How many worktrees (main one included) git has registered."""
     out = git(repo, "worktree", "list", "--porcelain")
     return sum(1 for line in out.splitlines() if line.startswith("worktree "))
+
+
+def commit_shape(repo: Path, sha: str) -> list[str]:
+    """The commit's header and message, without the two timestamps."""
+    raw = git(repo, "cat-file", "commit", sha)
+    return [
+        " ".join(line.split(" ")[:-2]) if line.startswith(("author ", "committer ")) else line
+        for line in raw.splitlines()
+    ]

@@ -5,20 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from synthorg.workspace.checkpoints import CheckpointStore
+from synthorg.workspace.objects import refs_under
 from synthorg.workspace.worktrees import WorktreeManager
 
-from .gitfixtures import git, make_repo
+from .gitfixtures import commit_shape, git, make_repo
 
 FILES = {".gitignore": b"*.log\n", "a.txt": b"alpha\n", "d/b.txt": b"beta\n"}
-
-
-def _commit_shape(repo: Path, sha: str) -> list[str]:
-    """The commit's header and message, without the two timestamps."""
-    raw = git(repo, "cat-file", "commit", sha)
-    return [
-        " ".join(line.split(" ")[:-2]) if line.startswith(("author ", "committer ")) else line
-        for line in raw.splitlines()
-    ]
 
 
 async def test_in_process_checkpoints_are_the_commits_git_would_write(
@@ -32,8 +24,8 @@ async def test_in_process_checkpoints_are_the_commits_git_would_write(
     by_git = await CheckpointStore(in_process=False).create(ws)
     assert (by_lib.index, by_git.index) == (0, 1)
     assert by_lib.tree == by_git.tree
-    lib_shape = _commit_shape(repo, by_lib.sha)
-    git_shape = _commit_shape(repo, by_git.sha)
+    lib_shape = commit_shape(repo, by_lib.sha)
+    git_shape = commit_shape(repo, by_git.sha)
     # Identical but for the checkpoint number in the message.
     assert lib_shape == [line.replace(" 1 of ", " 0 of ") for line in git_shape]
     assert git(repo, "rev-parse", by_lib.ref).strip() == by_lib.sha
@@ -98,3 +90,32 @@ async def test_an_unchanged_worktree_gives_the_same_tree_and_a_change_a_new_one(
     changed = await store.create(ws)
     assert changed.tree != first.tree
     assert git(repo, "show", f"{changed.tree}:a.txt") == "ALPHA\n"
+
+
+async def test_checkpoint_refs_read_in_process_are_the_ones_git_lists(
+    tmp_path: Path, home: Path
+) -> None:
+    # Loose and packed refs, a non-numbered ref and a sibling conversation whose id shares
+    # the prefix: a fresh store numbers on from the conversation's own highest checkpoint.
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    ws = await WorktreeManager(home).create(repo, "conv-refs")
+    first = [await CheckpointStore().create(ws) for _ in range(3)]
+    git(repo, "pack-refs", "--all")
+    git(repo, "update-ref", "refs/synthorg/checkpoints/conv-refs/notes", first[0].sha)
+    git(repo, "update-ref", "refs/synthorg/checkpoints/conv-refs2/9", first[0].sha)
+    git(repo, "update-ref", "refs/synthorg/checkpoints/conv-refs/5", first[0].tree)  # no commit
+    prefix = "refs/synthorg/checkpoints/conv-refs/"
+    git(repo, "symbolic-ref", f"{prefix}7", f"{prefix}1")  # listed as what it points at
+    git(repo, "symbolic-ref", f"{prefix}3", "refs/heads/nowhere")  # dangling: left out
+    # Read by libgit2 itself (not its fallback to git): every ref under the prefix.
+    names = [name for name, _, _ in refs_under(repo / ".git", prefix)]
+    assert names == [f"{prefix}{n}" for n in ("0", "1", "2", "5", "7", "notes")]
+    listed = await CheckpointStore().list(ws)
+    assert listed == await CheckpointStore(in_process=False).list(ws)
+    assert [c.index for c in listed] == [0, 1, 2, 5, 7]
+    assert listed[3].tree == ""
+    assert listed[:3] == first and listed[4].sha == first[1].sha
+    assert (await CheckpointStore().create(ws)).index == 8
+    got = await CheckpointStore().get(ws, 1)
+    assert got == await CheckpointStore(in_process=False).get(ws, 1) == first[1]

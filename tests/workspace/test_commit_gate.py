@@ -14,7 +14,7 @@ from synthorg.workspace.gate import CommitGate, commit_message
 from synthorg.workspace.models import GateSummary, Workspace
 from synthorg.workspace.worktrees import WorktreeManager
 
-from .gitfixtures import git, index_bytes, make_repo
+from .gitfixtures import commit_shape, git, index_bytes, make_repo
 
 FILES = {".gitignore": b"*.log\n", "app.py": b"x = 1\n", "lib/util.py": b"def f():\n    pass\n"}
 
@@ -184,3 +184,24 @@ def test_message_is_deterministic_and_bounded() -> None:
     long = SUMMARY.model_copy(update={"title": "word " * 40})
     first_line = commit_message(long).splitlines()[0]
     assert len(first_line) == 72 and first_line.endswith("...")
+
+
+async def test_the_in_process_landing_is_the_commit_git_would_write(
+    tmp_path: Path, home: Path
+) -> None:
+    # Two conversations from the same base, the same edit: libgit2's commit and git
+    # commit-tree's differ only in their timestamps.
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    shapes = []
+    for conversation, in_process in (("conv-lib", True), ("conv-git", False)):
+        ws = await WorktreeManager(home).create(repo, conversation)
+        (ws.path / "app.py").write_text("x = 42\n")
+        gate = CommitGate("Gate Bot", "gate@example.test", in_process=in_process)
+        result = await gate.land(ws, SUMMARY)
+        assert result.committed and result.sha is not None
+        assert git(repo, "rev-parse", f"synthorg/{conversation}").strip() == result.sha
+        shapes.append(commit_shape(repo, result.sha))
+    assert shapes[0] == shapes[1]
+    assert shapes[0][-len(EXPECTED_MESSAGE.splitlines()) :] == EXPECTED_MESSAGE.splitlines()
+    git(repo, "fsck", "--strict", "--no-dangling")

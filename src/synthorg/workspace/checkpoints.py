@@ -12,7 +12,12 @@ from synthorg.workspace.git import GitError, GitOutput, run_git
 from synthorg.workspace.locks import in_process_lock
 from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import Checkpoint, Workspace
-from synthorg.workspace.objects import InProcessUnavailable, RefTaken, commit_and_create_ref
+from synthorg.workspace.objects import (
+    InProcessUnavailable,
+    RefTaken,
+    commit_and_create_ref,
+    refs_under,
+)
 from synthorg.workspace.snapshot import SnapshotIndex, head_sha, open_git, require_git
 
 # Snapshot commits get a fixed identity so they never depend on (or fail for lack of) the
@@ -106,31 +111,31 @@ class CheckpointStore:
     ) -> builtins.list[Checkpoint]:
         """The conversation's checkpoints, oldest first."""
         cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
-        out = await _refs_query(
-            ws,
-            [
-                "for-each-ref",
-                "--format=%(refname)%00%(objectname)%00%(tree)",
-                refs.checkpoint_prefix(cid),
-            ],
-        )
         found: builtins.list[Checkpoint] = []
-        for line in out.text.splitlines():
-            ref, sha, tree = line.split("\0")
+        for ref, sha, tree in await self._refs_under(ws, refs.checkpoint_prefix(cid)):
             tail = ref.rsplit("/", 1)[1]
             if tail.isdigit():
                 found.append(Checkpoint(index=int(tail), sha=sha, tree=tree, ref=ref))
         return sorted(found, key=lambda c: c.index)
 
+    async def _refs_under(self, ws: Workspace, prefix: str) -> builtins.list[builtins.list[str]]:
+        """(name, target, tree) of the refs under ``prefix``: read in-process when possible."""
+        if self.in_process:
+            _, common = require_git(ws)
+            try:
+                return [[name, sha, tree] for name, sha, tree in refs_under(common, prefix)]
+            except InProcessUnavailable:
+                pass
+        out = await _refs_query(
+            ws, ["for-each-ref", "--format=%(refname)%00%(objectname)%00%(tree)", prefix]
+        )
+        return [line.split("\0") for line in out.text.splitlines()]
+
     async def get(self, ws: Workspace, n: int, conversation_id: str | None = None) -> Checkpoint:
         """Checkpoint ``n`` of the conversation, or ``CheckpointNotFoundError``."""
         cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
         ref = refs.checkpoint_ref(cid, n)
-        out = await _refs_query(
-            ws, ["for-each-ref", "--format=%(refname)%00%(objectname)%00%(tree)", ref]
-        )
-        lines = [line.split("\0") for line in out.text.splitlines()]
-        lines = [parts for parts in lines if parts[0] == ref and parts[2]]
+        lines = [parts for parts in await self._refs_under(ws, ref) if parts[0] == ref and parts[2]]
         if not lines:
             raise CheckpointNotFoundError(
                 f"conversation {cid} has no checkpoint {n}; list them to see which exist"

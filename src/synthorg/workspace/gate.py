@@ -19,7 +19,7 @@ from synthorg.workspace.errors import (
 from synthorg.workspace.locks import in_process_lock
 from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import GateResult, GateSummary, Workspace
-from synthorg.workspace.objects import InProcessUnavailable, gitlink_paths
+from synthorg.workspace.objects import InProcessUnavailable, gitlink_paths, write_commit
 from synthorg.workspace.snapshot import SnapshotIndex, open_git
 from synthorg.workspace.views import tree_changes
 
@@ -85,7 +85,10 @@ class CommitGate:
         allowed_patterns: Sequence[str] = DEFAULT_ALLOWED_PATTERNS,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         publisher: Mirrors | None = None,
+        in_process: bool = True,
     ) -> None:
+        self.in_process = in_process
+        """Write the commit with libgit2 (False: ``git commit-tree``, the benchmark's baseline)."""
         self.publisher = publisher
         """Pushes a landed branch of a remote project's worktree to the remote."""
         if max_file_bytes < 1:
@@ -99,6 +102,7 @@ class CommitGate:
             "GIT_COMMITTER_NAME": author_name,
             "GIT_COMMITTER_EMAIL": author_email,
         }
+        self._signature = (author_name, author_email)
 
     def secret_files(self, paths: Sequence[str]) -> list[str]:
         """Those of ``paths`` the gate would refuse to commit."""
@@ -150,13 +154,7 @@ class CommitGate:
             if oversize:
                 raise OversizeFileError(oversize, self.max_file_bytes)
             message = commit_message(summary)
-            parents = ["-p", snap.head] if snap.head else []
-            commit = await checkout.run(
-                ["commit-tree", "--no-gpg-sign", snap.tree, *parents, "-F", "-"],
-                env=self._identity,
-                stdin=message.encode(),
-            )
-            sha = commit.text.strip()
+            sha = await self._commit(checkout, snap.tree, snap.head, message)
             # Compare-and-swap: if HEAD moved under us, fail rather than drop a commit.
             reflog = f"synthorg gate: {summary.task_id}"
             await checkout.run_retrying(["update-ref", "-m", reflog, "HEAD", sha, snap.head or ""])
@@ -176,6 +174,27 @@ class CommitGate:
                 diffstat=stat.text,
                 reason="committed",
             )
+
+    async def _commit(self, checkout: Checkout, tree: str, head: str | None, message: str) -> str:
+        """The landing's commit object (no ref moves yet): in-process, as checkpoints are."""
+        if self.in_process:
+            try:
+                return write_commit(
+                    checkout.dirs.common_dir,
+                    tree=tree,
+                    parents=[head] if head else [],
+                    message=message,
+                    identity=self._signature,
+                )
+            except InProcessUnavailable:
+                pass  # e.g. an object format libgit2 lacks: git commit-tree below
+        parents = ["-p", head] if head else []
+        commit = await checkout.run(
+            ["commit-tree", "--no-gpg-sign", tree, *parents, "-F", "-"],
+            env=self._identity,
+            stdin=message.encode(),
+        )
+        return commit.text.strip()
 
 
 async def _head_ref(checkout: Checkout) -> str:

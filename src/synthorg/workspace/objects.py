@@ -56,14 +56,11 @@ def commit_and_create_ref(
 
     repo = _open_bare(common_dir)
     try:
-        signature = pygit2.Signature(*identity)
-        parents = [pygit2.Oid(hex=parent)] if parent else []
         # git commit-tree -m ends the message with a newline; keep the commits identical.
-        oid = repo.create_commit(
-            None, signature, signature, message + "\n", pygit2.Oid(hex=tree), parents
-        )
-    except (pygit2.GitError, KeyError, ValueError) as exc:
-        raise InProcessUnavailable(str(exc)) from exc
+        oid = _create_commit(repo, tree, [parent] if parent else [], message + "\n", identity)
+    except InProcessUnavailable:
+        repo.free()
+        raise
     try:
         repo.references.create(ref, oid, force=False)
     except pygit2.AlreadyExistsError as exc:
@@ -75,6 +72,70 @@ def commit_and_create_ref(
     finally:
         repo.free()
     return str(oid)
+
+
+def write_commit(
+    common_dir: Path, *, tree: str, parents: list[str], message: str, identity: tuple[str, str]
+) -> str:
+    """Write the commit ``git commit-tree <tree> -p <parent>... -F -`` would (``message``
+    verbatim, ``identity`` as author and committer, now); its sha. No ref is touched.
+    ``InProcessUnavailable`` when libgit2 cannot (the caller runs ``git commit-tree``)."""
+    repo = _open_bare(common_dir)
+    try:
+        return str(_create_commit(repo, tree, parents, message, identity))
+    finally:
+        repo.free()
+
+
+def _create_commit(
+    repo: pygit2.Repository,
+    tree: str,
+    parents: list[str],
+    message: str,
+    identity: tuple[str, str],
+) -> pygit2.Oid:
+    import pygit2
+
+    try:
+        signature = pygit2.Signature(*identity)
+        return repo.create_commit(
+            None,
+            signature,
+            signature,
+            message,
+            pygit2.Oid(hex=tree),
+            [pygit2.Oid(hex=p) for p in parents],
+        )
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+
+
+def refs_under(common_dir: Path, prefix: str) -> list[tuple[str, str, str]]:
+    """(name, target, tree) of every ref whose name starts with ``prefix``, as
+    ``git for-each-ref --format=%(refname)%00%(objectname)%00%(tree) <prefix>`` lists them
+    (tree empty when the target is not a commit). Loose and packed refs of the recorded
+    shared git dir; a symbolic ref is listed with what it resolves to, a dangling one left out
+    (as git does)."""
+    import pygit2
+
+    repo = _open_bare(common_dir)
+    try:
+        found = []
+        for ref in repo.references.iterator():
+            if not ref.name.startswith(prefix):
+                continue
+            try:
+                oid = ref.resolve().target
+            except KeyError:
+                continue
+            target = repo.get(oid)
+            tree = str(target.tree_id) if isinstance(target, pygit2.Commit) else ""
+            found.append((ref.name, str(oid), tree))
+        return sorted(found)
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+    finally:
+        repo.free()
 
 
 UNKNOWN = object()

@@ -9,7 +9,7 @@ from typing import cast
 from synthorg.errors import UsageError
 from synthorg.workspace import refs
 from synthorg.workspace.git import GitError, run_git
-from synthorg.workspace.objects import UNKNOWN, refs_in_process
+from synthorg.workspace.objects import UNKNOWN, InProcessUnavailable, refs_in_process, refs_under
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +129,11 @@ async def delete_refs(cwd: Path, names: list[str]) -> None:
 
 
 async def list_refs(cwd: Path, prefix: str) -> list[str]:
-    """Full names of refs under ``prefix``."""
+    """Full names of refs under ``prefix`` in the shared git dir ``cwd`` (read in-process
+    when libgit2 can)."""
+    try:
+        return [name for name, _, _ in refs_under(cwd, prefix)]
+    except InProcessUnavailable:
+        pass
     out = await run_git(["for-each-ref", "--format=%(refname)", prefix], cwd)
     return out.text.split()
