@@ -53,14 +53,14 @@ async def test_a_watcher_is_told_of_record_changes_only(store: Store) -> None:
         await _exercise(store, watcher)
 
 
-async def test_postgres_watchers_hear_other_processes(
-    store: Store, backend: str, store_url: str
-) -> None:
-    if backend != "postgres":
-        pytest.skip("SQLite has no cross-process notification (docs/server.md)")
-    other = await open_store(store_url)
+@pytest.mark.postgres
+async def test_postgres_watchers_hear_other_processes(pg_schema_url: str) -> None:
+    """Two stores on one database stand for two processes (SQLite has no cross-process
+    notification: docs/server.md), so this runs on PostgreSQL only, by its fixture."""
+    here, other = await open_store(pg_schema_url), await open_store(pg_schema_url)
     try:
-        with store.watch_changes() as watcher:
+        with here.watch_changes() as watcher:
             await _exercise(other, watcher)
     finally:
         await other.close()
+        await here.close()
