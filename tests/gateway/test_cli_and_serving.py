@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from typer.testing import CliRunner
 
 from synthorg.cli.gateway import app as gateway_cli
 from synthorg.gateway.embedded import serve_embedded
+from tests.support import free_port
 
 from .harness import UPSTREAM_MODEL, Harness
 
@@ -44,12 +44,6 @@ def _config(tmp_path: Path) -> Path:
     path = tmp_path / "synthorg.toml"
     path.write_text(CONFIG.format(home=tmp_path / "home"))
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_mint_prints_a_bearer_and_refuses_unbound_models(tmp_path: Path) -> None:
@@ -88,7 +82,7 @@ def test_mint_prints_a_bearer_and_refuses_unbound_models(tmp_path: Path) -> None
 @pytest.mark.slow
 async def test_serve_subprocess_over_tcp_and_unix_socket(tmp_path: Path) -> None:
     config = _config(tmp_path)
-    port, uds = _free_port(), tmp_path / "gw.sock"
+    port, uds = free_port(), tmp_path / "gw.sock"
     token = (
         CliRunner()
         .invoke(gateway_cli, ["mint", "--model", "echo-model", "--config", str(config)])

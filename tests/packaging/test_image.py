@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.packaging.conftest import REPO
-from tests.packaging.test_wheel import _free_port, wait_ready
+from tests.packaging.test_wheel import wait_ready
+from tests.support import free_port
 
 TAG = "localhost/synthorg:test"
 WORK = Path(os.environ.get("SYNTHORG_IMAGE_WORK", "/var/tmp/synthorg-image"))
@@ -112,7 +113,7 @@ def test_doctor_in_the_image_finds_a_working_sandbox(container: str) -> None:
 
 
 def test_serve_in_the_image_answers_ready(container: str) -> None:
-    port = _free_port()
+    port = free_port()
     command = buildah(
         "run", *DECLARED, container, "--",
         "synthorg", "serve", "--host", "127.0.0.1", "--port", str(port),

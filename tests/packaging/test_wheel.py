@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import email.parser
 import signal
-import socket
 import subprocess
 import tarfile
 import time
@@ -16,6 +15,7 @@ import pytest
 
 from synthorg.runtime.files import REQUIRED
 from tests.packaging.conftest import REPO, Installed
+from tests.support import free_port
 
 pytestmark = pytest.mark.packaging
 
@@ -122,12 +122,6 @@ def test_installed_doctor_and_demo_run(installed: Installed) -> None:
     assert "+    return a + b" in demo.stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def wait_ready(url: str, process: subprocess.Popen[str], deadline_s: float) -> dict[str, object]:
     """Poll ``url`` until it answers 200, the process dies, or the deadline passes."""
     deadline = time.monotonic() + deadline_s
@@ -149,7 +143,7 @@ def wait_ready(url: str, process: subprocess.Popen[str], deadline_s: float) -> d
 
 def test_installed_serve_answers_ready_and_stops_on_sigterm(installed: Installed) -> None:
     home = installed.workdir / "home-serve"
-    port = _free_port()
+    port = free_port()
     env = {**installed.env(home), "SYNTHORG_LOG_LEVEL": "INFO"}
     with subprocess.Popen(
         [str(installed.synthorg), "serve", "--host", "127.0.0.1", "--port", str(port)],

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from synthorg.sandbox import (
     SandboxLimits,
     SandboxStreamer,
 )
+from tests.support import free_port
 
 from .helpers import collect, py, request
 
@@ -47,12 +47,6 @@ async def _http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name
     writer.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str) -> None:
     await _http(reader, writer, name)
 
@@ -64,7 +58,7 @@ async def servers(tmp_path: Path) -> AsyncIterator[list[ForwardedEndpoint]]:
     started = []
     endpoints = []
     for name in ("gateway", "mcp"):
-        port = _free_port()  # the local backend listens on the host's loopback
+        port = free_port()  # the local backend listens on the host's loopback
         path = sockets / f"{name}.sock"
         started.append(await asyncio.start_unix_server(functools.partial(_serve, name=name), path))
         endpoints.append(ForwardedEndpoint(name=name, host_socket=path, sandbox_port=port))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from synthorg.server import KeyStore, Role, ServerSettings, create_app
 from synthorg.service.boot import Components
 from synthorg.service.runs import LocalRunService
 from synthorg.store import Store
-from tests.support import hermetic_git
+from tests.support import free_port, hermetic_git
 
 from .helpers import make_repo
 from .real_stack import real_stack, stack_settings
@@ -133,14 +132,6 @@ async def operator(app: FastAPI, keys: Keys) -> AsyncIterator[httpx.AsyncClient]
     """An operator's client."""
     async with client_for(app, keys.operator) as client:
         yield client
-
-
-def free_port() -> int:
-    """A free loopback port."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.asynccontextmanager
