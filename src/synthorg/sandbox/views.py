@@ -140,6 +140,7 @@ def _cp(source: Path, dest: Path, *flags: str) -> subprocess.CompletedProcess[st
             capture_output=True,
             text=True,
             timeout=_LINK_TIMEOUT_S,
+            env={**os.environ, "LC_ALL": "C"},  # _link_tree reads its English error text
         )
     except subprocess.SubprocessError as exc:
         raise OSError(f"cp {' '.join(flags)} {source} failed: {exc}") from exc
