@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from synthorg.domain import Task, new_id
@@ -86,3 +89,25 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+async def until_ready(url: str, exited: Callable[[], str | None], timeout_s: float) -> bool:
+    """Poll ``url``/ready until it answers 200 (True) or ``timeout_s`` passes (False).
+
+    ``exited`` returns None while the server runs, else what it printed: the poll then fails
+    at once with that output instead of waiting out the timeout.
+    """
+    async with httpx.AsyncClient(base_url=url) as client:
+        try:
+            async with asyncio.timeout(timeout_s):
+                while True:
+                    output = exited()
+                    assert output is None, f"server exited: {output}"
+                    try:
+                        if (await client.get("/ready")).status_code == 200:
+                            return True
+                    except httpx.TransportError:
+                        pass
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            return False

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import signal
-import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from tests.distributed.conftest import TemporalServer, temporal_binary
 from tests.distributed.support import TemporalWorld, sandboxes_under, start_worker
 from tests.faults.harness import Proc, branch_tests_pass, check_log, synthorg
 from tests.server.helpers import events
+from tests.support import free_port, until_ready
 
 pytestmark = [pytest.mark.postgres, pytest.mark.bwrap]
 
@@ -34,21 +34,15 @@ def world(tmp_path: Path, pg_schema: str, temporal_server: TemporalServer) -> Te
 
 async def _start_api(world: TemporalWorld) -> tuple[Proc, str]:
     """`synthorg serve` on a free port of the world's config; returned once /ready answers."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     server = await synthorg(world, "serve", "--port", str(port))
     url = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient(base_url=url) as client:
-        async with asyncio.timeout(_RUN_S):
-            while True:
-                assert server.proc.returncode is None, server.output
-                try:
-                    if (await client.get("/ready")).status_code == 200:
-                        return server, url
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.1)
+
+    def exited() -> str | None:
+        return None if server.proc.returncode is None else server.output
+
+    assert await until_ready(url, exited, _RUN_S), f"never ready:\n{server.output}"
+    return server, url
 
 
 async def _until(check: Callable[[], Awaitable[Any]], what: str) -> Any:

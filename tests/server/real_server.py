@@ -17,8 +17,7 @@ from typing import Any, Literal
 import httpx
 
 from synthorg.server import KeyStore, Role
-
-from .conftest import free_port
+from tests.support import free_port, until_ready
 
 HERE = Path(__file__).parent
 
@@ -78,16 +77,13 @@ async def start_server(home: Path, log: Path) -> tuple[subprocess.Popen[bytes], 
     with log.open("ab") as sink:
         proc = _spawn(port, home, sink)
     url = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient(base_url=url) as client:
-        for _ in range(3600):  # up to 3 minutes: imports alone take 20 s on a loaded machine
-            if proc.poll() is not None:
-                raise AssertionError(f"server exited: {log.read_text()[-3000:]}")
-            try:
-                if (await client.get("/ready")).status_code == 200:
-                    return proc, url
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.05)
+
+    def exited() -> str | None:
+        return None if proc.poll() is None else log.read_text()[-3000:]
+
+    # Up to 3 minutes: imports alone take 20 s on a loaded machine.
+    if await until_ready(url, exited, 180.0):
+        return proc, url
     proc.kill()
     raise AssertionError("server never became ready")
 

@@ -169,7 +169,7 @@ async def test_over_tls_the_cookie_is_secure_and_host_bound(
 
     import uvicorn
 
-    from tests.server.conftest import free_port
+    from tests.support import free_port
 
     cert, key = _self_signed(tmp_path)
     port = free_port()

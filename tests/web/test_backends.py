@@ -21,8 +21,8 @@ from fastapi import FastAPI
 from synthorg.server import KeyStore, Role, ServerSettings, create_app
 from synthorg.service.runs import LocalRunService
 from synthorg.store import Store
-from tests.server.conftest import free_port
 from tests.server.real_server import server_env
+from tests.support import free_port
 
 from .conftest import Keys
 from .helpers import new_page, sign_in

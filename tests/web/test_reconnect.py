@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from synthorg.server import KeyStore, Role
-from tests.server.conftest import free_port
 from tests.server.real_server import _spawn
+from tests.support import free_port
 
 from .helpers import api_last_seq, new_page, rendered_seqs, sign_in
 
