@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import partial
 from typing import Any, Literal
 
 import httpx
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from synthorg.gateway.service import Ticket
@@ -106,6 +106,22 @@ async def _send(http: httpx.AsyncClient, body: dict[str, Any]) -> int:
         return response.status_code
 
 
+_EMPTY = Spec(
+    prompt=366,
+    tools=1,
+    cap=10,
+    n=None,
+    stream=False,
+    out_chars=0,
+    usage=False,
+    ending="done",
+    error=None,
+)
+"""An empty answer whose bill (its upper-bound prompt) crosses a $1 ceiling: it kills the run
+without being cut. In a random batch, whether such a request is the one that crosses depends
+on the order the gateway admits the batch in (the property failed on a loaded machine only)."""
+
+
 @settings(
     max_examples=25,
     deadline=None,
@@ -115,6 +131,8 @@ async def _send(http: httpx.AsyncClient, body: dict[str, Any]) -> int:
     ceiling=st.decimals(min_value=Decimal("0.01"), max_value=Decimal(30), places=2),
     batch=st.lists(specs(), min_size=1, max_size=12),
 )
+@example(ceiling=Decimal("1.00"), batch=[_EMPTY])
+@example(ceiling=Decimal("1.00"), batch=[replace(_EMPTY, stream=True)])
 async def test_spend_stays_within_one_reservation_of_the_ceiling(
     fake: FakeHarness, ceiling: Decimal, batch: list[Spec]
 ) -> None:
@@ -149,11 +167,16 @@ def _expected(ticket: Ticket, spec: Spec, record: Record) -> Decimal:
     if spec.error:
         assert ticket.billed_as == "refused"
         return Decimal(0)  # refused by the upstream before generating: not billed
-    if ticket.billed_as == "answered" and (ticket.killed or not record.finished):
+    if ticket.billed_as == "answered" and (
+        spec.usage or not record.finished or ticket.out_bytes < spec.out_chars
+    ):
         # Cut by the gateway at the ceiling: the upper-bound prompt and every byte received
         # (the upstream may have finished writing what the gateway never read: the race
         # hypothesis found; what was never received is covered by the one-request margin).
-        assert ticket.killed and 0 < ticket.out_bytes <= spec.out_chars
+        # Known by what was relayed, not by ``killed``, which marks whichever request's bill
+        # crossed the ceiling: a whole answer too (an empty one failed ``0 < out_bytes``).
+        # A whole answer without usage is billed the same, cut after its last byte or not.
+        assert spec.stream and ticket.killed and 0 < ticket.out_bytes <= spec.out_chars
         return _cost(bounds.unreported(ticket.out_bytes))
     if not record.finished:  # the upstream cut or stalled the stream
         assert ticket.billed_as == "incomplete"
