@@ -25,7 +25,6 @@ import contextlib
 import os
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ import httpx
 import psutil
 import psycopg
 
+from support import free_port
 from synthorg.distributed.client import control, start_run
 from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.worker import connect
@@ -59,12 +59,6 @@ PG = "postgresql://postgres@127.0.0.1:5432/test"
 HEARTBEAT_S = 10.0
 """The run-loop heartbeat timeout (the default): long enough that a loaded worker's
 heartbeats (sent every 2.5 s) never miss it, short enough that failover is seconds."""
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Bench:
@@ -192,7 +186,7 @@ class Api:
         self.url = ""
 
     async def __aenter__(self) -> Api:
-        port = _port()
+        port = free_port()
         env = {**self.bench.env(), "SYNTHORG_HOME": str(self.home)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "synthorg.cli.app", "serve", "--port", str(port), "-c",
@@ -412,7 +406,7 @@ async def main(runs: int, burst: int) -> None:
     with psycopg.connect(PG, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     root = Path(tempfile.mkdtemp(prefix="distbench-"))
-    address = f"127.0.0.1:{_port()}"
+    address = f"127.0.0.1:{free_port()}"
     binary = str(Path(sys.executable).parent / "temporal")
     server = subprocess.Popen(
         [
@@ -425,9 +419,9 @@ async def main(runs: int, burst: int) -> None:
             "--port",
             address.rsplit(":", 1)[1],
             "--http-port",
-            str(_port()),
+            str(free_port()),
             "--metrics-port",
-            str(_port()),
+            str(free_port()),
             "--db-filename",
             str(root / "temporal.db"),
             "--log-level",
