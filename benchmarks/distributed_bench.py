@@ -14,7 +14,7 @@ react loop fixing the demo repository, latency 0 so the control plane is what is
   finished: the overhead an API client sees), then bursts of runs at once: runs/minute and
   CPU seconds per run (every process of ours, their children, the Temporal server).
 
-    uv run python benchmarks/distributed_bench.py [--runs 5] [--burst 6]
+    uv run python benchmarks/distributed_bench.py [--runs 5] [--burst 6] [--failover-only]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import statistics
 import subprocess
@@ -45,6 +46,8 @@ from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.worker import connect
 from synthorg.domain import ActionEvent, Task, new_id
 from synthorg.logging import configure_logging
+from synthorg.sandbox.quota import ROOT_ENV as QUOTA_ROOT_ENV
+from synthorg.sandbox.quota import sweep_stale
 from synthorg.server import KeyStore, Role
 from synthorg.service.boot import boot
 from synthorg.service.demo import DEMO_TASK, create_demo_repo
@@ -79,6 +82,11 @@ class Bench:
             f'task_queue = "{self.queue}"\nheartbeat_timeout_s = {HEARTBEAT_S}\n'
         )
         self.home = root / "home"
+        self.quota = root / "quota"
+        """Its processes' worktree quotas: what a killed worker left is released from here."""
+        self.tmp = root / "tmp"
+        """Their TMPDIR: a killed process's temp dirs (no atexit ran) go with ``root``."""
+        self.tmp.mkdir()
         self.count = 0
         self.workers: list[subprocess.Popen[bytes]] = []
         self.orchestration: list[float] = []
@@ -93,7 +101,8 @@ class Bench:
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
-        env.update(SYNTHORG_HOME=str(self.home), PYTHONPATH=str(ROOT))
+        env.update(SYNTHORG_HOME=str(self.home), PYTHONPATH=str(ROOT), TMPDIR=str(self.tmp))
+        env[QUOTA_ROOT_ENV] = str(self.quota)
         return env
 
     def task(self) -> Task:
@@ -339,6 +348,10 @@ async def failover(bench: Bench) -> float:
     finally:
         await store.close()
         bench.stop_workers()
+        # The killed worker's quota is still mounted over the run's worktree (under the
+        # successor's until that one released it): the sweep a booting process would do.
+        released = sweep_stale(bench.quota)
+        print(f"failover: released {released} quota(s) the killed worker left mounted")
     return first - killed
 
 
@@ -400,7 +413,7 @@ async def through_the_api(bench: Bench, temporal_pid: int, runs: int, burst: int
     bench.stop_workers()
 
 
-async def main(runs: int, burst: int) -> None:
+async def main(runs: int, burst: int, failover_only: bool = False) -> None:
     configure_logging("WARNING")
     schema = f"bench_{secrets.token_hex(4)}"
     with psycopg.connect(PG, autocommit=True) as conn:
@@ -440,6 +453,9 @@ async def main(runs: int, burst: int) -> None:
             except RuntimeError:
                 await asyncio.sleep(0.2)
         print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus")
+        if failover_only:
+            await _failover_round(bench)
+            return
         # Overhead: one at a time, alternating so load drifts hit both alike.
         worker = bench.start_worker()
         embedded_s: list[float] = []
@@ -473,22 +489,41 @@ async def main(runs: int, burst: int) -> None:
             f"{latency[int(len(latency) * 0.95) - 1] * 1000:.0f} ms, max "
             f"{latency[-1] * 1000:.0f} ms over {len(latency)}"
         )
-        gap = await failover(bench)
-        print(
-            f"failover: SIGKILL -> successor's first event {gap:.1f} s "
-            f"(heartbeat timeout {HEARTBEAT_S:g} s; target <= {HEARTBEAT_S + 2:g} s)"
-        )
+        await _failover_round(bench)
     finally:
         bench.stop_workers()
         server.terminate()
         server.wait(30)
         with psycopg.connect(PG, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        _remove(root, bench.quota)
+
+
+async def _failover_round(bench: Bench) -> None:
+    gap = await failover(bench)
+    print(
+        f"failover: SIGKILL -> successor's first event {gap:.1f} s "
+        f"(heartbeat timeout {HEARTBEAT_S:g} s; target <= {HEARTBEAT_S + 2:g} s)"
+    )
+
+
+def _remove(root: Path, quota: Path) -> None:
+    """Delete the bench's dir: quotas released first (a worker killed mid-run, or by an
+    interrupt, left its own mounted), then whatever is still mounted below it unmounted, so
+    rmtree never deletes through a mount (an image, a worktree bind)."""
+    sweep_stale(quota)
+    prefix = f"{root}/"
+    points = [line.split(" ")[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for point in sorted((p for p in points if p.startswith(prefix)), reverse=True):
+        print(f"unmounting a leftover mount: {point}")
+        subprocess.run(["umount", "-l", point], check=False)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--burst", type=int, default=6)
+    parser.add_argument("--failover-only", action="store_true", help="only the failover round")
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.burst))
+    asyncio.run(main(args.runs, args.burst, args.failover_only))
