@@ -21,7 +21,12 @@ import pytest
 import structlog
 
 from synthorg.sandbox.errors import SandboxStartError
-from synthorg.sandbox.quota import WorkspaceQuota, sweep_stale, unavailable_reason
+from synthorg.sandbox.quota import (
+    _MARK_MARGIN_NS,
+    WorkspaceQuota,
+    sweep_stale,
+    unavailable_reason,
+)
 
 FILES = 1500
 DIRS = 30
@@ -251,6 +256,24 @@ def _tree(root: Path) -> dict[str, tuple[str, int, bytes]]:
     return seen
 
 
+def _settle(root: Path) -> None:
+    """Wait until the newest change under root is more than the mark's margin old.
+
+    What changed within ``_MARK_MARGIN_NS`` before the mount's mark is copied back (more,
+    never less; mkfs even rounds the copied ctimes down to the second). Usually mkfs and the
+    mount take longer than that, but not always on an idle host: then an untouched entry
+    was copied too and a "nothing else" check failed for no fault of the copy-back.
+    """
+    newest = max(
+        os.lstat(os.path.join(top, name)).st_ctime_ns
+        for top, dirs, files in os.walk(root)
+        for name in (".", *dirs, *files)
+    )
+    ready = newest + _MARK_MARGIN_NS + 20_000_000  # and a tick of the kernel's coarse clock
+    while time.time_ns() < ready:  # the condition is the clock itself: at most ~70 ms
+        time.sleep(0.005)
+
+
 def test_every_kind_of_change_comes_back_and_nothing_else(tmp_path: Path) -> None:
     """The copy back lists only what changed (by inode and ctime): renames, swaps, deletions,
     type changes and same-size edits with a forged mtime all reach the worktree."""
@@ -269,6 +292,7 @@ def test_every_kind_of_change_comes_back_and_nothing_else(tmp_path: Path) -> Non
     (worktree / "mode").write_text("m\n")
     (worktree / "keep/a/still").write_text("s\n")
     untouched = {p: (worktree / p).stat().st_mtime_ns for p in ("keep/a/still", "keep/a")}
+    _settle(worktree)
     quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
     try:
         (worktree / "x").rename(worktree / "tmp")  # swap two dirs: same paths, other inodes
@@ -331,6 +355,7 @@ def test_a_run_that_changed_nothing_copies_nothing(tmp_path: Path) -> None:
     (worktree / "d").mkdir(parents=True)
     (worktree / "d/f").write_text("f\n")
     times = {p: p.stat().st_mtime_ns for p in (worktree, worktree / "d", worktree / "d/f")}
+    _settle(worktree)
     quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
     try:
         assert (worktree / "d/f").read_text() == "f\n"
