@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -289,6 +290,7 @@ class WorkspaceQuota:
                 self._lock_fd = None
 
     def _release(self) -> None:
+        self._follow_worktree()
         if self.worktree.is_mount():
             if _mounted_from(self.worktree, self.mnt):
                 _run("umount", str(self.worktree))
@@ -308,7 +310,37 @@ class WorkspaceQuota:
             if self.worktree.is_dir():  # a worktree deleted meanwhile gets nothing back
                 self._copy_back()
             _run("umount", str(self.mnt))
+        still = [str(point) for point, _ in _mounts_of(self.image)]
+        if still:  # deleting it would lose what is written there, and leave a dead mount
+            raise SandboxStartError(
+                f"quota image {self.image} is still mounted at {', '.join(still)}; "
+                "kept for a later sweep"
+            )
         _discard(self.dir)
+
+    def _follow_worktree(self) -> None:
+        """Point ``worktree`` at where the image's bind is now, or refuse to release.
+
+        Renaming the worktree or a parent of it (a user moving a project dir, pytest renaming
+        a stale basetemp to ``garbage-*``) takes the bind along: the recorded path is empty
+        or gone, and the run's work is in the image under the new path. Released from the
+        recorded path, the image was deleted while mounted there. A mount of the image that
+        is not a whole bind of it is none of ours: the image stays.
+        """
+        mounts = _mounts_of(self.image)
+        mnt, recorded = Path(os.path.realpath(self.mnt)), Path(os.path.realpath(self.worktree))
+        elsewhere = [(point, top) for point, top in mounts if point != mnt]
+        if not elsewhere or any(point == recorded for point, _ in elsewhere):
+            return
+        if len(elsewhere) == 1 and elsewhere[0][1] == "/":
+            log.warning("sandbox.quota_worktree_moved", dir=str(self.dir),
+                        recorded=str(self.worktree), now=str(elsewhere[0][0]))  # fmt: skip
+            self.worktree = elsewhere[0][0]
+            return
+        raise SandboxStartError(
+            f"quota image {self.image} is mounted at {', '.join(str(p) for p, _ in elsewhere)}, "
+            f"not over its worktree {self.worktree}; left mounted for a later sweep"
+        )
 
     def _copy_back(self) -> None:
         # --checksum: compare content, never size+mtime, which the sandbox sets (a same-size
@@ -362,6 +394,32 @@ def _mounted_from(path: Path, source: Path) -> bool:
         return os.stat(path).st_dev == os.stat(source).st_dev and source.is_mount()
     except OSError:
         return False
+
+
+def _mounts_of(image: Path) -> list[tuple[Path, str]]:
+    """(mount point, root inside the filesystem) of every mount of ``image`` in this mount
+    namespace: /proc/self/mountinfo's lines on a loop device whose backing file it is."""
+    target = os.path.realpath(image)
+    devices = set()
+    for block in Path("/sys/block").glob("loop*"):
+        try:
+            if (block / "loop" / "backing_file").read_text().rstrip("\n") == target:
+                devices.add((block / "dev").read_text().strip())
+        except OSError:  # not attached, or detached meanwhile
+            continue
+    if not devices:
+        return []
+    mounts = []
+    for line in Path("/proc/self/mountinfo").read_bytes().splitlines():
+        fields = line.split(b" ")
+        if fields[2].decode() in devices:
+            mounts.append((Path(_unescape(fields[4])), _unescape(fields[3])))
+    return mounts
+
+
+def _unescape(field: bytes) -> str:
+    """A mountinfo path: the kernel writes space, tab, newline and backslash as ``\\ooo``."""
+    return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), field))
 
 
 def _claim_stale(entry: Path) -> tuple[int, Path] | None:
