@@ -76,7 +76,7 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from run_task import RunSpec, build_conversation, prepare_environment
 spec = RunSpec.model_validate_json(sys.stdin.readline())
-prepare_environment(spec)  # the env the SDK reads at import, as run_task.py sets it
+prepare_environment()  # the env the SDK reads at import, as run_task.py sets it
 import openhands.sdk, openhands.tools.file_editor, openhands.tools.terminal
 stamps.append(["sdk_imported", time.time()])
 import_cpu = time.process_time()  # this process's CPU so far: the interpreter and the imports

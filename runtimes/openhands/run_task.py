@@ -69,7 +69,7 @@ class RunSpec(BaseModel):
     )
 
 
-def prepare_environment(spec: RunSpec) -> None:
+def prepare_environment() -> None:
     """Env the SDK reads at import: no network price fetch, throwaway HOME, private tmux."""
     scratch = tempfile.mkdtemp(prefix="openhands-run-")
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
@@ -82,6 +82,14 @@ def prepare_environment(spec: RunSpec) -> None:
     # wraps every command's output in bracketed-paste escapes.
     with open(os.path.join(os.environ["HOME"], ".inputrc"), "w") as inputrc:
         inputrc.write("set enable-bracketed-paste off\n")
+
+
+def import_sdk() -> None:
+    """Import what build_conversation needs before the spec is read (nothing here depends on
+    it): the ~5 s import is then paid while a pooled sandbox waits for its run, not after."""
+    import openhands.sdk
+    import openhands.tools.file_editor
+    import openhands.tools.terminal  # noqa: F401
 
 
 def sdk_conversation_id(raw: str) -> uuid.UUID:
@@ -385,12 +393,13 @@ def main() -> int:
     writer = claim_stdout()
     # `kill -USR1 <pid>` dumps every thread's stack to stderr: how to diagnose a hung run.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    prepare_environment()
+    import_sdk()
     try:
         spec = RunSpec.model_validate_json(sys.stdin.readline())
     except ValidationError as exc:
         writer.emit({"kind": "error", "code": "invalid_spec", "content": str(exc)})
         return 2
-    prepare_environment(spec)
     translator = Translator()
     drivers: list[Driver] = []  # the callback exists before the driver does
     conversation = build_conversation(spec, lambda event: drivers[0].on_event(event))
