@@ -59,9 +59,12 @@ class _Slot:
 class SandboxPool:
     """A SandboxRunner over BwrapSandbox: runs take pre-started slots (``size`` per launch)."""
 
-    def __init__(self, sandbox: BwrapSandbox, size: int, root: Path | None = None) -> None:
+    def __init__(
+        self, sandbox: BwrapSandbox, size: int, *, refill: bool = True, root: Path | None = None
+    ) -> None:
         self._sandbox = sandbox
         self.size = size
+        self._refill = refill  # False: what was warmed serves, nothing replaces it (one run)
         self._root = (root or view_root()) / "pool"
         self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
         _sweep(self._root)
@@ -72,12 +75,18 @@ class SandboxPool:
         self.served = 0
         """Runs that took a slot (tests and benchmarks read it)."""
 
-    def refusal(self, request: SandboxRequest) -> str | None:
-        """Why a slot cannot serve request (None when one can)."""
+    def launch_refusal(self, request: SandboxRequest) -> str | None:
+        """Why no slot can be started for request's launch (None when one can)."""
         if self._sandbox.quota_unavailable is not None or request.limits.disk_bytes is None:
             return "no worktree quota (the slot's worktree mount is its quota image)"
         if self._sandbox.identity.mode is not IdentityMode.DROPPED:
             return "the sandbox does not run as the sandbox user (ext4's reserve is root's)"
+        return None
+
+    def refusal(self, request: SandboxRequest) -> str | None:
+        """Why a slot cannot serve request (None when one can)."""
+        if (refusal := self.launch_refusal(request)) is not None:
+            return refusal
         if request.state_dir is None or not same_filesystem(request.state_dir):
             return "the state dir cannot be moved into the view dir"
         try:
@@ -91,7 +100,7 @@ class SandboxPool:
 
     def warm(self, request: SandboxRequest) -> None:
         """Start slots in the background until ``size`` exist for request's launch."""
-        if self._closed or self.size <= 0:
+        if self._closed or self.size <= 0 or self.launch_refusal(request) is not None:
             return
         key = launch_key(request)
         missing = self.size - len(self._idle.get(key, ())) - self._starting.get(key, 0)
@@ -148,7 +157,7 @@ class SandboxPool:
     ) -> AsyncIterator[SandboxProcess]:
         refusal = self.refusal(request)
         slot = self._take(request) if refusal is None else None
-        if refusal is None:
+        if refusal is None and self._refill:
             self.warm(request)  # the replacement starts now: a used slot never comes back
         if slot is None:
             log.debug("sandbox.pool_miss", reason=refusal or "no slot ready")
