@@ -37,6 +37,7 @@ from synthorg.sandbox.identity import IdentityMode
 from synthorg.sandbox.process import ManagedProcess
 from synthorg.sandbox.protocol import SandboxProcess, SandboxRequest
 from synthorg.sandbox.quota import PoolTooSmall, held
+from synthorg.sandbox.quota import _alive as alive
 from synthorg.sandbox.views import same_filesystem, view_root
 
 log = get_logger(__name__)
@@ -224,15 +225,6 @@ def _sweep(root: Path) -> None:
     with contextlib.suppress(OSError):
         for entry in root.iterdir():
             pid = entry.name.partition("-")[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not alive(int(pid)):
                 shutil.rmtree(entry, ignore_errors=True)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

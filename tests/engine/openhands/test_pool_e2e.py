@@ -43,13 +43,8 @@ async def test_a_pooled_sandbox_serves_one_openhands_run(
         assert replacement.process.pid != slot.process.pid and replacement.process.exit is None
     assert result.termination_reason is TerminationReason.COMPLETED, result.error
     assert result.branch is not None
-    seen = subprocess.run(
-        ["git", "show", f"{result.branch}:mountinfo.txt"],
-        cwd=demo_repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    git = ["git", "-C", str(demo_repo), "show", f"{result.branch}:mountinfo.txt"]
+    seen = subprocess.run(git, capture_output=True, text=True, check=True).stdout
     assert " /state " in seen and " /workspace " in seen and "/dev/loop" in seen, seen
     for secret in (str(home), record.id, "/openhands/", "/pool/", str(openhands_runtime.venv_path)):
         assert secret not in seen, (secret, seen)
