@@ -136,3 +136,23 @@ async def test_a_pooled_sandbox_is_the_non_pooled_one_and_serves_one_run(
         # The same quota: the room left in the worktree is a cold start's.
         assert abs(seen["disk_bytes"] - cold["disk_bytes"]) <= cold["disk_bytes"] // 50
     assert "/workspace" in cold["mountinfo"] and "/dev/loop" in cold["mountinfo"]
+
+
+async def test_a_run_waits_for_a_slot_still_starting_rather_than_start_another(
+    bwrap: BwrapSandbox, tmp_path: Path
+) -> None:
+    pool = SandboxPool(bwrap, size=1, refill=False)  # as `synthorg run` keeps it
+    try:
+        worktree, state = _worktree(tmp_path, "only"), _state(tmp_path, "only")
+        req = request(
+            worktree,
+            py(PROBE),
+            state_dir=state,
+            limits=SandboxLimits(wall_timeout_s=120, disk_bytes=64 * 1024**2),
+        )
+        pool.warm(req)  # its start has not even begun when the run comes
+        seen = await _run(pool, worktree, state, "only")
+        assert pool.served == 1 and seen["spec"] == {"run": "only"}
+        assert not any(pool._idle.values())  # nothing replaced it
+    finally:
+        await pool.close()

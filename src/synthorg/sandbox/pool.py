@@ -70,7 +70,7 @@ class SandboxPool:
         self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
         _sweep(self._root)
         self._idle: dict[str, list[_Slot]] = {}
-        self._starting: dict[str, int] = {}
+        self._starting: dict[str, set[asyncio.Task[None]]] = {}  # per launch key
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
         self.served = 0
@@ -104,12 +104,12 @@ class SandboxPool:
         if self._closed or self.size <= 0 or self.launch_refusal(request) is not None:
             return
         key = launch_key(request)
-        missing = self.size - len(self._idle.get(key, ())) - self._starting.get(key, 0)
-        for _ in range(missing):
-            self._starting[key] = self._starting.get(key, 0) + 1
+        starting = self._starting.setdefault(key, set())
+        for _ in range(self.size - len(self._idle.get(key, ())) - len(starting)):
             task = asyncio.get_running_loop().create_task(self._start_slot(key, request))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            for tasks in (self._tasks, starting):
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
 
     async def _start_slot(self, key: str, request: SandboxRequest) -> None:
         token = secrets.token_hex(8)
@@ -136,8 +136,6 @@ class SandboxPool:
             log.warning("sandbox.pool_start_failed", error=str(exc))
             shutil.rmtree(slot_dir, ignore_errors=True)
             return
-        finally:
-            self._starting[key] -= 1
         if self._closed:
             await _discard(_Slot(slot_dir, process))
             return
@@ -157,9 +155,15 @@ class SandboxPool:
         self, request: SandboxRequest, first_line: str
     ) -> AsyncIterator[SandboxProcess]:
         refusal = self.refusal(request)
-        slot = self._take(request) if refusal is None else None
-        if refusal is None and self._refill:
-            self.warm(request)  # the replacement starts now: a used slot never comes back
+        slot = None
+        if refusal is None:
+            slot = self._take(request)
+            starting = self._starting.get(launch_key(request))
+            if slot is None and starting:  # a slot already starting is ahead of a cold start
+                await asyncio.wait(set(starting), return_when=asyncio.FIRST_COMPLETED)
+                slot = self._take(request)
+            if self._refill:
+                self.warm(request)  # the replacement starts now: a used slot never comes back
         if slot is None:
             log.debug("sandbox.pool_miss", reason=refusal or "no slot ready")
             async with self._sandbox.stream(request, first_line) as process:
@@ -227,4 +231,3 @@ def _sweep(root: Path) -> None:
             pid = entry.name.partition("-")[0]
             if pid.isdigit() and not alive(int(pid)):
                 shutil.rmtree(entry, ignore_errors=True)
-
