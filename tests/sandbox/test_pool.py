@@ -156,3 +156,26 @@ async def test_a_run_waits_for_a_slot_still_starting_rather_than_start_another(
         assert not any(pool._idle.values())  # nothing replaced it
     finally:
         await pool.close()
+
+
+async def test_a_worktree_too_large_for_the_slot_starts_cold(
+    bwrap: BwrapSandbox, tmp_path: Path
+) -> None:
+    pool = SandboxPool(bwrap, size=1)
+    try:
+        worktree, state = _worktree(tmp_path, "large"), _state(tmp_path, "large")
+        (worktree / "big.bin").write_bytes(b"x" * 6 * 1024**2)  # past the slot's image
+        limits = SandboxLimits(wall_timeout_s=120, disk_bytes=1024**2)
+        req = request(worktree, py(PROBE), state_dir=state, limits=limits, conversation_id="l")
+        pool.warm(req)
+        await pool.settle()
+        (slot,) = [s for slots in pool._idle.values() for s in slots]
+        lines: list[str] = []
+        async with pool.stream(req, json.dumps({"run": "large"})) as proc:
+            lines += [line async for line in proc]
+        assert proc.exit is not None and proc.exit.returncode == 0, (lines, proc.exit)
+        assert pool.served == 0 and proc.pid != slot.process.pid  # a cold sandbox served it
+        assert slot.process.exit is not None  # the slot was never handed out, and is gone
+        assert (worktree / "written.txt").read_text() == "large"
+    finally:
+        await pool.close()
