@@ -70,6 +70,10 @@ _MOUNT_OPTIONS = "loop,nosuid,nodev,noatime,noinit_itable"  # no atime or itable
 _MAX_REL = 3072
 
 
+class PoolTooSmall(SandboxStartError):
+    """A pooled sandbox's quota image is too small for the worktree it was to be given."""
+
+
 def quota_root() -> Path:
     """Where images and records live on this host."""
     return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
@@ -217,6 +221,53 @@ class WorkspaceQuota:
             (self.mnt / "lost+found").rmdir()
         self._record_inodes()
         _run("mount", "--bind", str(self.mnt), str(self.worktree))
+
+    def adopt(self, worktree: Path, allowance: int) -> None:
+        """Move this quota, mounted over a pooled sandbox's empty slot dir, onto worktree.
+
+        The end state of ``mount(worktree, allowance)``: the image holds the worktree's tree,
+        its inodes are recorded, it is bound over the worktree; the slot's bind is detached
+        (the sandbox's own /workspace mount of the image stays). The slot's image was made
+        larger than any run's (its size is not known in advance, and the kernel refuses an
+        online grow without CAP_SYS_RESOURCE): ext4's root-reserved blocks leave the sandbox
+        the room mount's image would (its user is not root and has no CAP_SYS_RESOURCE, so it
+        cannot use them; the pool refuses a sandbox that runs as root). PoolTooSmall, with
+        nothing changed, when the worktree does not fit.
+        """
+        slot, worktree = self.worktree, worktree.resolve()
+        with _path_lock(worktree):
+            if worktree in _HELD:
+                raise SandboxStartError(f"{worktree} already has a quota in this process")
+            want = max(int(_usage(worktree) * _OVERHEAD) + allowance + _SLACK, _MIN_IMAGE)
+            if want > self.size:
+                raise PoolTooSmall(
+                    f"the worktree needs a {want} B image, the slot has {self.size} B"
+                )
+            st = os.stat(worktree)
+            _run("cp", "-a", "--", f"{worktree}/.", f"{self.mnt}/")
+            os.chown(self.mnt, st.st_uid, st.st_gid)
+            os.chmod(self.mnt, st.st_mode & 0o7777)
+            self._reserve(want)
+            self.worktree = worktree
+            self._record()  # from here a sweep copies the image back onto the worktree
+            self._record_inodes()
+            _run("mount", "--bind", str(self.mnt), str(worktree))
+            _run("umount", "-l", str(slot))  # busy: the sandbox's bwrap has its cwd there
+            with _path_lock(slot):
+                if _HELD.get(slot) is self:
+                    del _HELD[slot]
+            _HELD[worktree] = self
+
+    def _reserve(self, want: int) -> None:
+        """Reserve the blocks past a ``want``-byte image's for root (ext4 reads the count
+        live; tune2fs writes it through the loop device's own cache). Only the count: another
+        reserved uid would show in the mount's options, where mount reads it."""
+        st, vfs = os.stat(self.mnt), os.statvfs(self.mnt)
+        loop = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}").resolve().name
+        # statvfs' total excludes ext4's overhead, which grows with the image: reserve the
+        # same share of it, so what is left is what an image of ``want`` bytes would leave.
+        blocks = vfs.f_blocks * (self.size - want) // self.size
+        _run("tune2fs", "-r", str(blocks), f"/dev/{loop}")
 
     def _record_inodes(self) -> None:
         """The image as mkfs made it: each path's inode, and a mark on the kernel's clock.
@@ -376,6 +427,11 @@ def _discard(dir: Path) -> None:
         return
     # Not a daemon: a process that exits normally finishes the delete first.
     threading.Thread(target=shutil.rmtree, args=(trash, True), name="quota-discard").start()
+
+
+def held(worktree: Path) -> bool:
+    """Whether a sandbox of this process already has a quota over worktree."""
+    return worktree.resolve() in _HELD
 
 
 _HELD: dict[Path, WorkspaceQuota] = {}
