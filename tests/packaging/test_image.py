@@ -111,8 +111,7 @@ def test_doctor_in_the_image_finds_a_working_sandbox(container: str) -> None:
     bwrap_line = next(line for line in result.stdout.splitlines() if "bubblewrap" in line)
     assert " ok " in bwrap_line, result.stdout
     # Built without the runtime, the image has no uv: doctor says how to get the runtime.
-    runtime_line = next(line for line in result.stdout.splitlines() if "openhands" in line)
-    assert "WITH_OPENHANDS=1" in runtime_line, result.stdout
+    assert "WITH_OPENHANDS=1" in result.stdout, result.stdout
 
 
 def test_serve_in_the_image_answers_ready(container: str) -> None:
