@@ -7,6 +7,8 @@ Every variant builds the same hash-pinned lock into a scratch ``SYNTHORG_HOME`` 
 - ``uv warm``: the same cache again, into a fresh home (what a rebuild after a lock change of a
   few packages, or a second machine user, pays);
 - ``unchanged``: the home already holds the build (what `bootstrap.sh --tests` pays each time);
+- ``unchanged CLI``: the same, as the whole ``synthorg runtime build openhands`` command
+  (interpreter start, imports and the sandbox view's check included);
 - ``pip`` (the baseline, ~10 min here; ``--no-pip`` skips it): the previous builder, the
   new venv's own pip with ``--require-hashes --no-deps`` and an empty pip cache.
 
@@ -29,9 +31,31 @@ from synthorg.runtime.openhands import find_base_python
 
 
 def timed_build(home: Path, cache: Path) -> float:
+    """Build into ``home``; print how long each phase ran (from the progress lines)."""
     os.environ["UV_CACHE_DIR"] = str(cache)
+    marks: list[tuple[str, float]] = []
+
+    def on_output(line: str) -> None:
+        phase = line[1 : line.find("]")] if line.startswith("[") else ""
+        if phase and (not marks or marks[-1][0] != phase):
+            marks.append((phase, time.monotonic()))
+
     started = time.monotonic()
-    build_runtime(home)
+    build_runtime(home, on_output)
+    ended = time.monotonic()
+    spans = zip(marks, [*(at for _, at in marks[1:]), ended], strict=True)
+    if marks:
+        print("  " + ", ".join(f"{name} {end - at:.1f} s" for (name, at), end in spans))
+    return ended - started
+
+
+def timed_cli(home: Path, cache: Path) -> float:
+    env = {**os.environ, "SYNTHORG_HOME": str(home), "UV_CACHE_DIR": str(cache)}
+    started = time.monotonic()
+    subprocess.run(
+        [str(Path(sys.executable).with_name("synthorg")), "runtime", "build", "openhands"],
+        check=True, env=env, capture_output=True,
+    )  # fmt: skip
     return time.monotonic() - started
 
 
@@ -63,6 +87,7 @@ def main() -> None:
             "uv cold": timed_build(scratch / "home-cold", cache),
             "uv warm": timed_build(scratch / "home-warm", cache),
             "unchanged": timed_build(scratch / "home-warm", cache),
+            "unchanged CLI": timed_cli(scratch / "home-warm", cache),
         }
         if not args.no_pip:
             rows["pip (previous)"] = timed_pip(scratch)

@@ -110,6 +110,8 @@ def test_doctor_in_the_image_finds_a_working_sandbox(container: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     bwrap_line = next(line for line in result.stdout.splitlines() if "bubblewrap" in line)
     assert " ok " in bwrap_line, result.stdout
+    # Built without the runtime, the image has no uv: doctor says how to get the runtime.
+    assert "WITH_OPENHANDS=1" in result.stdout, result.stdout
 
 
 def test_serve_in_the_image_answers_ready(container: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.errors import BoundaryError
-from synthorg.runtime.installer import find_uv, install_step, run_step, venv_step
+from synthorg.runtime.installer import _Counts, find_uv, install_step, run_step, venv_step
 from synthorg.runtime.openhands import find_base_python
 
 
@@ -62,6 +62,9 @@ def test_install_reports_each_phase_and_compiles_bytecode(tmp_path: Path) -> Non
     for phase in ("resolve", "compile", "verify"):
         assert phase in phases, lines
     assert any("Bytecode compiled" in line for line in lines), lines
+    # Counted from uv's trace lines, which are never relayed themselves.
+    assert "[download] 1 of 1" in lines and "[install] 1 of 1" in lines, lines
+    assert not any(" DEBUG " in line or " TRACE " in line for line in lines), lines
     out = subprocess.run(
         [str(python), "-c", "import tinypkg; print(tinypkg.VALUE)"],
         capture_output=True,
@@ -83,3 +86,21 @@ def test_a_wrong_hash_is_refused_and_nothing_is_installed(tmp_path: Path) -> Non
     assert "hash" in str(caught.value).lower()
     probe = subprocess.run([str(python), "-c", "import tinypkg"], capture_output=True, check=False)
     assert probe.returncode != 0
+
+
+def test_counts_are_shown_at_every_tenth_not_for_every_package() -> None:
+    counts = _Counts()
+    counts.feed("Resolved 185 packages in 4.52s")
+    for n in range(185):
+        counts.feed(f"DEBUG Identified uncached distribution: p{n}==1")
+    shown = [
+        line
+        for n in range(185)
+        if (line := counts.feed(f"TRACE Released lock at `/c/wheels-v8/pypi/p{n}/1.lock`"))
+    ]
+    assert shown[0] == "[download] 18 of 185" and shown[-1] == "[download] 185 of 185"
+    assert len(shown) == 11  # 18, 36, ... 180, then the last
+    installed = [
+        counts.feed(f'TRACE Extracted wheel files name=PackageName("p{n}")') for n in range(185)
+    ]
+    assert [line for line in installed if line][-1] == "[install] 185 of 185"

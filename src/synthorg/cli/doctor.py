@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from synthorg.cli.common import console
-from synthorg.errors import SynthOrgError
+from synthorg.errors import ConfigError, SynthOrgError
 from synthorg.sandbox.protocol import BoundaryStatus
 from synthorg.settings import Settings, section
 
@@ -177,17 +177,23 @@ def check_store(settings: Settings) -> list[CheckResult]:
 
 def check_openhands_runtime(settings: Settings) -> list[CheckResult]:
     """Whether the OpenHands runtime venv is built for the current lockfile."""
+    from synthorg.runtime.installer import find_uv
     from synthorg.runtime.openhands import runtime_status
 
     status = runtime_status(settings.home)
     if status.built:
         return [CheckResult("openhands runtime", Level.OK, f"built at {status.venv_path}")]
+    try:
+        find_uv()
+        fix = "synthorg runtime build openhands"
+    except ConfigError as exc:  # the all-in-one image without the runtime ships no uv
+        fix = str(exc)
     return [
         CheckResult(
             "openhands runtime",
             Level.WARN,
             f"not built (lock {status.lock_hash}); the openhands loop is unavailable",
-            "synthorg runtime build openhands",
+            fix,
         )
     ]
 

@@ -37,6 +37,15 @@ _PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^Bytecode compiled"), "verify"),
 )
 
+# uv's trace lines (``-vv``) that mark one package done: the counts of "download n of m" and
+# "install n of N". Only counted, never shown; a uv that words them otherwise loses the
+# counts, not the phases.
+_RESOLVED = re.compile(r"^Resolved (\d+) packages?")
+_UNCACHED = re.compile(r"^DEBUG Identified uncached distribution: ")
+_FETCHED = re.compile(r"^TRACE Released lock at `.*/wheels-v\d+/.*\.lock`")
+_EXTRACTED = re.compile(r"^TRACE Extracted wheel files ")
+_TRACING = ("DEBUG ", "TRACE ", "WARN ", "INFO ")
+
 
 @dataclass(frozen=True)
 class Step:
@@ -59,7 +68,10 @@ def find_uv() -> Path:
         candidate = Path(directory) / "uv"
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
-    raise ConfigError("uv is needed to build runtimes: `pip install uv` (or reinstall synthorg)")
+    raise ConfigError(
+        "uv is needed to build runtimes: `pip install uv` into synthorg's environment or put "
+        "uv on PATH (the all-in-one image ships it only when built with WITH_OPENHANDS=1)"
+    )
 
 
 def venv_step(uv: Path, base_python: Path, target: Path) -> Step:
@@ -78,6 +90,7 @@ def install_step(uv: Path, lockfile: Path, venv_python: Path) -> Step:
         str(uv),
         "pip",
         "install",
+        "-vv",  # per-package trace lines: the download and install counts (_Counts)
         "--require-hashes",
         "--no-deps",
         "--compile-bytecode",
@@ -121,13 +134,49 @@ def _relay(
     reader = threading.Thread(target=_pump, args=(stream, lines), daemon=True)
     reader.start()
     tail: list[str] = []
+    counts = _Counts()
     while (line := _next_line(lines, phase, started, on_output)) is not None:
+        if line.startswith(_TRACING):
+            if (progress := counts.feed(line)) is not None:
+                on_output(progress)
+            continue
+        counts.feed(line)
         tail = [*tail[-19:], line]
         phase = _phase_of(line, phase)
         if not line.startswith(" + "):  # uv lists every installed package: too much to show
             on_output(f"[{phase}] {line}")
     reader.join()
     return phase, tail
+
+
+@dataclass
+class _Counts:
+    """Packages fetched and installed so far, read from uv's trace lines."""
+
+    total: int = 0
+    to_fetch: int = 0
+    fetched: int = 0
+    installed: int = 0
+
+    def feed(self, line: str) -> str | None:
+        """Count ``line``; a progress line to show at every tenth of the way, else None."""
+        if resolved := _RESOLVED.search(line):
+            self.total = int(resolved[1])
+        elif _UNCACHED.search(line):
+            self.to_fetch += 1
+        elif _FETCHED.search(line):
+            self.fetched += 1
+            return _every_tenth("download", self.fetched, self.to_fetch)
+        elif _EXTRACTED.search(line):
+            self.installed += 1
+            return _every_tenth("install", self.installed, self.total)
+        return None
+
+
+def _every_tenth(phase: str, done: int, of: int) -> str | None:
+    if not 0 < done <= of or (done != of and done % max(1, of // 10)):
+        return None
+    return f"[{phase}] {done} of {of}"
 
 
 def _next_line(
