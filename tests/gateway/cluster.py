@@ -14,14 +14,12 @@ import secrets
 import sys
 from collections.abc import AsyncIterator, MutableMapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from synthorg.domain import AgentIdentity, ConversationRecord, Task
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.embedded import serve_embedded
 from synthorg.gateway.service import Gateway
@@ -32,6 +30,7 @@ from synthorg.store.protocol import ExecutionUsage, Store
 
 from .fake_upstream import FakeUpstream
 from .harness import FAKE_MODEL, fake_config
+from .test_tree_ceiling_property import _conversation
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -125,20 +124,7 @@ class Cluster:
 
     async def conversation(self, budget: Decimal | None, root_id: str | None = None) -> str:
         """Save a conversation (a tree's root with ``budget``, or a child of ``root_id``)."""
-        now = datetime.now(UTC)
-        record = ConversationRecord(
-            id=f"conv-{secrets.token_hex(6)}",
-            task=Task(id="task-1", project_id="proj", prompt="p", repository="/r"),
-            agent=AgentIdentity(id="agent-1"),
-            loop_type="react",
-            model=FAKE_MODEL,
-            provider="fake",
-            created_at=now,
-            updated_at=now,
-            budget_usd=budget,
-            parent_id=root_id,
-            root_id=root_id,
-        )
+        record = _conversation(budget, root_id)
         await self.store.create_conversation(record)
         return record.id
 
@@ -171,8 +157,10 @@ async def cluster(
     try:
         async with serve_embedded(upstream, tcp_port=0) as up:
             assert up.tcp_base_url
-            config = fake_config(home, up.tcp_base_url)
+            config = fake_config(home, up.tcp_base_url, reservation_lease_s=lease_s)
             app = create_gateway_app(config, signer_for(config), store)  # writes the key first
+            config_file = home / "gateway.json"
+            config_file.write_text(config.model_dump_json())
             world = Cluster(home, store, app.gateway, upstream)
             try:
                 for _ in range(workers):
@@ -181,20 +169,18 @@ async def cluster(
                         "-m",
                         "tests.gateway.gateway_proc",
                         store_url,
-                        str(home),
-                        up.tcp_base_url,
-                        str(lease_s),
+                        str(config_file),
                         cwd=REPO,
                         stdin=asyncio.subprocess.PIPE,
                         stdout=asyncio.subprocess.PIPE,
                     )
                     world.procs.append(proc)
-                for proc in world.procs:
-                    assert proc.stdout is not None
-                    async with asyncio.timeout(120):
+                async with asyncio.timeout(300):  # imports take long on a loaded machine
+                    for proc in world.procs:
+                        assert proc.stdout is not None
                         line = (await proc.stdout.readline()).decode().split()
-                    assert line[:1] == ["ready"], f"worker gateway did not start: {line}"
-                    world.bases.append(line[1])
+                        assert line[:1] == ["ready"], f"worker gateway did not start: {line}"
+                        world.bases.append(line[1])
                 yield world
             finally:
                 upstream.release.set()

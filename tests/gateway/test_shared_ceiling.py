@@ -147,6 +147,25 @@ async def _holds(url: str) -> int:
         return int(row[0]) if row else 0
 
 
+@st.composite
+def costly(draw: st.DrawFn) -> Spec:
+    """A request sized against small ceilings, often a stream the upstream cuts or stalls
+    (billed its whole reservation: the costliest honest outcome)."""
+    stream = draw(st.booleans())
+    cap = draw(st.integers(1, 600))
+    return Spec(
+        prompt=draw(st.integers(0, 3000)),
+        tools=draw(st.integers(0, 1)),
+        cap=cap,
+        n=draw(st.one_of(st.none(), st.integers(1, 2))),
+        stream=stream,
+        out_chars=draw(st.integers(0, 4 * cap)),
+        usage=draw(st.booleans()),
+        ending=draw(st.sampled_from(["done", "cut", "stall", "stall"])) if stream else "done",
+        error=draw(st.sampled_from([None] * 6 + [500])),
+    )
+
+
 @pytest.fixture
 async def three(tmp_path: Path, pg_schema: str) -> Any:
     async with cluster(tmp_path, pg_schema, 3) as world:
@@ -160,35 +179,44 @@ async def three(tmp_path: Path, pg_schema: str) -> Any:
 )
 @given(
     tree=st.booleans(),
-    ceiling=st.decimals(min_value=Decimal("0.01"), max_value=Decimal(30), places=2),
+    share=st.decimals(min_value=Decimal("0.05"), max_value=Decimal("0.8"), places=2),
     batch=st.lists(
-        st.tuples(specs(), st.integers(0, 2), st.integers(0, 2), st.sampled_from([0, 0, 0.05])),
+        st.tuples(
+            st.one_of(costly(), costly(), specs()),
+            st.integers(0, 2),
+            st.integers(0, 2),
+            st.sampled_from([0, 0, 0.05]),
+        ),
         min_size=1,
-        max_size=10,
+        max_size=12,
     ),
 )
 async def test_spend_across_workers_stays_within_one_reservation(
     three: Cluster,
     tree: bool,
-    ceiling: Decimal,
+    share: Decimal,
     batch: list[tuple[Spec, int, int, float]],
 ) -> None:
     """Random requests (sizes, caps, n, streams cut or stalled, errors, usage or not), each
     sent by one of three runs (one execution, or a tree's root and two children) through one
-    of three worker gateways, some a little later than others."""
+    of three worker gateways, some a little later than others; the ceiling is a share of
+    what the whole batch could cost."""
     world = three
+    by_nonce = {f"n{secrets.token_hex(6)}": item for item in batch}
+    bodies = {nonce: _body(nonce, item[0]) for nonce, item in by_nonce.items()}
+    could = sum((world.worst(body) for body in bodies.values()), Decimal(0))
+    ceiling = max(Decimal("0.01"), (could * share).quantize(Decimal("0.01")))
     if tree:
         root = await world.conversation(ceiling)
         children = [await world.conversation(None, root) for _ in range(2)]
         runs = [await world.open_run(c, ceiling) for c in (root, *children)]
     else:
         runs = [await world.open_run(await world.conversation(None), ceiling)] * 3
-    by_nonce = {f"n{secrets.token_hex(6)}": item for item in batch}
     world.upstream.fake.plan = partial(reply, {n: item[0] for n, item in by_nonce.items()})
 
     async def send(nonce: str, item: tuple[Spec, int, int, float]) -> tuple[int, Decimal]:
-        spec, run, worker, delay = item
-        body = _body(nonce, spec)
+        _, run, worker, delay = item
+        body = bodies[nonce]
         if delay:
             await asyncio.sleep(delay)  # a later arrival (an input of the example, not a wait)
         async with world.http(worker, runs[run][1]) as http:
