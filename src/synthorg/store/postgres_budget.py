@@ -31,34 +31,40 @@ _LOCK = (
 )
 """Lock the budget of a conversation (its tree's root, else itself); returns the key."""
 
-_EXPIRE = """
+_FIGURES = """
 WITH gone AS (
-    DELETE FROM budget_reservations WHERE budget_key = %(key)s AND expires_at < clock_timestamp()
+    DELETE FROM budget_reservations
+    WHERE budget_key = %(key)s AND expires_at < clock_timestamp()
     RETURNING execution_id, amount, tokens_in, tokens_out
 ), per AS (
     SELECT execution_id, sum(amount) AS amount, sum(tokens_in) AS tin, sum(tokens_out) AS tout,
            count(*) AS n
     FROM gone GROUP BY execution_id
+), billed AS (
+    UPDATE executions e SET cost_usd = e.cost_usd + per.amount,
+        tokens_in = e.tokens_in + per.tin, tokens_out = e.tokens_out + per.tout,
+        requests = e.requests + per.n, updated_at = now()
+    FROM per WHERE e.execution_id = per.execution_id RETURNING e.execution_id
+), expired AS (
+    SELECT coalesce(sum(amount), 0) AS total,
+        coalesce(sum(amount) FILTER (WHERE execution_id = %(eid)s), 0) AS own
+    FROM per
 )
-UPDATE executions e SET cost_usd = e.cost_usd + per.amount, tokens_in = e.tokens_in + per.tin,
-    tokens_out = e.tokens_out + per.tout, requests = e.requests + per.n, updated_at = now()
-FROM per WHERE e.execution_id = per.execution_id
-"""
-"""Bill the budget's expired holds in full to their executions (the incomplete bill)."""
-
-_FIGURES = """
-SELECT e.*,
+SELECT e.*, e.cost_usd + expired.own AS spent,
     (SELECT coalesce(sum(amount), 0) FROM budget_reservations r
-        WHERE r.execution_id = e.execution_id) AS held,
+        WHERE r.execution_id = e.execution_id) - expired.own AS held,
     (SELECT (state->>'budget_usd')::numeric FROM conversations WHERE id = %(key)s) AS tree_ceiling,
     (SELECT coalesce(sum(x.cost_usd), 0) FROM executions x
         JOIN conversations c ON c.id = x.conversation_id
-        WHERE c.id = %(key)s OR c.root_id = %(key)s) AS tree_spent,
+        WHERE c.id = %(key)s OR c.root_id = %(key)s) + expired.total AS tree_spent,
     (SELECT coalesce(sum(amount), 0) FROM budget_reservations r
-        WHERE r.budget_key = %(key)s) AS tree_held
-FROM executions e WHERE e.execution_id = %(eid)s
+        WHERE r.budget_key = %(key)s) - expired.total AS tree_held
+FROM executions e, expired WHERE e.execution_id = %(eid)s
 """
-"""Spend and live holds of the execution and of its tree, in one snapshot."""
+"""Bill the budget's expired holds in full to their executions (the incomplete bill) and read
+the spend and live holds of the execution and of its tree. Every part reads the one snapshot
+taken after the lock, where expired holds are still holds and not yet cost: the figures move
+them from one to the other."""
 
 _HOLD = (
     "INSERT INTO budget_reservations (reservation_id, budget_key, execution_id, holder, amount,"
@@ -98,7 +104,6 @@ class PostgresBudget:
             locked = await cur.fetchone()
             assert locked is not None
             key = str(locked[0])
-            await conn.execute(_EXPIRE, {"key": key})
             async with conn.cursor(row_factory=dict_row) as rows:
                 await rows.execute(_FIGURES, {"key": key, "eid": hold.execution_id})
                 row = await rows.fetchone()
@@ -106,7 +111,7 @@ class PostgresBudget:
                 raise NotFoundError(f"no execution {hold.execution_id} in the ledger")
             ceiling = row["tree_ceiling"]
             figures = BudgetFigures(
-                execution=codec.execution_from_row(row),
+                execution=codec.execution_from_row({**row, "cost_usd": row["spent"]}),
                 reserved=Decimal(str(row["held"])),
                 tree=None
                 if ceiling is None
