@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from .cluster import Cluster, cluster
@@ -172,6 +172,19 @@ async def three(tmp_path: Path, pg_schema: str) -> Any:
         yield world
 
 
+_STALLED = Spec(
+    prompt=400,
+    tools=0,
+    cap=300,
+    n=None,
+    stream=True,
+    out_chars=64,
+    usage=False,
+    ending="stall",
+    error=None,
+)
+
+
 @settings(
     max_examples=12,
     deadline=None,
@@ -190,6 +203,11 @@ async def three(tmp_path: Path, pg_schema: str) -> Any:
         min_size=1,
         max_size=12,
     ),
+)
+@example(  # nine stalled streams over three workers, a third of them fit: 2-3x over before
+    tree=False,
+    share=Decimal("0.3"),
+    batch=[(_STALLED, i % 3, i % 3, 0) for i in range(9)],
 )
 async def test_spend_across_workers_stays_within_one_reservation(
     three: Cluster,
