@@ -8,7 +8,10 @@ and every ``ledger_refresh_s``) vs the same four with no tree (their conversatio
 the store: each admitted against its own ceiling only, as every run was before). Budgets are
 large, so neither goes serial: this is the bookkeeping's cost, not the tail's serialisation.
 
-    uv run python benchmarks/tree_budget_bench.py [--requests N] [--rounds R]
+    uv run python benchmarks/tree_budget_bench.py [--requests N] [--rounds R] [--store URL]
+
+``--store postgresql://...`` measures the shared ledger instead (there each admission also
+holds its worst case in the ledger: issue 18's budgets across processes).
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ async def _batch(base_url: str, tokens: list[str], requests: int, concurrency: i
     return elapsed
 
 
-async def main(requests: int, rounds: int, concurrency: int) -> None:
+async def main(requests: int, rounds: int, concurrency: int, store_url: str | None) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         config = GatewayConfig(
             providers=[
@@ -103,7 +106,7 @@ async def main(requests: int, rounds: int, concurrency: int) -> None:
             prices={MODEL: ModelPrice(input_per_mtok_usd=Decimal(3), output_per_mtok_usd=15)},
             signing_key_file=Path(scratch) / "gateway.key",
         )
-        store = await open_store(Path(scratch) / "store.db")
+        store = await open_store(store_url or Path(scratch) / "store.db")
         app = create_gateway_app(config, signer_for(config), store)
         results: dict[str, list[tuple[float, float]]] = {"no tree": [], "tree": []}
         async with serve_embedded(app, tcp_port=0) as endpoints:
@@ -136,5 +139,6 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--store", default=None, help="store URL (default: a SQLite file)")
     args = parser.parse_args()
-    asyncio.run(main(args.requests, args.rounds, args.concurrency))
+    asyncio.run(main(args.requests, args.rounds, args.concurrency, args.store))

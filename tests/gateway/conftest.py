@@ -15,6 +15,7 @@ from synthorg.gateway.providers.scripted import ScriptedProvider
 from synthorg.gateway.scripted_server import ScriptedUpstream
 from synthorg.store import open_store
 from synthorg.store.protocol import Store
+from tests.faults.conftest import pg_schema  # noqa: F401  (PostgreSQL schema: test_shared_ceiling)
 
 from .fake_upstream import FakeUpstream
 from .harness import (

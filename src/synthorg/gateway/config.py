@@ -128,6 +128,11 @@ class GatewayConfig(BaseModel):
     ledger_refresh_s: float = Field(
         default=1.0, ge=0, description="How stale the cached ledger row of an execution may be."
     )
+    reservation_lease_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Lease of a request's hold in a shared ledger; renewed every third of it.",
+    )
 
     @model_validator(mode="after")
     def _check_unique(self) -> GatewayConfig:

@@ -19,6 +19,12 @@ the ledger of every run under it, across restarts). Every execution of the tree 
 ceiling: concurrent while the tree's unreserved remainder covers the request, then serial across
 the whole tree. So parent plus children never exceed the root's ceiling by more than one
 request in total, however many children run at once.
+
+With a ledger shared by processes (PostgreSQL) each admitted request also holds its worst case
+in the ledger (``shared_budget.py``) under the same rule read from the ledger's figures: a
+request fits what neither the ledger's spend nor every process's live holds take, or it is the
+only one holding; so gateways in any number of processes together stay within one request of
+each ceiling (see docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import partial
 from typing import Literal
 
 from synthorg.errors import NotFoundError, SynthOrgError
@@ -35,9 +42,18 @@ from synthorg.gateway.config import GatewayConfig
 from synthorg.gateway.estimate import Bounds, Ending, bounds, output_cap
 from synthorg.gateway.liveness import run_closed
 from synthorg.gateway.providers.base import Provider
+from synthorg.gateway.shared_budget import SharedBudget
 from synthorg.gateway.signer import BearerClaims, BearerError, GatewaySigner, RunBinding
 from synthorg.gateway.wire import REQUEST_EXCEEDS_BUDGET, ChatRequest, Usage
-from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, LedgerStore, TreeBudget
+from synthorg.store.protocol import (
+    BudgetFigures,
+    BudgetHold,
+    ExecutionStatus,
+    ExecutionUsage,
+    LedgerStore,
+    SharedBudgetLedger,
+    TreeBudget,
+)
 
 
 class GatewayRefusal(SynthOrgError):
@@ -75,15 +91,24 @@ class _Tree:
     serial: bool = False
 
     def closed(self) -> GatewayRefusal | None:
-        if self.cost < self.ceiling:
-            return None
-        return GatewayRefusal(
-            402,
-            f"the delegation tree of conversation {self.root_id!r} reached its cost ceiling of "
-            f"${self.ceiling} (spent ${self.cost:.6f} by it and the runs it delegated)",
-            "insufficient_quota",
-            "cost_ceiling_reached",
-        )
+        return _tree_closed(self.root_id, self.ceiling, self.cost)
+
+
+def _tree_closed(root_id: str, ceiling: Decimal, spent: Decimal) -> GatewayRefusal | None:
+    if spent < ceiling:
+        return None
+    return GatewayRefusal(
+        402,
+        f"the delegation tree of conversation {root_id!r} reached its cost ceiling of "
+        f"${ceiling} (spent ${spent:.6f} by it and the runs it delegated)",
+        "insufficient_quota",
+        "cost_ceiling_reached",
+    )
+
+
+def _fits_or_alone(ceiling: Decimal, spent: Decimal, held: Decimal, worst: Decimal) -> bool:
+    """The admission rule on shared figures: concurrent while it fits, else only alone."""
+    return held == 0 or ceiling - spent - held >= worst
 
 
 @dataclass
@@ -129,6 +154,8 @@ class Ticket:
     cost: Decimal = Decimal(0)
     usage: Usage | None = None
     killed: bool = False
+    hold: BudgetHold | None = None
+    """Its hold in a shared ledger (None when the ledger is this process's alone)."""
 
     @property
     def ceiling(self) -> Decimal | None:
@@ -174,6 +201,11 @@ class Gateway:
         self._trees: dict[str, _Tree] = {}
         self._provider_names = frozenset(p.name for p in config.providers)
         self._listeners: list[Callable[[Ticket], None]] = []
+        self._shared = (
+            SharedBudget(ledger, config.reservation_lease_s)
+            if isinstance(ledger, SharedBudgetLedger)
+            else None
+        )
 
     # -- service API used by runners and loops ------------------------------------------------
 
@@ -279,6 +311,8 @@ class Gateway:
 
     async def aclose(self) -> None:
         """Close every provider's connections."""
+        if self._shared is not None:
+            await self._shared.aclose()
         for provider in self.providers.values():
             await provider.aclose()
 
@@ -375,10 +409,7 @@ class Gateway:
         return tree
 
     def _check_open(self, state: _Execution) -> None:
-        closed = run_closed(state.row, spent=state.cost)  # the rule shared with the MCP server
-        if closed is not None:
-            type_ = "insufficient_quota" if closed.status == 402 else "permission_error"
-            raise GatewayRefusal(closed.status, closed.message, type_, closed.code)
+        _check_run_open(state.row, state.cost)
         refused = state.tree.closed() if state.tree is not None else None
         if refused is not None:
             raise refused
@@ -434,7 +465,7 @@ class Gateway:
         if tree is not None:
             tree.inflight += 1
             tree.reserved += worst
-        return Ticket(
+        ticket = Ticket(
             claims=claims,
             provider=self.providers[claims.provider],
             model=model,
@@ -444,6 +475,56 @@ class Gateway:
             started=time.perf_counter(),
             _state=state,
         )
+        if self._shared is not None:
+            try:
+                ticket.hold = await self._shared.hold(
+                    execution_id=claims.execution_id,
+                    conversation_id=claims.conversation_id,
+                    amount=worst,
+                    tokens_in=limits.prompt_max,
+                    tokens_out=limits.output_max,
+                    admit=partial(self._shared_rule, state, limits),
+                )
+            except BaseException:
+                await self._unadmit(ticket)
+                raise
+        return ticket
+
+    def _shared_rule(self, state: _Execution, limits: Bounds, figures: BudgetFigures) -> bool:
+        """Admission against the shared ledger's figures (read under the budget's lock): the
+        in-process rule, with every process's spend and holds. Raises to refuse; False to wait.
+        """
+        row = figures.execution
+        state.cost = max(state.cost, row.cost_usd)  # what other processes spent, seen at once
+        if state.row.status != ExecutionStatus.KILLED:
+            state.row = row
+        _check_run_open(row, row.cost_usd)
+        ceiling, worst, fits = row.cost_ceiling_usd, limits.worst, True
+        if ceiling is not None:
+            _check_fits(f"execution {row.execution_id!r}", limits, ceiling, row.cost_usd)
+            fits = _fits_or_alone(ceiling, row.cost_usd, figures.reserved, worst)
+        tree = figures.tree
+        if tree is not None:
+            if state.tree is not None:
+                state.tree.cost = max(state.tree.cost, tree.spent)
+            refused = _tree_closed(tree.root_id, tree.ceiling, tree.spent)
+            if refused is not None:
+                raise refused
+            name = f"the delegation tree of conversation {tree.root_id!r}"
+            _check_fits(name, limits, tree.ceiling, tree.spent)
+            fits = fits and _fits_or_alone(tree.ceiling, tree.spent, figures.tree_reserved, worst)
+        return fits
+
+    async def _unadmit(self, ticket: Ticket) -> None:
+        """Give back the in-process admission of a request the shared ledger did not admit."""
+        state = ticket._state
+        async with state.cond:
+            state.inflight -= 1
+            state.reserved -= ticket.reserved
+            if state.tree is not None:
+                state.tree.inflight -= 1
+                state.tree.reserved -= ticket.reserved
+            state.cond.notify_all()
 
     @staticmethod
     def _check_all_fit(state: _Execution, limits: Bounds) -> None:
@@ -515,12 +596,19 @@ class Gateway:
         state = ticket._state
         try:
             usage = ticket.usage
-            row = await self.ledger.record_usage(
-                ticket.claims.execution_id,
-                tokens_in=usage.prompt_tokens if usage else 0,
-                tokens_out=usage.completion_tokens if usage else 0,
-                cost_usd=ticket.cost,
-            )
+            tokens_in = usage.prompt_tokens if usage else 0
+            tokens_out = usage.completion_tokens if usage else 0
+            if ticket.hold is not None and self._shared is not None:
+                row = await self._shared.settle(
+                    ticket.hold, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=ticket.cost
+                )
+            else:
+                row = await self.ledger.record_usage(
+                    ticket.claims.execution_id,
+                    tokens_in=tokens_in,
+                    tokens_out=tokens_out,
+                    cost_usd=ticket.cost,
+                )
             if ticket.killed:
                 row = await self.ledger.set_execution_status(
                     row.execution_id, ExecutionStatus.KILLED, state.row.status_reason
@@ -539,6 +627,13 @@ class Gateway:
                 and self._executions.get(execution_id) is state
             ):
                 self._forget(execution_id)
+
+
+def _check_run_open(row: ExecutionUsage, spent: Decimal) -> None:
+    closed = run_closed(row, spent=spent)  # the rule shared with the MCP server
+    if closed is not None:
+        type_ = "insufficient_quota" if closed.status == 402 else "permission_error"
+        raise GatewayRefusal(closed.status, closed.message, type_, closed.code)
 
 
 def _check_fits(name: str, limits: Bounds, ceiling: Decimal, spent: Decimal) -> None:

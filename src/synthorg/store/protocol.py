@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from decimal import Decimal
@@ -272,6 +272,67 @@ class LedgerStore(Protocol):
         """The budget of the tree the conversation belongs to (its root's ``budget_usd``
         against the ledger rows of the root and all its descendants, over all their runs);
         None when the conversation is unknown or its root has no budget."""
+        ...
+
+
+class BudgetHold(BaseModel):
+    """One admitted request's reservation in the shared ledger (see ``SharedBudgetLedger``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reservation_id: str = Field(description="Unique id, made by the admitting gateway.")
+    execution_id: str = Field(description="The execution it is charged to.")
+    conversation_id: str = Field(description="Its conversation (names the tree's lock).")
+    amount: Decimal = Field(ge=0, description="The request's worst case: what is held.")
+    tokens_in: int = Field(ge=0, description="Prompt tokens billed if it expires unsettled.")
+    tokens_out: int = Field(ge=0, description="Output tokens billed if it expires unsettled.")
+
+
+class BudgetFigures(BaseModel):
+    """What an admission decides on, read under the budget's lock: spend and live holds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    execution: ExecutionUsage = Field(description="The execution's ledger row.")
+    reserved: Decimal = Field(description="Live reservations of the execution, every holder.")
+    tree: TreeBudget | None = Field(description="Its delegation tree's budget; None for none.")
+    tree_reserved: Decimal = Field(description="Live reservations of the whole tree.")
+
+
+@runtime_checkable
+class SharedBudgetLedger(Protocol):
+    """A ledger shared by processes: admission holds each request's worst case in it.
+
+    ``reserve_budget`` takes the budget's lock (the tree's root, else the conversation), bills
+    the holds whose lease ran out their whole amount (the incomplete bill: their holder died
+    with the request in flight), reads the figures, asks ``admit`` and, when it says yes,
+    stores the hold, all in one transaction. ``admit`` may raise to refuse. The hold lives until
+    ``settle_reservation`` replaces it by the actual bill (one statement) or its lease expires;
+    holders renew their live holds' leases.
+    """
+
+    async def reserve_budget(
+        self,
+        hold: BudgetHold,
+        *,
+        holder: str,
+        lease_s: float,
+        admit: Callable[[BudgetFigures], bool],
+    ) -> bool:
+        """Store ``hold`` if ``admit`` accepts the figures; False when it declined (wait)."""
+        ...
+
+    async def settle_reservation(
+        self, hold: BudgetHold, *, tokens_in: int, tokens_out: int, cost_usd: Decimal
+    ) -> ExecutionUsage:
+        """Drop the hold and record the request's bill atomically; if the hold had expired
+        (and was billed in full) only the bill's excess over it is added."""
+        ...
+
+    async def renew_reservations(
+        self, holder: str, reservation_ids: Sequence[str], *, lease_s: float
+    ) -> int:
+        """Extend the lease of the holder's listed holds that still exist; how many."""
         ...
 
 

@@ -156,6 +156,27 @@ MIGRATIONS: tuple[Migration, ...] = (
         "delegation trees: the gateway sums a tree's spend by root (tree_budget)",
         ("CREATE INDEX conversations_by_root ON conversations (root_id)",),
     ),
+    Migration(
+        7,
+        "budget reservations: admission across processes holds its worst case in the ledger",
+        (
+            """
+            CREATE TABLE budget_reservations (
+                reservation_id TEXT PRIMARY KEY,
+                budget_key TEXT NOT NULL, -- the tree's root (or the conversation): one lock
+                execution_id TEXT NOT NULL,
+                holder TEXT NOT NULL,
+                amount {money} NOT NULL,
+                tokens_in {bigint} NOT NULL, -- the incomplete bill, charged if it expires
+                tokens_out {bigint} NOT NULL,
+                created_at {ts} NOT NULL,
+                expires_at {ts} NOT NULL
+            )
+            """,
+            "CREATE INDEX budget_reservations_by_key ON budget_reservations (budget_key)",
+            "CREATE INDEX budget_reservations_by_execution ON budget_reservations (execution_id)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

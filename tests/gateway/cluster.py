@@ -1,0 +1,193 @@
+"""Gateways in separate processes sharing one PostgreSQL ledger, in front of one upstream.
+
+The test process serves the upstream (a ``FakeUpstream`` that can hold chosen requests), opens
+runs and mints bearers with a gateway of its own that serves nothing; each worker gateway is a
+``gateway_proc`` process with its own connections to the database and its own HTTP port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import sys
+from collections.abc import AsyncIterator, MutableMapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from synthorg.gateway.app import create_gateway_app, signer_for
+from synthorg.gateway.embedded import serve_embedded
+from synthorg.gateway.service import Gateway
+from synthorg.gateway.signer import RunBinding
+from synthorg.gateway.wire import ChatRequest
+from synthorg.store import StoreConfig, open_store
+from synthorg.store.protocol import ExecutionUsage, Store
+
+from .fake_upstream import FakeUpstream
+from .harness import FAKE_MODEL, fake_config
+from .test_tree_ceiling_property import _conversation
+
+REPO = Path(__file__).resolve().parents[2]
+
+Scope = MutableMapping[str, Any]
+
+
+class HeldUpstream:
+    """The FakeUpstream, except that a request whose first message starts with a nonce in
+    ``held`` is answered only once ``release`` is set; ``arrived`` has every nonce received."""
+
+    def __init__(self) -> None:
+        self.fake = FakeUpstream()
+        self.held: set[str] = set()
+        self.release = asyncio.Event()
+        self.arrived: set[str] = set()
+        self.changed = asyncio.Condition()
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.fake(scope, receive, send)
+            return
+        first = await receive()
+        body = first.get("body", b"")
+        while first.get("more_body"):
+            first = await receive()
+            body += first.get("body", b"")
+        nonce = _nonce(body)
+        async with self.changed:
+            self.arrived.add(nonce)
+            self.changed.notify_all()
+        if nonce in self.held:
+            await self.release.wait()
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.fake(scope, replay, send)
+
+    async def wait_arrived(self, nonce: str) -> None:
+        async with self.changed:
+            await self.changed.wait_for(lambda: nonce in self.arrived)
+
+
+def _nonce(body: bytes) -> str:
+    content = json.loads(body)["messages"][0]["content"]
+    return str(content).split(" ", 1)[0]
+
+
+@dataclass
+class Cluster:
+    """Worker gateways (``bases[i]`` is worker i's base URL) and the test's own handles."""
+
+    home: Path
+    store: Store
+    gateway: Gateway
+    upstream: HeldUpstream
+    procs: list[asyncio.subprocess.Process] = field(default_factory=list)
+    bases: list[str] = field(default_factory=list)
+
+    def http(self, worker: int, token: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.bases[worker],
+            headers={"authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(120.0),
+        )
+
+    def worst(self, body: dict[str, Any]) -> Decimal:
+        """What a worker gateway reserves for ``body`` (the same estimate, made here)."""
+        request = ChatRequest.model_validate(body)
+        return self.gateway.bounds(self.gateway.forwarded(request, FAKE_MODEL)).worst
+
+    async def open_run(self, conversation_id: str, ceiling: Decimal | None) -> tuple[str, str]:
+        """Open an execution of ``conversation_id`` and mint its bearer: (execution id, bearer)."""
+        binding = RunBinding(
+            execution_id=f"exec-{secrets.token_hex(5)}",
+            agent_id="agent-1",
+            task_id="task-1",
+            project_id="proj",
+            conversation_id=conversation_id,
+            provider="fake",
+            model_id=FAKE_MODEL,
+            cost_ceiling=ceiling,
+        )
+        await self.gateway.open_execution(binding)
+        return binding.execution_id, self.gateway.mint(binding)
+
+    async def conversation(self, budget: Decimal | None, root_id: str | None = None) -> str:
+        """Save a conversation (a tree's root with ``budget``, or a child of ``root_id``)."""
+        record = _conversation(budget, root_id)
+        await self.store.create_conversation(record)
+        return record.id
+
+    async def ledger(self, execution_ids: list[str], requests: int) -> list[ExecutionUsage]:
+        """The runs' ledger rows once ``requests`` requests are written (workers write after
+        answering)."""
+        async with asyncio.timeout(120):
+            while True:
+                rows = [await self.store.get_execution(e) for e in execution_ids]
+                if sum(row.requests for row in rows) >= requests:
+                    return rows
+                await asyncio.sleep(0.05)  # polling the ledger another process writes
+
+    async def stop(self, worker: int) -> None:
+        """Stop worker ``worker`` gracefully (its requests in flight are answered and written)."""
+        proc = self.procs[worker]
+        if proc.returncode is None and proc.stdin is not None:
+            proc.stdin.close()
+        async with asyncio.timeout(60):
+            await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def cluster(
+    home: Path, store_url: str, workers: int, *, lease_s: float = 30.0
+) -> AsyncIterator[Cluster]:
+    """``workers`` gateway processes on the store at ``store_url``, one upstream, one key."""
+    upstream = HeldUpstream()
+    store = await open_store(StoreConfig(url=store_url))
+    try:
+        async with serve_embedded(upstream, tcp_port=0) as up:
+            assert up.tcp_base_url
+            config = fake_config(home, up.tcp_base_url, reservation_lease_s=lease_s)
+            app = create_gateway_app(config, signer_for(config), store)  # writes the key first
+            config_file = home / "gateway.json"
+            config_file.write_text(config.model_dump_json())
+            world = Cluster(home, store, app.gateway, upstream)
+            try:
+                for _ in range(workers):
+                    proc = await asyncio.create_subprocess_exec(
+                        sys.executable,
+                        "-m",
+                        "tests.gateway.gateway_proc",
+                        store_url,
+                        str(config_file),
+                        cwd=REPO,
+                        stdin=asyncio.subprocess.PIPE,
+                        stdout=asyncio.subprocess.PIPE,
+                    )
+                    world.procs.append(proc)
+                async with asyncio.timeout(300):  # imports take long on a loaded machine
+                    for proc in world.procs:
+                        assert proc.stdout is not None
+                        line = (await proc.stdout.readline()).decode().split()
+                        assert line[:1] == ["ready"], f"worker gateway did not start: {line}"
+                        world.bases.append(line[1])
+                yield world
+            finally:
+                upstream.release.set()
+                for proc in world.procs:
+                    if proc.returncode is None:
+                        proc.kill()
+                    await proc.wait()
+                await app.gateway.aclose()
+    finally:
+        await store.close()
