@@ -9,16 +9,23 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from synthorg.runtime import OpenHandsRuntime
 
 # What a sandbox would give the entrypoint: no trace of the main venv or the host's HOME.
 CLEAN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 
+# The SDK's import alone is ~5 s of CPU and took 169 s on a machine at load 30: a wait is a
+# bound on a hung entrypoint, not a speed target (the per-test timeout is 300 s).
+WAIT_S = 240.0
+
 
 class EntrypointRun:
     """One entrypoint process; every stdout line must parse as a JSON object."""
+
+    live: ClassVar[set[EntrypointRun]] = set()
+    """Runs not yet finished or killed: a failed test's run is killed after it (kill_all)."""
 
     def __init__(self, runtime: OpenHandsRuntime, spec: dict[str, Any], stderr: Path) -> None:
         self.events: list[dict[str, Any]] = []
@@ -34,6 +41,7 @@ class EntrypointRun:
             env=CLEAN_ENV,
             cwd="/",
         )
+        EntrypointRun.live.add(self)
         self.send(spec)
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -54,7 +62,7 @@ class EntrypointRun:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
 
-    def wait_for(self, kind: str, timeout: float = 60, **match: Any) -> dict[str, Any]:
+    def wait_for(self, kind: str, timeout: float = WAIT_S, **match: Any) -> dict[str, Any]:
         """Consume events until one of ``kind`` whose fields equal ``match``."""
         deadline = time.monotonic() + timeout
         while True:
@@ -71,7 +79,7 @@ class EntrypointRun:
             if record.get("kind") == kind and all(record.get(k) == v for k, v in match.items()):
                 return record
 
-    def finish(self, timeout: float = 60) -> int:
+    def finish(self, timeout: float = WAIT_S) -> int:
         """Drain the stream to its end and return the exit code."""
         deadline = time.monotonic() + timeout
         while (
@@ -87,7 +95,14 @@ class EntrypointRun:
         self.proc.wait()
         self._close_pipes()
 
+    @classmethod
+    def kill_all(cls) -> None:
+        """Kill every run still going, closing its pipes (else they leak into a later test)."""
+        for run in list(cls.live):
+            run.kill()
+
     def _close_pipes(self) -> None:
+        EntrypointRun.live.discard(self)
         for pipe in (self.proc.stdin, self.proc.stdout):
             if pipe is not None and not pipe.closed:
                 # The process may be gone: nothing left to flush.

@@ -7,6 +7,7 @@ runtime venv's python and a scrubbed environment.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,12 @@ def make_spec(
     }
     spec.update(overrides)
     return spec
+
+
+@pytest.fixture(autouse=True)
+def _no_run_outlives_its_test() -> Iterator[None]:
+    yield
+    EntrypointRun.kill_all()
 
 
 def start(
