@@ -79,6 +79,16 @@ def test_run_command_reports_exit_code_and_merged_output(tmp_path: Path) -> None
     assert result["output"] == f"out\nerr\n{tmp_path}\n"
 
 
+def test_run_command_restores_the_signals_python_ignores(tmp_path: Path) -> None:
+    """Over the file-size cap a writer dies of SIGXFSZ (the sandbox's RLIMIT_FSIZE relies on
+    it), and a pipe reader closing early ends the writer with SIGPIPE."""
+    capped = run_command(tmp_path, "ulimit -f 1; head -c 100000 /dev/zero > big; echo $?", 10, 1000)
+    assert "File size limit exceeded" in capped["output"], capped
+    assert capped["output"].endswith(f"{128 + 25}\n")
+    piped = run_command(tmp_path, "yes | head -n 1; echo ${PIPESTATUS[0]}", 10, 1000)
+    assert piped["output"] == "y\n141\n"
+
+
 def test_run_command_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     marker = f"{5000 + secrets.randbelow(10**6)}.5"
     started = time.monotonic()

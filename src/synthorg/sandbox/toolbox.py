@@ -16,6 +16,7 @@ request with an ``id`` echoed in its reply:
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # signal's C half: typeshed has no stub
 import _thread
 import os
 import select
@@ -31,12 +32,15 @@ if TYPE_CHECKING:
 # is paid per run, in CPU and in memory: ``subprocess``, ``threading``, ``signal``,
 # ``pathlib``, ``shutil``, ``typing`` and ``json``'s package (which loads ``re``) took it from
 # ~3 to ~6 MiB of private memory and from ~15 to ~55 ms of CPU per start. It uses the
-# interpreter's built-in modules instead: ``_thread``, ``os.posix_spawn`` and ``_json`` (the
-# C half of ``json``), falling back to ``json`` where that is missing.
+# interpreter's built-in modules instead: ``_thread``, ``_signal``, ``os.posix_spawn`` and
+# ``_json`` (the C halves of ``threading``, ``signal`` and ``json``; ``json`` where ``_json``
+# is missing).
 _VIEW_CAP = 200_000
 _SNIPPET = 4
 _AFTER_EXIT_S = 0.05
-_SIGKILL = 9  # signal.SIGKILL on Linux (the signal module imports enum)
+#: Python ignores these at start; a command gets them back at their defaults, as subprocess's
+#: restore_signals did (the file-size cap must kill a writer with SIGXFSZ, not just fail it).
+_RESTORED_SIGNALS = (_signal.SIGPIPE, _signal.SIGXFSZ)
 _SEP = os.sep
 
 
@@ -219,8 +223,13 @@ def _which_shell() -> str:
 
 
 # Changes directory, then becomes the program: for a caller whose working directory is not
-# the command's (the toolbox itself runs in its workspace, so it never needs this).
-_CHDIR_EXEC = "import os,sys; os.chdir(sys.argv[1]); os.execv(sys.argv[2], sys.argv[2:])"
+# the command's (the toolbox itself runs in its workspace, so it never needs this). Python
+# ignores SIGPIPE and SIGXFSZ again at its start: back to their defaults before the exec.
+_CHDIR_EXEC = (
+    "import os, sys, _signal as s; os.chdir(sys.argv[1]); "
+    "[s.signal(n, s.SIG_DFL) for n in (s.SIGPIPE, s.SIGXFSZ)]; "
+    "os.execv(sys.argv[2], sys.argv[2:])"
+)
 
 
 def _spawn(root: str, argv: list[str], out: int) -> int:
@@ -234,7 +243,14 @@ def _spawn(root: str, argv: list[str], out: int) -> int:
         (os.POSIX_SPAWN_DUP2, out, 2),
     ]
     # Pipe ends are close-on-exec (PEP 446): a command never holds another's pipe open.
-    return os.posix_spawn(argv[0], argv, os.environ, file_actions=actions, setsid=True)
+    return os.posix_spawn(
+        argv[0],
+        argv,
+        os.environ,
+        file_actions=actions,
+        setsid=True,
+        setsigdef=_RESTORED_SIGNALS,
+    )
 
 
 def run_command(root: str, command: str, timeout_s: float, max_output: int) -> dict[str, Any]:
@@ -279,7 +295,7 @@ def run_command(root: str, command: str, timeout_s: float, max_output: int) -> d
     finally:
         if timed_out:
             try:  # noqa: SIM105  (contextlib is one more import per toolbox)
-                os.killpg(pid, _SIGKILL)
+                os.killpg(pid, _signal.SIGKILL)
             except ProcessLookupError:
                 pass
         if status is None:
