@@ -14,7 +14,8 @@ active, finished, with a landed commit. OpenHands: ``agent-server`` 1.58.2 from 
 (installed once, as ``server_vs_agent_server_bench.py`` does; ``OH_MAX_CONCURRENT_RUNS`` raised
 past N, auto-titling off so both sides make the same model calls), agent with the terminal
 and file-editor tools and the LLM at the fake; done at ``execution_status`` finished with
-calc.py fixed in its workspace.
+calc.py fixed in its workspace (one that ends otherwise is counted as not finished and
+reported; the wall time is until every conversation has ended either way).
 
 Per side and round: wall time from the first POST until all N are done, and the peak over
 samples (every ~0.5 s) of the whole process tree's USS and RSS: the server and every
@@ -224,6 +225,7 @@ async def openhands_round(
         "usage_id": "agent",
     }
     tools = [{"name": "terminal"}, {"name": "file_editor"}]
+    failed: list[str] = []
     try:
         await _until_ok(f"{url}/health", proc)
         async with httpx.AsyncClient(base_url=url, timeout=600) as api:
@@ -245,18 +247,21 @@ async def openhands_round(
                     view = (await api.get(f"/api/conversations/{cid}")).json()
                     status = view.get("execution_status")
                     if status in ("finished", "error", "stuck"):
-                        assert status == "finished", json.dumps(view)[:2000]
-                        assert FIXED in (paths[i] / "calc.py").read_text(), "calc.py not fixed"
+                        fixed = FIXED in (paths[i] / "calc.py").read_text()
+                        if status != "finished" or not fixed:
+                            failed.append(f"{cid}: {status}, calc.py fixed: {fixed}")
                         return
                     await asyncio.sleep(0.5)
 
             await one(n)  # warm-up (first-use imports), not counted
+            failed.clear()
             with TreeSampler(proc.pid, marker) as sampler:
                 wall = await _gather_done(n, one)
     finally:
         _stop(proc)
         _kill_marked(marker)  # its tmux servers outlive it
-    return _figures(wall, sampler)
+    # Reported, not fatal: the peer errs on a loaded machine (its LLM calls time out).
+    return {**_figures(wall, sampler), "not_finished": len(failed), "failures": failed[:3]}
 
 
 def _kill_marked(marker: str) -> None:
