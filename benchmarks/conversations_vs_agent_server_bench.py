@@ -14,7 +14,9 @@ active, finished, with a landed commit. OpenHands: ``agent-server`` 1.58.2 from 
 (installed once, as ``server_vs_agent_server_bench.py`` does; ``OH_MAX_CONCURRENT_RUNS`` raised
 past N, auto-titling off so both sides make the same model calls), agent with the terminal
 and file-editor tools and the LLM at the fake; done at ``execution_status`` finished with
-calc.py fixed in its workspace (one that ends otherwise is counted as not finished and
+calc.py fixed in its workspace; its commands find the ``python3`` the sandbox shows ours (the
+host's base interpreter, without pytest: the demo's test command runs unittest on both
+sides) (one that ends otherwise is counted as not finished and
 reported; the wall time is until every conversation has ended either way).
 
 Per side and round: wall time from the first POST until all N are done, and the peak over
@@ -49,6 +51,7 @@ import httpx
 import psutil
 from server_vs_agent_server_bench import ensure_peer, free_port, peer
 
+from synthorg.sandbox.bwrap import host_python_dir
 from synthorg.server import KeyStore, Role
 from synthorg.service.demo import DEMO_TASK, create_demo_repo
 
@@ -211,6 +214,9 @@ async def openhands_round(
     tmux = scratch / "tmux"
     tmux.mkdir(mode=0o700)
     env.update({"OH_MAX_CONCURRENT_RUNS": str(2 * n), "TMUX_TMPDIR": str(tmux), MARKER: marker})
+    # The agent's python3 is the interpreter our sandbox shows (no pytest: the demo's test
+    # command then runs unittest on both sides), not this venv's, which has pytest.
+    env["PATH"] = f"{host_python_dir()}/bin:/usr/local/bin:/usr/bin:/bin"
     paths = [create_demo_repo(scratch / "repos" / f"calc-{i}") for i in range(n + 1)]
     proc = subprocess.Popen(
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
