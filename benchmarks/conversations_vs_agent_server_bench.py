@@ -36,7 +36,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -49,7 +48,7 @@ from typing import Any
 
 import httpx
 import psutil
-from server_vs_agent_server_bench import ensure_peer, free_port, peer
+from server_vs_agent_server_bench import ensure_peer, free_port, peer, stop_group
 
 from synthorg.sandbox.bwrap import host_python_dir
 from synthorg.server import KeyStore, Role
@@ -117,16 +116,6 @@ class TreeSampler:
                 self.peak_uss, self.peak_rss, self.peak_procs = uss, rss, len(members)
                 self.peak_by_name = {k: round(v, 1) for k, v in sorted(by_name.items())}
             self._stop.wait(self.every_s)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
 
 
 async def _until_ok(url: str, proc: subprocess.Popen[bytes], limit_s: float = 180) -> None:
@@ -215,7 +204,7 @@ async def synthorg_round(scratch: Path, model_url: str, n: int, marker: str) -> 
             with TreeSampler(proc.pid, marker) as sampler:
                 wall = await _gather_done(n, one)
     finally:
-        _stop(proc)
+        stop_group(proc)
     return _figures(wall, sampler)
 
 
@@ -276,7 +265,7 @@ async def openhands_round(
             with TreeSampler(proc.pid, marker) as sampler:
                 wall = await _gather_done(n, one)
     finally:
-        _stop(proc)
+        stop_group(proc)
         _kill_marked(marker)  # its tmux servers outlive it
     # Reported, not fatal: the peer errs on a loaded machine (its LLM calls time out).
     return {**_figures(wall, sampler), "not_finished": len(failed), "failures": failed[:3]}
@@ -340,7 +329,7 @@ async def main() -> None:
                 results[side].append(figures)
                 print(f"{side}: {json.dumps(figures)} (load {loads[-1]:.1f})", flush=True)
     finally:
-        _stop(fake)
+        stop_group(fake)
     n = args.conversations
     print(f"{n} concurrent conversations, {args.rounds} rounds, load average {min(loads):.1f}-"
           f"{max(loads):.1f}")  # fmt: skip
