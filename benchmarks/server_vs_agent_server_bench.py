@@ -89,12 +89,18 @@ def measure(command: list[str], env: dict[str, str], port: int) -> tuple[float, 
         time.sleep(2)
         return ready, tree_rss(proc.pid)
     finally:
+        stop_group(proc)
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group of proc (started with start_new_session), SIGKILL after 30 s."""
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
 
 
 def synthorg(scratch: Path) -> tuple[list[str], dict[str, str], int]:

@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import os
 import socket
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,6 +254,23 @@ class LazyAsgi:
         await inner(scope, receive, send)
 
 
+_LAZY_IMPORTS = threading.Lock()
+
+
+@contextlib.contextmanager
+def lazy_imports() -> Iterator[None]:
+    """Hold while importing a package that loads lazily (``LazyAsgi`` builds, first use).
+
+    Two threads importing the modules of one package that import each other (``mcp``: the
+    MCP app's build in a worker thread, a run's MCP client on the event loop) can each be
+    handed the other's half-initialised module, and an import then fails with "partially
+    initialized module". Under this lock the second waits for the first to finish instead.
+    """
+    with _LAZY_IMPORTS:
+        yield
+
+
 def _import_all(modules: tuple[str, ...]) -> None:
-    for module in modules:
-        importlib.import_module(module)
+    with lazy_imports():
+        for module in modules:
+            importlib.import_module(module)

@@ -23,9 +23,9 @@ def editor(tmp_path: Path) -> Editor:
 
 
 def test_view_numbers_lines_and_lists_directories(editor: Editor) -> None:
-    (editor.root / "pkg" / "sub" / "deep").mkdir(parents=True)
-    (editor.root / ".git").mkdir()
-    (editor.root / "a.py").write_text("one\ntwo\nthree\n")
+    (Path(editor.root) / "pkg" / "sub" / "deep").mkdir(parents=True)
+    (Path(editor.root) / ".git").mkdir()
+    (Path(editor.root) / "a.py").write_text("one\ntwo\nthree\n")
     assert editor.view("a.py") == "     1\tone\n     2\ttwo\n     3\tthree"
     assert editor.view("a.py", [2, -1]) == "     2\ttwo\n     3\tthree"
     assert editor.view(".").split("\n") == ["a.py", "pkg/", "pkg/sub/"]
@@ -35,7 +35,7 @@ def test_view_numbers_lines_and_lists_directories(editor: Editor) -> None:
 
 def test_create_replace_insert_and_undo_in_order(editor: Editor) -> None:
     assert editor.create("new/f.txt", "alpha\nbeta\n") == "created new/f.txt"
-    path = editor.root / "new" / "f.txt"
+    path = Path(editor.root) / "new" / "f.txt"
     editor.str_replace("new/f.txt", "beta", "BETA")
     editor.insert("new/f.txt", 0, "header")
     editor.insert("new/f.txt", 3, "footer")
@@ -51,7 +51,7 @@ def test_create_replace_insert_and_undo_in_order(editor: Editor) -> None:
 
 
 def test_str_replace_must_match_exactly_once(editor: Editor) -> None:
-    (editor.root / "f.py").write_text("x = 1\ny = 1\nx = 1\n")
+    (Path(editor.root) / "f.py").write_text("x = 1\ny = 1\nx = 1\n")
     with pytest.raises(ToolError, match=r"occurs 2 times .*lines 1, 3"):
         editor.str_replace("f.py", "x = 1", "x = 2")
     with pytest.raises(ToolError, match="not found"):
@@ -64,8 +64,8 @@ def test_str_replace_must_match_exactly_once(editor: Editor) -> None:
 def test_paths_must_resolve_inside_the_workspace(editor: Editor, tmp_path: Path) -> None:
     outside = tmp_path / "secret.txt"
     outside.write_text("secret")
-    (editor.root / "link").symlink_to(outside)
-    (editor.root / "dirlink").symlink_to(tmp_path)
+    (Path(editor.root) / "link").symlink_to(outside)
+    (Path(editor.root) / "dirlink").symlink_to(tmp_path)
     for path in (str(outside), "../secret.txt", "link", "dirlink/secret.txt", "/etc/passwd"):
         with pytest.raises(ToolError, match="outside the workspace"):
             editor.view(path)
@@ -78,6 +78,16 @@ def test_run_command_reports_exit_code_and_merged_output(tmp_path: Path) -> None
     result = run_command(tmp_path, "echo out; echo err >&2; pwd; exit 7", 10, 10_000)
     assert result["exit_code"] == 7 and not result["timed_out"] and not result["truncated"]
     assert result["output"] == f"out\nerr\n{tmp_path}\n"
+
+
+def test_run_command_restores_the_signals_python_ignores(tmp_path: Path) -> None:
+    """Over the file-size cap a writer dies of SIGXFSZ (the sandbox's RLIMIT_FSIZE relies on
+    it), and a pipe reader closing early ends the writer with SIGPIPE."""
+    capped = run_command(tmp_path, "ulimit -f 1; head -c 100000 /dev/zero > big; echo $?", 10, 1000)
+    assert "File size limit exceeded" in capped["output"], capped
+    assert capped["output"].endswith(f"{128 + 25}\n")
+    piped = run_command(tmp_path, "yes | head -n 1; echo ${PIPESTATUS[0]}", 10, 1000)
+    assert piped["output"] == "y\n141\n"
 
 
 def test_run_command_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:

@@ -37,8 +37,12 @@ _SOCKET_ORIGIN = "http://localhost"
 
 def _mcp_client(base_url: str, bearer: str, *, uds: Path) -> McpClient:
     # Imported on first use: the ``mcp`` library costs ~1 s of imports, and only runs of
-    # projects with credentialed tools ever call this.
-    from synthorg.mcp.client import McpToolClient
+    # projects with credentialed tools ever call this. Under the lazy-import lock: the MCP
+    # server's app may be importing ``mcp`` in a worker thread right now.
+    from synthorg.serving import lazy_imports
+
+    with lazy_imports():
+        from synthorg.mcp.client import McpToolClient
 
     return McpToolClient(base_url, bearer, uds=uds)
 
