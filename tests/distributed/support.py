@@ -82,8 +82,9 @@ async def client_of(world: TemporalWorld) -> Client:
     return await Client.connect(world.address)
 
 
-async def slow_action(world: World, conversation: str) -> str:
-    """The id of the slow tool call, once it is logged (the worker is inside it)."""
+async def slow_action(world: World, conversation: str, command: str = SLOW_COMMAND) -> str:
+    """The id of the slow tool call (``command``), once it is logged (the worker is inside
+    it)."""
     store = await open_store(world.store_url)
     try:
         async with asyncio.timeout(300):
@@ -91,7 +92,7 @@ async def slow_action(world: World, conversation: str) -> str:
                 try:
                     async for stored in store.tail(conversation):
                         event = stored.event
-                        if isinstance(event, ActionEvent) and SLOW_COMMAND in str(event.arguments):
+                        if isinstance(event, ActionEvent) and command in str(event.arguments):
                             return event.action_id
                 except NotFoundError:  # the first activity has not created it yet
                     await asyncio.sleep(0.2)

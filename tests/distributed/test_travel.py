@@ -18,12 +18,20 @@ from urllib.parse import urlsplit
 import pytest
 
 from synthorg.distributed.client import start_run
-from synthorg.domain import CheckpointEvent, MessageEvent, ObservationEvent, Task, new_id
+from synthorg.domain import (
+    ActionEvent,
+    CheckpointEvent,
+    MessageEvent,
+    ObservationEvent,
+    Task,
+    new_id,
+)
 from synthorg.service.demo import DEMO_TASK
 from synthorg.service.options import RunOptions
 from synthorg.store import open_store
 from tests.distributed import netns
 from tests.distributed.conftest import TemporalServer
+from tests.distributed.scripts import READ_FOREVER, SETTLE_COMMAND
 from tests.distributed.support import client_of, slow_action, start_worker
 from tests.distributed.travel import TravelWorld, serve_projects
 from tests.faults.harness import branch_tests_pass, check_log, synthorg
@@ -147,6 +155,51 @@ async def _killed_run_moves(
     assert workers[1 - held].proc.returncode is None
     # Nobody had the project on disk but through its own mirror; the terminal had none.
     assert not (terminal.home / "worktrees").exists()
+
+
+@pytest.mark.timeout(900)
+async def test_an_action_logged_as_done_keeps_its_effect_when_its_worker_dies_next(
+    world: TravelWorld, daemon: GitDaemon
+) -> None:
+    """A change, its observation logged, then a read (no checkpoint before it) in which the
+    worker is killed: the successor's worktree has the change the log says was made."""
+    machines = [world.machine("a"), world.machine("b")]
+    terminal = world.machine("terminal")
+    workers = list(await asyncio.gather(*(start_worker(m) for m in machines)))
+    run = await synthorg(
+        terminal, "run", DEMO_TASK, "--repo", "project:app", "--loop", "react",
+        "--model", "settle", "--engine", "temporal",
+    )  # fmt: skip
+    conversation = await run.conversation_id()
+    reading = await slow_action(terminal, conversation, READ_FOREVER)
+    store = await open_store(world.store_url)
+    try:
+        owner = await store.conversation_owner(conversation)
+        before = [s.event for s in await store.history(conversation, limit=10_000)]
+    finally:
+        await store.close()
+    (wrote,) = [e for e in before if isinstance(e, ActionEvent) and SETTLE_COMMAND in str(e)]
+    done = [e for e in before if isinstance(e, ObservationEvent) and e.action_id == wrote.action_id]
+    assert done and not done[0].is_error, done  # logged as done before the kill
+    assert owner is not None
+    (held,) = [i for i, w in enumerate(workers) if w.proc.pid == owner.pid]
+    os.kill(owner.pid, signal.SIGKILL)
+    await workers[held].exit()
+
+    assert await run.exit(timeout=600) == 0, run.output + "".join(w.output for w in workers)
+    await check_log(terminal, conversation)
+    store = await open_store(world.store_url)
+    try:
+        events = [s.event for s in await store.history(conversation, limit=10_000)]
+    finally:
+        await store.close()
+    (answer,) = [e for e in events if isinstance(e, ObservationEvent) and e.action_id == reading]
+    assert "effect is unknown" in answer.content, answer
+    # The change the log reports as made is in what landed (restored on the other machine).
+    assert _served_file(daemon.bare("app"), f"synthorg/{conversation}", "settled.txt") == (
+        "settled\n"
+    )
+    branch_tests_pass(daemon.bare("app"), conversation)
 
 
 @pytest.fixture
