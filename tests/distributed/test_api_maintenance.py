@@ -28,14 +28,6 @@ from tests.server.helpers import events
 pytestmark = [pytest.mark.postgres, pytest.mark.bwrap]
 
 
-@pytest.fixture
-def world(
-    tmp_path: Path, pg_schema: str, temporal_server: TemporalServer, daemon: GitDaemon
-) -> TravelWorld:
-    remotes = serve_projects(daemon, tmp_path, ["app"])
-    return TravelWorld(tmp_path, pg_schema, address=temporal_server.address, remotes=remotes)
-
-
 def _git(bare: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(bare), *args], capture_output=True, text=True, check=True
@@ -44,6 +36,14 @@ def _git(bare: Path, *args: str) -> str:
 
 def _rev(bare: Path, rev: str) -> str:
     return _git(bare, "rev-parse", rev).strip()
+
+
+@pytest.fixture
+def world(
+    tmp_path: Path, pg_schema: str, temporal_server: TemporalServer, daemon: GitDaemon
+) -> TravelWorld:
+    remotes = serve_projects(daemon, tmp_path, ["app"])  # project app, only on the remote
+    return TravelWorld(tmp_path, pg_schema, address=temporal_server.address, remotes=remotes)
 
 
 @pytest.mark.timeout(900)
