@@ -14,7 +14,12 @@ import asyncio
 import contextlib
 from typing import Any, NoReturn
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.exceptions import ApplicationError, CancelledError, TemporalError
 from temporalio.service import RPCError
 
@@ -168,10 +173,15 @@ class TemporalRunService:
     async def cancel(self, conversation_id: str, *, by: str) -> None:
         """The holder stops the run (sandbox included) and records who cancelled; a holder
         that does not answer (dead, or no run claimed yet) gets Temporal's cancellation."""
+        bound = asyncio.timeout(CANCEL_UPDATE_S)
         try:
-            async with asyncio.timeout(CANCEL_UPDATE_S):
+            async with bound:
                 await control(self._client, conversation_id, {"action": "cancel", "by": by})
-        except TimeoutError:
+        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+            # The SDK turns the bound's cancellation of the update into its own error, which
+            # the bound then lets through: a TimeoutError never arrives alone.
+            if not bound.expired():
+                raise
             _log.warning("CANCEL_BY_TEMPORAL", conversation_id=conversation_id, by=by)
             await self._client.get_workflow_handle(conversation_id).cancel()
 
