@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -126,6 +127,9 @@ class Bench:
                 break
         else:
             raise RuntimeError("worker exited before it was ready")
+        # Drained from now on: a full pipe would block the worker's next log line (and with
+        # it every run and control command it holds).
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
         self.workers.append(proc)
         return proc
 
