@@ -18,8 +18,8 @@ react loop fixing the demo repository, latency 0 so the control plane is what is
   decision and cancel POSTed to an embedded `synthorg serve` (baseline) and to one on
   Temporal (the worker holding the run answers): p50 / p99 per action and pooled.
 
-    uv run python benchmarks/distributed_bench.py [--runs 5] [--burst 6] [--control-rounds 20]
-    uv run python benchmarks/distributed_bench.py --only-control [--control-rounds 20]
+    uv run python benchmarks/distributed_bench.py [--runs 5] [--burst 6] [--failover-only]
+        [--control-rounds 20] [--only-control]
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import asyncio
 import contextlib
 import os
 import secrets
+import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -47,11 +47,14 @@ import httpx
 import psutil
 import psycopg
 
+from support import free_port
 from synthorg.distributed.client import control, start_run
 from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.worker import connect
 from synthorg.domain import ActionEvent, Task, new_id
 from synthorg.logging import configure_logging
+from synthorg.sandbox.quota import ROOT_ENV as QUOTA_ROOT_ENV
+from synthorg.sandbox.quota import sweep_stale
 from synthorg.server import KeyStore, Role
 from synthorg.service.boot import boot
 from synthorg.service.demo import DEMO_TASK, create_demo_repo
@@ -66,12 +69,6 @@ PG = "postgresql://postgres@127.0.0.1:5432/test"
 HEARTBEAT_S = 10.0
 """The run-loop heartbeat timeout (the default): long enough that a loaded worker's
 heartbeats (sent every 2.5 s) never miss it, short enough that failover is seconds."""
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Bench:
@@ -92,6 +89,11 @@ class Bench:
             f'task_queue = "{self.queue}"\nheartbeat_timeout_s = {HEARTBEAT_S}\n'
         )
         self.home = root / "home"
+        self.quota = root / "quota"
+        """Its processes' worktree quotas: what a killed worker left is released from here."""
+        self.tmp = root / "tmp"
+        """Their TMPDIR: a killed process's temp dirs (no atexit ran) go with ``root``."""
+        self.tmp.mkdir()
         self.count = 0
         self.workers: list[subprocess.Popen[bytes]] = []
         self.orchestration: list[float] = []
@@ -106,7 +108,8 @@ class Bench:
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
-        env.update(SYNTHORG_HOME=str(self.home), PYTHONPATH=str(ROOT))
+        env.update(SYNTHORG_HOME=str(self.home), PYTHONPATH=str(ROOT), TMPDIR=str(self.tmp))
+        env[QUOTA_ROOT_ENV] = str(self.quota)
         return env
 
     def task(self) -> Task:
@@ -204,7 +207,7 @@ class Api:
         self.url = ""
 
     async def __aenter__(self) -> Api:
-        port = _port()
+        port = free_port()
         env = {**self.bench.env(), "SYNTHORG_HOME": str(self.home)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "synthorg.cli.app", "serve", "--port", str(port), "-c",
@@ -478,6 +481,10 @@ async def failover(bench: Bench) -> float:
     finally:
         await store.close()
         bench.stop_workers()
+        # The killed worker's quota is still mounted over the run's worktree (under the
+        # successor's until that one released it): the sweep a booting process would do.
+        released = sweep_stale(bench.quota)
+        print(f"failover: released {released} quota(s) the killed worker left mounted")
     return first - killed
 
 
@@ -539,13 +546,19 @@ async def through_the_api(bench: Bench, temporal_pid: int, runs: int, burst: int
     bench.stop_workers()
 
 
-async def main(runs: int, burst: int, control_rounds: int, only_control: bool) -> None:
+async def main(
+    runs: int,
+    burst: int,
+    failover_only: bool = False,
+    control_rounds: int = 20,
+    only_control: bool = False,
+) -> None:
     configure_logging("WARNING")
     schema = f"bench_{secrets.token_hex(4)}"
     with psycopg.connect(PG, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     root = Path(tempfile.mkdtemp(prefix="distbench-"))
-    address = f"127.0.0.1:{_port()}"
+    address = f"127.0.0.1:{free_port()}"
     binary = str(Path(sys.executable).parent / "temporal")
     server = subprocess.Popen(
         [
@@ -558,9 +571,9 @@ async def main(runs: int, burst: int, control_rounds: int, only_control: bool) -
             "--port",
             address.rsplit(":", 1)[1],
             "--http-port",
-            str(_port()),
+            str(free_port()),
             "--metrics-port",
-            str(_port()),
+            str(free_port()),
             "--db-filename",
             str(root / "temporal.db"),
             "--log-level",
@@ -581,6 +594,9 @@ async def main(runs: int, burst: int, control_rounds: int, only_control: bool) -
         print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus")
         if only_control:
             await control_through_the_api(bench, control_rounds)
+            return
+        if failover_only:
+            await _failover_round(bench)
             return
         # Overhead: one at a time, alternating so load drifts hit both alike.
         worker = bench.start_worker()
@@ -616,26 +632,47 @@ async def main(runs: int, burst: int, control_rounds: int, only_control: bool) -
             f"{latency[int(len(latency) * 0.95) - 1] * 1000:.0f} ms, max "
             f"{latency[-1] * 1000:.0f} ms over {len(latency)}"
         )
-        gap = await failover(bench)
-        print(
-            f"failover: SIGKILL -> successor's first event {gap:.1f} s "
-            f"(heartbeat timeout {HEARTBEAT_S:g} s; target <= {HEARTBEAT_S + 2:g} s)"
-        )
+        await _failover_round(bench)
     finally:
         bench.stop_workers()
         server.terminate()
         server.wait(30)
         with psycopg.connect(PG, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        _remove(root, bench.quota)
+
+
+async def _failover_round(bench: Bench) -> None:
+    gap = await failover(bench)
+    print(
+        f"failover: SIGKILL -> successor's first event {gap:.1f} s "
+        f"(heartbeat timeout {HEARTBEAT_S:g} s; target <= {HEARTBEAT_S + 2:g} s)"
+    )
+
+
+def _remove(root: Path, quota: Path) -> None:
+    """Delete the bench's dir: quotas released first (a worker killed mid-run, or by an
+    interrupt, left its own mounted), then whatever is still mounted below it unmounted, so
+    rmtree never deletes through a mount (an image, a worktree bind)."""
+    sweep_stale(quota)
+    prefix = f"{root}/"
+    points = [line.split(" ")[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for point in sorted((p for p in points if p.startswith(prefix)), reverse=True):
+        print(f"unmounting a leftover mount: {point}")
+        subprocess.run(["umount", "-l", point], check=False)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--burst", type=int, default=6)
+    parser.add_argument("--failover-only", action="store_true", help="only the failover round")
     parser.add_argument("--control-rounds", type=int, default=20)
     parser.add_argument(
         "--only-control", action="store_true", help="only the [control] lines (through the API)"
     )
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.burst, args.control_rounds, args.only_control))
+    asyncio.run(
+        main(args.runs, args.burst, args.failover_only, args.control_rounds, args.only_control)
+    )

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from support import free_port, wait_port
+
 LITELLM_VENV = Path(os.environ.get("LITELLM_BENCH_VENV", "/tmp/litellm-bench"))
 MODEL = "bench-model"
 LITELLM_KEY = "sk-bench-master-0123456789abcdef"  # it refuses to start without a master key
@@ -35,24 +36,6 @@ CPU: dict[str, list[float]] = {}
 """Per target: CPU seconds its proxy process spent per request, per measured batch."""
 PIDS: dict[str, int] = {}
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "ping " * 20}], "max_tokens": 64}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode}: {proc.args}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"port {port} not ready after {timeout}s")
 
 
 @contextmanager

@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,30 +26,13 @@ import aiohttp
 import httpx
 import yarl
 
+from support import free_port, wait_port
 from synthorg.gateway.http1 import Http1Pool
 
 BODY = json.dumps(
     {"model": "bench-model", "messages": [{"role": "user", "content": "ping " * 20}]}
 ).encode()
 HEADERS = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"upstream exited with {proc.returncode}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError("upstream did not start")
 
 
 Call = Callable[[], Awaitable[bytes]]
@@ -129,7 +111,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400, help="per client per round")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    port = _free_port()
+    port = free_port()
     upstream = subprocess.Popen(
         [sys.executable, "-m", "synthorg.gateway.scripted_server", "--port", str(port)],
         stdout=subprocess.DEVNULL,
@@ -137,7 +119,7 @@ def main() -> None:
         start_new_session=True,
     )
     try:
-        _wait_port(port, upstream)
+        wait_port(port, upstream)
         import uvloop
 
         samples = uvloop.run(_measure(args.requests, args.rounds, f"http://127.0.0.1:{port}/v1"))

@@ -18,15 +18,11 @@ import sys  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_task_real as real  # noqa: E402
 
-_prepare, _build = real.prepare_environment, real.build_conversation
+_import, _build = real.import_sdk, real.build_conversation
 
 
-def prepare(spec):  # type: ignore[no-untyped-def]
-    _prepare(spec)
-    import openhands.sdk
-    import openhands.tools.file_editor
-    import openhands.tools.terminal  # noqa: F401
-
+def import_sdk():  # type: ignore[no-untyped-def]
+    _import()
     STAMPS.append(("sdk_imported", time.time()))
 
 
@@ -38,5 +34,5 @@ def build(spec, on_event):  # type: ignore[no-untyped-def]
     return conversation
 
 
-real.prepare_environment, real.build_conversation = prepare, build
+real.import_sdk, real.build_conversation = import_sdk, build
 sys.exit(real.main())

@@ -1,7 +1,7 @@
 """OpenHands loop: cold start and per-turn overhead of the adapter + bwrap sandbox vs the SDK.
 
 Run: uv run python benchmarks/openhands_loop_bench.py [--turns 3] [--reps 3] [--per-turn]
-     [--without-bytecode] [--split-sandbox]
+     [--without-bytecode] [--split-sandbox] [--pool]
 
 Both sides run the same SDK conversation (run_task.py's own ``build_conversation``: same LLM,
 agent, tools, terminal backend, prices) against the same gateway with the same scripted model
@@ -13,7 +13,14 @@ agent, tools, terminal backend, prices) against the same gateway with the same s
 - direct: a small driver in the runtime venv builds the same conversation in-process (no
   sandbox, no adapter, no store) and stamps each SDK event as its callback sees it.
 - cli: ``synthorg run --loop openhands`` spawned as a user would (its own process, gateway,
-  store and sandbox), timed from the spawn to the first model request its gateway receives.
+  store and sandbox), timed from the spawn to the first model request its gateway receives,
+  with ``[openhands] pool_size = 0`` (no pre-started sandbox).
+- with ``--pool``, also: cli-pool, the same command with the default pool (one sandbox started
+  at boot, so its SDK import overlaps the rest of the start-up); and, as ``synthorg serve``
+  runs them, the in-process service without a pool (serve-cold) and with its pool settled
+  (serve-pool: the server has been idle since its last run, its pooled sandbox has imported
+  the SDK), each timed from ``create`` to the first model request. It prints the idle pooled
+  sandbox's memory (USS and PSS of its process tree).
 
 Cold start = spawn -> first model request at the gateway (``oh_first_request`` stamps each
 request). The direct side is the SDK's own cold start: interpreter, ``import openhands.sdk``
@@ -76,7 +83,7 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from run_task import RunSpec, build_conversation, prepare_environment
 spec = RunSpec.model_validate_json(sys.stdin.readline())
-prepare_environment(spec)  # the env the SDK reads at import, as run_task.py sets it
+prepare_environment()  # the env the SDK reads at import, as run_task.py sets it
 import openhands.sdk, openhands.tools.file_editor, openhands.tools.terminal
 stamps.append(["sdk_imported", time.time()])
 import_cpu = time.process_time()  # this process's CPU so far: the interpreter and the imports
@@ -389,16 +396,69 @@ def cli_run(
     return out
 
 
+def _tree(pid: int) -> list[Any]:
+    import psutil
+
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
+async def _until_idle(pid: int) -> None:
+    """Until the process tree's CPU time stops growing (the slot has imported the SDK and
+    waits on stdin): a server idle since its last run."""
+    last = -1.0
+    while True:
+        now = sum(sum(p.cpu_times()[:2]) for p in _tree(pid))
+        if now == last:
+            return
+        last = now
+        await asyncio.sleep(0.5)
+
+
+def pool_memory(c: Components) -> dict[str, float]:
+    """USS and PSS (MiB) of every idle pooled sandbox's process tree, bwrap included."""
+    assert c.sandbox_pool is not None
+    slots = [slot for slots in c.sandbox_pool._idle.values() for slot in slots]
+    infos = [p.memory_full_info() for slot in slots for p in _tree(slot.process.pid)]
+    return {
+        "uss_mib": sum(i.uss for i in infos) / 2**20,
+        "pss_mib": sum(i.pss for i in infos) / 2**20,
+        "rss_mib": sum(i.rss for i in infos) / 2**20,
+    }
+
+
+async def service_run(c: Components, tmp: Path, name: str) -> dict[str, float]:
+    """A run as ``synthorg serve`` starts it: create -> first model request (in-process)."""
+    if c.sandbox_pool is not None:
+        await c.sandbox_pool.settle()
+        for slots in c.sandbox_pool._idle.values():
+            for slot in slots:
+                await _until_idle(slot.process.pid)
+    # Idle, between runs: what the pool costs while it waits.
+    memory = pool_memory(c) if c.sandbox_pool is not None else {}
+    repo = _repo(tmp / name)
+    stamp_file = tmp / f"{name}-stamps"
+    os.environ["OH_BENCH_STAMPS"] = str(stamp_file)
+    task = Task(
+        id=new_id("task"), project_id="bench", prompt="Write progress.txt", repository=str(repo)
+    )
+    started = time.time()
+    record = await c.service.create(task, RunOptions(loop="openhands", max_turns=TURNS + 5))
+    result = await c.service.run(record.id)
+    assert result.termination_reason.value == "completed", result.error
+    return {"cold_start": _stamps(stamp_file)[0] - started, **memory}
+
+
 def _median(runs: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def _config(path: Path) -> Path:
+def _config(path: Path, pool_size: int = 0) -> Path:
     path.write_text(
         '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\n'
         f'models = ["{MODEL}"]\nscript = "{SCRIPT}"\n'
         f"[gateway.prices.{MODEL}]\ninput_per_mtok_usd = 3\noutput_per_mtok_usd = 15\n"
-        f'[run]\nmodel = "{MODEL}"\n'
+        f'[run]\nmodel = "{MODEL}"\n[openhands]\npool_size = {pool_size}\n'
     )
     return path
 
@@ -414,6 +474,7 @@ async def main(
     per_turn: bool,
     without_bytecode: bool,
     split_sandbox: bool,
+    pool: bool,
 ) -> None:
     global TURNS
     TURNS = turns
@@ -425,15 +486,31 @@ async def main(
         home.mkdir()
         (home / "runtimes").symlink_to(runtime.venv_path.parents[1])
         config = _config(tmp / "bench.toml")
+        pool_config = _config(tmp / "bench-pool.toml", pool_size=1)
         settings = _settings(home)
+        pooled_home = tmp / "pooled-home"
+        pooled_home.mkdir()
+        (pooled_home / "runtimes").symlink_to(runtime.venv_path.parents[1])
+        sides: dict[str, list[dict[str, float]]] = {
+            "cli-pool": [],
+            "serve-cold": [],
+            "serve-pool": [],
+            "memory": [],
+        }
         adapter: list[dict[str, float]] = []
         direct: list[dict[str, float]] = []
         cli: list[dict[str, float]] = []
         no_pyc: list[dict[str, float]] | None = [] if without_bytecode else None
         files = phase_files(tmp) if split_sandbox else None
-        async with boot(
-            settings, registry=default_registry(), provisioner=default_provisioner
-        ) as c:
+        async with (
+            boot(settings, registry=default_registry(), provisioner=default_provisioner) as c,
+            boot(
+                _settings(pooled_home),
+                registry=default_registry(),
+                provisioner=default_provisioner,
+                openhands_pool="kept" if pool else "none",
+            ) as pooled,
+        ):
             assert c.gateway_endpoints.uds_path is not None
             server = await _forward_tcp(c.gateway_endpoints.uds_path)
             port = server.sockets[0].getsockname()[1]
@@ -447,6 +524,18 @@ async def main(
                     cli.append(
                         await asyncio.to_thread(cli_run, runtime, home, config, tmp, n, files)
                     )
+                    if pool:
+                        sides["cli-pool"].append(
+                            await asyncio.to_thread(
+                                cli_run, runtime, home, pool_config, tmp, n + 1000, files
+                            )
+                        )
+                        sides["serve-cold"].append(await service_run(c, tmp, f"cold-{n}"))
+                        if n == 0:
+                            await service_run(pooled, tmp, "pool-warm-up")  # not counted
+                        sides["serve-pool"].append(await service_run(pooled, tmp, f"pool-{n}"))
+                        sides["memory"].append(sides["serve-pool"][-1])
+                        print(f"  pool {[(k, v[-1]) for k, v in sides.items()]}")
                     if per_turn:
                         adapter.append(await adapter_run(c, tmp, n))
                     if no_pyc is not None:
@@ -471,6 +560,14 @@ async def main(
     ratio = _median(cli, "cold_start") / _median(direct, "cold_start")
     print(f"load average (1/5/15 min): {os.getloadavg()}")
     print(f"cold-start ratio synthorg run / direct SDK: {ratio:.3f}x (target: cli <= 2 s idle)")
+    if pool:
+        direct_start = _median(direct, "cold_start")
+        for name in ("cli-pool", "serve-cold", "serve-pool"):
+            median = _median(sides[name], "cold_start")
+            ratio = median / direct_start
+            print(f"{name:10} cold_start {median:6.2f}s  ratio / direct SDK {ratio:.3f}x")
+        memory = {k: _median(sides["memory"], k) for k in ("uss_mib", "pss_mib", "rss_mib")}
+        print("idle pooled sandbox (MiB): " + "  ".join(f"{k} {v:.1f}" for k, v in memory.items()))
     if no_pyc:
         print(_row("no-pyc", no_pyc, ("cold_start", "sdk_import", "import_cpu", "conversation")))
         pyc_ratio = _median(no_pyc, "cold_start") / _median(direct, "cold_start")
@@ -504,6 +601,11 @@ if __name__ == "__main__":
         action="store_true",
         help="the cli side runs a run_task.py that stamps its phases (oh_phase_entrypoint.py)",
     )
+    parser.add_argument(
+        "--pool",
+        action="store_true",
+        help="also with the sandbox pool: cli-pool (run), serve-cold and serve-pool",
+    )
     args = parser.parse_args()
     asyncio.run(
         main(
@@ -513,5 +615,6 @@ if __name__ == "__main__":
             args.per_turn,
             args.without_bytecode,
             args.split_sandbox,
+            args.pool,
         )
     )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,13 +23,9 @@ from pathlib import Path
 import httpx
 from uv import find_uv_bin
 
+from support import free_port
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def start_to_ready(argv: list[str], port: int, env: dict[str, str]) -> float:

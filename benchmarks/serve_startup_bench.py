@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,21 +28,16 @@ import httpx
 import psutil
 from baseline import bytecode_env, extract_src
 
+from support import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 _DEADLINE_S = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _to_ready(src: Path, home: Path, *, bytecode: bool) -> tuple[float, float]:
     """(Seconds from spawning ``synthorg serve`` to its first ``/ready`` 200, the server's
     CPU seconds by then): CPU barely depends on machine load, wall time does."""
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
     env.update(SYNTHORG_HOME=str(home), PYTHONPATH=str(src))
     env = bytecode_env(env, home.parent / "pycache", enabled=bytecode)

@@ -19,7 +19,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,16 +29,11 @@ from pathlib import Path
 import httpx
 import psutil
 
+from support import free_port
+
 VERSION = "1.58.2"
 PACKAGES = [f"openhands-agent-server=={VERSION}", f"openhands-sdk=={VERSION}"]
 PACKAGES.append(f"openhands-tools=={VERSION}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def ensure_peer(venv: Path) -> Path:

@@ -18,15 +18,15 @@ import asyncio
 import os
 import secrets
 import statistics
+import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
 import httpx
 
-from synthorg.domain import AgentIdentity, ConversationRecord, Task
+from synthorg.domain import ConversationRecord
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.embedded import serve_embedded
@@ -34,26 +34,17 @@ from synthorg.gateway.signer import RunBinding
 from synthorg.store import open_store
 from synthorg.store.protocol import Store
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test harness's record
+from tests.gateway.harness import tree_conversation
+
 MODEL = "bench-model"
 BUDGET = Decimal(1_000_000)
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "ping " * 20}], "max_tokens": 64}
 
 
 def _record(root_id: str | None) -> ConversationRecord:
-    now = datetime.now(UTC)
-    return ConversationRecord(
-        id=f"conv-{secrets.token_hex(6)}",
-        task=Task(id="task-b", project_id="proj", prompt="p", repository="/r"),
-        agent=AgentIdentity(id="agent-1"),
-        loop_type="react",
-        model=MODEL,
-        provider="scripted",
-        created_at=now,
-        updated_at=now,
-        budget_usd=BUDGET if root_id is None else BUDGET / 4,
-        parent_id=root_id,
-        root_id=root_id,
-    )
+    budget = BUDGET if root_id is None else BUDGET / 4
+    return tree_conversation(budget, root_id, model=MODEL, provider="scripted")
 
 
 async def _tokens(app_gateway: object, store: Store, tree: bool) -> list[str]:

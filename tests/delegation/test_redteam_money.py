@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from decimal import Decimal
@@ -18,6 +19,7 @@ from synthorg.server import KeyStore, Role, ServerSettings, create_app
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
 from synthorg.service.tree import ledger_spend
+from synthorg.store.reconcile import claimant
 from tests import support
 
 from .conftest import Booter
@@ -255,14 +257,17 @@ async def test_deleting_a_spent_root_keeps_the_trees_ledger_and_leaves_no_orphan
         budget = await store.tree_budget(root.id)
         assert budget is not None and budget.spent == sum(spent.values())
 
-        # A member running (here: by its record, as a run in another process shows) holds
-        # the whole tree back.
+        # A member running in another live process (its claim and its record) holds the
+        # whole tree back.
+        other = claimant().model_copy(update={"pid": os.getppid()})
+        await store.claim_conversation(grandchild.id, other, lease_s=60)
         running = grandchild.model_copy(update={"status": ConversationStatus.RUNNING})
         await store.save_conversation(running)
         refused = await api.delete(f"/api/conversations/{root.id}")
         assert refused.status_code == 409 and grandchild.id in refused.text, refused.text
         assert (await api.get(f"/api/conversations/{root.id}")).status_code == 200
         await store.save_conversation(grandchild)
+        await store.release_conversation(grandchild.id, other.owner_id)
 
         deleted = await api.delete(f"/api/conversations/{root.id}")
         assert deleted.status_code == 200, deleted.text

@@ -59,11 +59,15 @@ async def harness(tmp_path: Path, store: Store) -> AsyncIterator[Harness]:
 
 
 @pytest.fixture
-async def fake(tmp_path: Path, store: Store) -> AsyncIterator[FakeHarness]:
+async def fake(
+    request: pytest.FixtureRequest, tmp_path: Path, store: Store
+) -> AsyncIterator[FakeHarness]:
+    """The gateway in front of a FakeUpstream. Its upstream idle timeout is 1 s, or what the
+    test gives: ``@pytest.mark.parametrize("fake", [120.0], indirect=True)``."""
     upstream = FakeUpstream()
     async with serve_embedded(upstream, tcp_port=0) as up:
         assert up.tcp_base_url
-        config = fake_config(tmp_path, up.tcp_base_url)
+        config = fake_config(tmp_path, up.tcp_base_url, getattr(request, "param", 1.0))
         app = create_gateway_app(config, signer_for(config), store)
         async with serve_embedded(app, tcp_port=0) as gw:
             assert gw.tcp_base_url

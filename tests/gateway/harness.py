@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 import openai
 
+from synthorg.domain import AgentIdentity, ConversationRecord, Task
 from synthorg.gateway.app import GatewayApp
 from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.providers.scripted import ScriptedProvider
@@ -130,8 +132,11 @@ FAKE_PRICE = ModelPrice(input_per_mtok_usd=Decimal(1000), output_per_mtok_usd=De
 """The price of the attack report: $1000 per million tokens in and out."""
 
 
-def fake_config(tmp_path: Path, upstream_url: str, **gateway: Any) -> GatewayConfig:
-    """One OpenAI-compatible provider 'fake' in front of the FakeUpstream, 1 s idle timeout."""
+def fake_config(
+    tmp_path: Path, upstream_url: str, idle_timeout_s: float = 1.0, **gateway: Any
+) -> GatewayConfig:
+    """One OpenAI-compatible provider 'fake' in front of the FakeUpstream (a stalled stream
+    is cut after ``idle_timeout_s``)."""
     return GatewayConfig(
         providers=[
             ProviderConfig(
@@ -139,7 +144,7 @@ def fake_config(tmp_path: Path, upstream_url: str, **gateway: Any) -> GatewayCon
                 kind="openai",
                 base_url=upstream_url,
                 models=(FAKE_MODEL,),
-                idle_timeout_s=1.0,
+                idle_timeout_s=idle_timeout_s,
             )
         ],
         prices={FAKE_MODEL: FAKE_PRICE},
@@ -173,3 +178,30 @@ class FakeHarness:
             headers={"authorization": f"Bearer {token}"},
             timeout=httpx.Timeout(60.0),
         )
+
+
+def tree_conversation(
+    budget: Decimal | None,
+    root_id: str | None = None,
+    *,
+    model: str = FAKE_MODEL,
+    provider: str = "fake",
+) -> ConversationRecord:
+    """A conversation of a delegation tree as the store keeps it: the root (``root_id``
+    None, its budget the tree's) or a child of ``root_id`` with its share as budget."""
+    now = datetime.now(UTC)
+    return ConversationRecord(
+        id=f"conv-{secrets.token_hex(6)}",
+        task=Task(
+            id=f"task-{secrets.token_hex(4)}", project_id="proj", prompt="p", repository="/r"
+        ),
+        agent=AgentIdentity(id="agent-1"),
+        loop_type="react",
+        model=model,
+        provider=provider,
+        created_at=now,
+        updated_at=now,
+        budget_usd=budget,
+        parent_id=root_id,
+        root_id=root_id,
+    )

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import partial
 from typing import Any, Literal
 
 import httpx
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from synthorg.gateway.service import Ticket
 from synthorg.gateway.wire import Usage
+from synthorg.store.protocol import ExecutionUsage
 
 from .fake_upstream import Record, Reply
 from .harness import FAKE_MODEL, FAKE_PRICE, FakeHarness
@@ -106,6 +107,61 @@ async def _send(http: httpx.AsyncClient, body: dict[str, Any]) -> int:
         return response.status_code
 
 
+async def drive(
+    fake: FakeHarness,
+    by_nonce: dict[str, Spec],
+    sends: list[tuple[str, dict[str, Any]]],
+    executions: list[str],
+    timeout_s: float,
+) -> tuple[list[ExecutionUsage], list[Ticket]]:
+    """Send every (bearer, body) at once, the upstream answering each as ``by_nonce`` says:
+    the usage of each of ``executions`` once all is settled and written, and their tickets
+    (each request settled once, every one the gateway admitted)."""
+    fake.upstream.plan = partial(reply, by_nonce)
+    ours = set(executions)
+    tickets: list[Ticket] = []
+    fake.gateway.on_settle(lambda t: tickets.append(t) if t.claims.execution_id in ours else None)
+    clients = {token: fake.http(token) for token, _ in sends}
+    try:
+        async with asyncio.timeout(timeout_s):
+            statuses = await asyncio.gather(*(_send(clients[token], body) for token, body in sends))
+            usages = [await fake.gateway.usage(e) for e in executions]  # waits for the settles
+            for execution_id in executions:
+                await fake.gateway.flush(execution_id)
+    finally:
+        for client in clients.values():
+            await client.aclose()
+    assert len(tickets) == len({id(t) for t in tickets}), "each request settled once"
+    assert len(tickets) == sum(1 for s in statuses if s not in (400, 402)), statuses
+    return usages, tickets
+
+
+def within_one_reservation(spent: Decimal, ceiling: Decimal, tickets: list[Ticket]) -> None:
+    """The invariant: what was spent is what the tickets cost, at most the ceiling plus the
+    largest reservation of one admitted request."""
+    assert spent == sum((t.cost for t in tickets), Decimal(0))
+    if tickets:
+        assert spent <= ceiling + max(t.reserved for t in tickets), (
+            f"spent ${spent} of a ${ceiling} ceiling: more than one request over"
+        )
+
+
+_EMPTY = Spec(
+    prompt=366,
+    tools=1,
+    cap=10,
+    n=None,
+    stream=False,
+    out_chars=0,
+    usage=False,
+    ending="done",
+    error=None,
+)
+"""An empty answer whose bill (its upper-bound prompt) crosses a $1 ceiling: it kills the run
+without being cut. In a random batch, whether such a request is the one that crosses depends
+on the order the gateway admits the batch in (the property failed on a loaded machine only)."""
+
+
 @settings(
     max_examples=25,
     deadline=None,
@@ -115,28 +171,18 @@ async def _send(http: httpx.AsyncClient, body: dict[str, Any]) -> int:
     ceiling=st.decimals(min_value=Decimal("0.01"), max_value=Decimal(30), places=2),
     batch=st.lists(specs(), min_size=1, max_size=12),
 )
+@example(ceiling=Decimal("1.00"), batch=[_EMPTY])
+@example(ceiling=Decimal("1.00"), batch=[replace(_EMPTY, stream=True)])
 async def test_spend_stays_within_one_reservation_of_the_ceiling(
     fake: FakeHarness, ceiling: Decimal, batch: list[Spec]
 ) -> None:
     by_nonce = {f"n{secrets.token_hex(6)}": spec for spec in batch}
-    fake.upstream.plan = partial(reply, by_nonce)
-    tickets: list[Ticket] = []
     binding, token = await fake.run(ceiling)
-    fake.gateway.on_settle(
-        lambda t: tickets.append(t) if t.claims.execution_id == binding.execution_id else None
-    )
-    async with asyncio.timeout(120), fake.http(token) as http:
-        statuses = await asyncio.gather(*(_send(http, _body(n, s)) for n, s in by_nonce.items()))
-        usage = await fake.gateway.usage(binding.execution_id)  # waits for every settle
+    sends = [(token, _body(nonce, spec)) for nonce, spec in by_nonce.items()]
+    (usage,), tickets = await drive(fake, by_nonce, sends, [binding.execution_id], 120)
 
-    assert len(tickets) == len({id(t) for t in tickets}), "each request settled once"
-    assert len(tickets) == sum(1 for s in statuses if s not in (400, 402)), statuses
     assert usage.requests == len(tickets)
-    assert usage.cost_usd == sum((t.cost for t in tickets), Decimal(0))
-    if tickets:
-        assert usage.cost_usd <= ceiling + max(t.reserved for t in tickets), (
-            "spend exceeds the ceiling by more than one reservation"
-        )
+    within_one_reservation(usage.cost_usd, ceiling, tickets)
     records = {r.body["messages"][0]["content"].split(" ", 1)[0]: r for r in fake.upstream.records}
     for ticket in tickets:
         nonce = str(ticket.request.messages[0].content).split(" ", 1)[0]
@@ -149,11 +195,16 @@ def _expected(ticket: Ticket, spec: Spec, record: Record) -> Decimal:
     if spec.error:
         assert ticket.billed_as == "refused"
         return Decimal(0)  # refused by the upstream before generating: not billed
-    if ticket.billed_as == "answered" and (ticket.killed or not record.finished):
+    if ticket.billed_as == "answered" and (
+        spec.usage or not record.finished or ticket.out_bytes < spec.out_chars
+    ):
         # Cut by the gateway at the ceiling: the upper-bound prompt and every byte received
         # (the upstream may have finished writing what the gateway never read: the race
         # hypothesis found; what was never received is covered by the one-request margin).
-        assert ticket.killed and 0 < ticket.out_bytes <= spec.out_chars
+        # Known by what was relayed, not by ``killed``, which marks whichever request's bill
+        # crossed the ceiling: a whole answer too (an empty one failed ``0 < out_bytes``).
+        # A whole answer without usage is billed the same, cut after its last byte or not.
+        assert spec.stream and ticket.killed and 0 < ticket.out_bytes <= spec.out_chars
         return _cost(bounds.unreported(ticket.out_bytes))
     if not record.finished:  # the upstream cut or stalled the stream
         assert ticket.billed_as == "incomplete"

@@ -9,39 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from decimal import ROUND_UP, Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from synthorg.gateway.app import create_gateway_app, signer_for
-from synthorg.gateway.embedded import serve_embedded
 from synthorg.gateway.wire import ChatRequest
-from synthorg.store.protocol import Store
 
-from .fake_upstream import FakeUpstream, Reply
-from .harness import FAKE_MODEL, FakeHarness, fake_config
-from .test_tree_ceiling_property import _conversation, _open
+from .fake_upstream import Reply
+from .harness import FAKE_MODEL, FakeHarness, tree_conversation
+from .test_tree_ceiling_property import _open
 
 _CENT = Decimal("0.000001")
-
-
-@pytest.fixture
-async def patient(tmp_path: Path, store: Store) -> AsyncIterator[FakeHarness]:
-    """The fake harness with an upstream idle timeout long enough to hold a stalled stream."""
-    upstream = FakeUpstream()
-    async with serve_embedded(upstream, tcp_port=0) as up:
-        assert up.tcp_base_url
-        config = fake_config(tmp_path, up.tcp_base_url)
-        providers = [p.model_copy(update={"idle_timeout_s": 120.0}) for p in config.providers]
-        config = config.model_copy(update={"providers": providers})
-        app = create_gateway_app(config, signer_for(config), store)
-        async with serve_embedded(app, tcp_port=0) as gw:
-            assert gw.tcp_base_url
-            yield FakeHarness(app, app.gateway, upstream, gw.tcp_base_url, store)
-        await app.gateway.aclose()
 
 
 def _request(tag: str, stream: bool) -> dict[str, Any]:
@@ -53,10 +32,10 @@ def _request(tag: str, stream: bool) -> dict[str, Any]:
     return body
 
 
+@pytest.mark.parametrize("fake", [120.0], indirect=True)  # long enough to hold a stall
 async def test_streams_left_open_by_a_finished_run_count_against_the_next_run_of_its_tree(
-    patient: FakeHarness,
+    fake: FakeHarness,
 ) -> None:
-    fake = patient
     fake.upstream.plan = lambda body: Reply(
         text="o" * 20, ending="stall" if body.get("stream") else "done", cut_after=1
     )
@@ -64,7 +43,7 @@ async def test_streams_left_open_by_a_finished_run_count_against_the_next_run_of
     gateway = fake.gateway
     worst = gateway.bounds(gateway.forwarded(ChatRequest.model_validate(stall), FAKE_MODEL)).worst
     ceiling = (3 * worst).quantize(_CENT, rounding=ROUND_UP)
-    root = _conversation(ceiling)
+    root = tree_conversation(ceiling)
     first_exec, first_token = await _open(fake, root)
 
     async def hold(http: Any) -> None:

@@ -13,43 +13,20 @@ share of the parent's remainder, and the parent's own ceiling is lowered by the 
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal
-from functools import partial
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from synthorg.domain import AgentIdentity, ConversationRecord, Task
-from synthorg.gateway.service import Ticket
+from synthorg.domain import ConversationRecord
 from synthorg.gateway.signer import RunBinding
 
-from .harness import FAKE_MODEL, FakeHarness
-from .test_ceiling_property import Spec, _body, _send, reply, specs
+from .harness import FAKE_MODEL, FakeHarness, tree_conversation
+from .test_ceiling_property import Spec, _body, drive, specs, within_one_reservation
 
 _CENT = Decimal("0.000001")
-
-
-def _conversation(budget: Decimal | None, root_id: str | None = None) -> ConversationRecord:
-    now = datetime.now(UTC)
-    return ConversationRecord(
-        id=f"conv-{secrets.token_hex(6)}",
-        task=Task(
-            id=f"task-{secrets.token_hex(4)}", project_id="proj", prompt="p", repository="/r"
-        ),
-        agent=AgentIdentity(id="agent-1"),
-        loop_type="react",
-        model=FAKE_MODEL,
-        provider="fake",
-        created_at=now,
-        updated_at=now,
-        budget_usd=budget,
-        parent_id=root_id,
-        root_id=root_id,
-    )
 
 
 async def _open(
@@ -105,11 +82,11 @@ async def test_a_delegation_tree_stays_within_one_request_of_its_roots_ceiling(
     # Carve as delegation does: shares of the parent's remainder (tenths, at most the whole).
     total = max(10, sum(shares))
     carves = [(ceiling * share / total).quantize(_CENT, rounding=ROUND_DOWN) for share in shares]
-    root = _conversation(ceiling)
+    root = tree_conversation(ceiling)
     parent_exec, parent_token = await _open(fake, root)
     runs = [(parent_exec, parent_token)]
     for carve in carves:
-        runs.append(await _open(fake, _conversation(carve, root.id)))
+        runs.append(await _open(fake, tree_conversation(carve, root.id)))
     await fake.gateway.set_ceiling(parent_exec, ceiling - sum(carves, Decimal(0)))
 
     by_nonce: dict[str, Spec] = {}
@@ -119,30 +96,11 @@ async def test_a_delegation_tree_stays_within_one_request_of_its_roots_ceiling(
             nonce = f"n{secrets.token_hex(6)}"
             by_nonce[nonce] = spec
             sends.append((token, _body(nonce, spec)))
+    usages, tickets = await drive(fake, by_nonce, sends, [e for e, _ in runs], 180)
 
-    fake.upstream.plan = partial(reply, by_nonce)
-    ours = {execution_id for execution_id, _ in runs}
-    tickets: list[Ticket] = []
-    fake.gateway.on_settle(lambda t: tickets.append(t) if t.claims.execution_id in ours else None)
-    clients = {token: fake.http(token) for _, token in runs}
-    try:
-        async with asyncio.timeout(180):
-            statuses = await asyncio.gather(*(_send(clients[token], body) for token, body in sends))
-            usages = [await fake.gateway.usage(execution_id) for execution_id, _ in runs]
-            for execution_id, _ in runs:
-                await fake.gateway.flush(execution_id)
-    finally:
-        for client in clients.values():
-            await client.aclose()
-
-    assert len(tickets) == len({id(t) for t in tickets}), "each request settled once"
-    assert len(tickets) == sum(1 for s in statuses if s not in (400, 402)), statuses
+    # The runs of the tree together: one request over at most, not one per run.
     spent = sum((u.cost_usd for u in usages), Decimal(0))
-    assert spent == sum((t.cost for t in tickets), Decimal(0))
-    if tickets:
-        assert spent <= ceiling + max(t.reserved for t in tickets), (
-            f"the tree spent ${spent} of a ${ceiling} ceiling: more than one request over"
-        )
+    within_one_reservation(spent, ceiling, tickets)
     # The ledger (what a restarted gateway or another process reads) agrees to the cent.
     budget = await fake.store.tree_budget(root.id)
     assert budget is not None and budget.root_id == root.id and budget.ceiling == ceiling

@@ -14,12 +14,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import structlog
 
 from synthorg.sandbox.errors import SandboxStartError
-from synthorg.sandbox.quota import WorkspaceQuota, sweep_stale, unavailable_reason
+from synthorg.sandbox.quota import (
+    _MARK_MARGIN_NS,
+    WorkspaceQuota,
+    sweep_stale,
+    unavailable_reason,
+)
 
 FILES = 1500
 DIRS = 30
@@ -39,8 +46,9 @@ def _emptied(root: Path, limit_s: float = 30.0) -> bool:
     return True
 
 
-def _orphan(worktree: Path, root: Path) -> None:
-    """A quota as a host killed mid-run leaves it: mounted, its owner SIGKILLed."""
+def _orphan(worktree: Path, root: Path, write: Callable[[Path], None] | None = None) -> None:
+    """A quota as a host killed mid-run leaves it: mounted, its owner SIGKILLed, with what
+    ``write`` (by default many files) wrote inside."""
     script = (
         "import sys; from pathlib import Path; "
         "from synthorg.sandbox.quota import WorkspaceQuota; "
@@ -51,7 +59,7 @@ def _orphan(worktree: Path, root: Path) -> None:
                              stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert owner.stdout is not None and owner.stdout.readline() == "mounted\n"
-        _write_inside(worktree)
+        (write or _write_inside)(worktree)
     finally:
         owner.kill()
         owner.wait()
@@ -248,6 +256,24 @@ def _tree(root: Path) -> dict[str, tuple[str, int, bytes]]:
     return seen
 
 
+def _settle(root: Path) -> None:
+    """Wait until the newest change under root is more than the mark's margin old.
+
+    What changed within ``_MARK_MARGIN_NS`` before the mount's mark is copied back (more,
+    never less; mkfs even rounds the copied ctimes down to the second). Usually mkfs and the
+    mount take longer than that, but not always on an idle host: then an untouched entry
+    was copied too and a "nothing else" check failed for no fault of the copy-back.
+    """
+    newest = max(
+        os.lstat(os.path.join(top, name)).st_ctime_ns
+        for top, dirs, files in os.walk(root)
+        for name in (".", *dirs, *files)
+    )
+    ready = newest + _MARK_MARGIN_NS + 20_000_000  # and a tick of the kernel's coarse clock
+    while time.time_ns() < ready:  # the condition is the clock itself: at most ~70 ms
+        time.sleep(0.005)
+
+
 def test_every_kind_of_change_comes_back_and_nothing_else(tmp_path: Path) -> None:
     """The copy back lists only what changed (by inode and ctime): renames, swaps, deletions,
     type changes and same-size edits with a forged mtime all reach the worktree."""
@@ -266,6 +292,7 @@ def test_every_kind_of_change_comes_back_and_nothing_else(tmp_path: Path) -> Non
     (worktree / "mode").write_text("m\n")
     (worktree / "keep/a/still").write_text("s\n")
     untouched = {p: (worktree / p).stat().st_mtime_ns for p in ("keep/a/still", "keep/a")}
+    _settle(worktree)
     quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
     try:
         (worktree / "x").rename(worktree / "tmp")  # swap two dirs: same paths, other inodes
@@ -328,6 +355,7 @@ def test_a_run_that_changed_nothing_copies_nothing(tmp_path: Path) -> None:
     (worktree / "d").mkdir(parents=True)
     (worktree / "d/f").write_text("f\n")
     times = {p: p.stat().st_mtime_ns for p in (worktree, worktree / "d", worktree / "d/f")}
+    _settle(worktree)
     quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
     try:
         assert (worktree / "d/f").read_text() == "f\n"
@@ -336,3 +364,81 @@ def test_a_run_that_changed_nothing_copies_nothing(tmp_path: Path) -> None:
     finally:
         while worktree.is_mount():
             subprocess.run(["umount", "-l", str(worktree)], check=False)
+
+
+def _mount_points_of(image: Path) -> list[str]:
+    """Where the loop device(s) backed by image are mounted (this mount namespace)."""
+    devices = set()
+    for block in Path("/sys/block").glob("loop*"):
+        backing = block / "loop" / "backing_file"
+        if backing.exists() and backing.read_text().strip() == str(image):
+            devices.add((block / "dev").read_text().strip())
+    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+            if line.split()[2] in devices]  # fmt: skip
+
+
+def _moved_orphan(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """An orphaned quota whose worktree's parent was renamed while mounted (pytest renames a
+    stale basetemp dir to garbage-* before deleting it; a user may move a project dir): the
+    bind moved along. (worktree now, quota root, image)"""
+    parent, root = tmp_path / "run", tmp_path / "quota"
+    (parent / "wt").mkdir(parents=True)
+    (parent / "wt" / "a.txt").write_text("a\n")
+    _orphan(parent / "wt", root, lambda wt: (wt / "written-inside.txt").write_text("kept\n"))
+    moved = tmp_path / "garbage-run" / "wt"
+    parent.rename(moved.parent)
+    assert moved.is_mount() and not (parent / "wt").exists()
+    (image,) = root.glob("*/fs.img")
+    return moved, root, image
+
+
+def _unmount_all(*points: Path) -> None:
+    for leftover in points:
+        while leftover.is_mount():
+            subprocess.run(["umount", "-l", str(leftover)], check=False)
+
+
+def test_a_sweep_follows_a_worktree_moved_while_mounted_and_deletes_no_mounted_image(
+    tmp_path: Path,
+) -> None:
+    """The sweep found nothing at the recorded path, unmounted the image's own mount point
+    and deleted the image while it was still mounted at the moved worktree: the run's work
+    was lost and the mount left over a deleted file. The bind is where the worktree is."""
+    moved, root, image = _moved_orphan(tmp_path)
+    try:
+        assert sweep_stale(root) == 1
+        assert not moved.is_mount()
+        assert _mount_points_of(image) == []
+        assert (moved / "written-inside.txt").read_text() == "kept\n"  # put back where it is
+        assert (moved / "a.txt").read_text() == "a\n"
+        assert _emptied(root)
+    finally:
+        _unmount_all(*sorted(root.glob("*/mnt")), moved)
+
+
+def test_a_leftover_mount_in_use_keeps_its_image_until_a_later_sweep(tmp_path: Path) -> None:
+    """A process still works in the moved worktree: its mount is not taken from under it and
+    the image stays (mounted and recorded); the sweep after the process ended puts it back."""
+    moved, root, image = _moved_orphan(tmp_path)
+    user = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            cwd=moved, stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        with structlog.testing.capture_logs() as logs:
+            assert sweep_stale(root) == 0
+        assert [e for e in logs if e["event"] == "sandbox.quota_sweep_failed"], logs
+        assert moved.is_mount() and image.exists()
+        assert str(moved) in _mount_points_of(image)
+        assert (moved / "written-inside.txt").read_text() == "kept\n"
+        assert user.stdin is not None
+        user.stdin.close()
+        assert user.wait(60) == 0
+        assert sweep_stale(root) == 1
+        assert not moved.is_mount() and _mount_points_of(image) == []
+        assert (moved / "written-inside.txt").read_text() == "kept\n"
+        assert _emptied(root)
+    finally:
+        user.kill()
+        user.wait()
+        if user.stdin is not None:
+            user.stdin.close()
+        _unmount_all(*sorted(root.glob("*/mnt")), moved)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.sandbox import SandboxLimits, SandboxStreamer, ToolboxClient, ToolboxError
+from synthorg.sandbox.bwrap import BwrapSandbox
 from synthorg.sandbox.toolbox import Editor, ToolError, run_command
 
 from .helpers import processes_with, request
@@ -153,3 +154,22 @@ async def test_client_fails_loud_when_the_toolbox_dies(
             await tb.run("kill -9 $PPID; sleep 5", timeout_s=10)
         with pytest.raises(ToolboxError, match="not running"):
             await tb.run("true")
+
+
+class _NoInterpreter(BwrapSandbox):
+    """A real bwrap sandbox whose toolbox program does not exist inside: bwrap has set the
+    sandbox up (it started) and then fails to exec it, saying why on its stderr."""
+
+    def toolbox_argv(self) -> list[str]:
+        return ["/nonexistent/python3", "-I"]
+
+
+@pytest.mark.bwrap
+async def test_a_toolbox_whose_bwrap_died_after_starting_says_what_bwrap_said(
+    bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    req = request(workspace, ["unused"], limits=SandboxLimits(wall_timeout_s=30))
+    with pytest.raises(ToolboxError) as raised:
+        async with ToolboxClient(_NoInterpreter(), req):
+            pass
+    assert "/nonexistent/python3: No such file or directory" in str(raised.value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 from decimal import Decimal
 from pathlib import Path
@@ -20,6 +21,7 @@ from synthorg.engine.openhands import OpenHandsUnavailableError
 from synthorg.errors import ConflictError
 from synthorg.service.creation import NotOffered
 from synthorg.service.options import RunOptions
+from synthorg.store.reconcile import claimant
 
 from .conftest import Booter, make_task
 
@@ -205,6 +207,24 @@ async def test_delete_removes_the_worktree_keeps_the_branch(
             text=True,
         ).stdout
         assert result.branch in branches
+
+
+async def test_delete_is_refused_while_another_process_claims_the_conversation(
+    booted: Booter, demo_repo: Path
+) -> None:
+    """A process that has claimed a conversation (to start or roll it back) but not yet
+    marked it running must not see its worktree and record deleted under it."""
+    async with booted("demo_fix_script") as components:
+        service = components.service
+        record = await service.create(make_task(demo_repo), RunOptions())
+        other = claimant().model_copy(update={"pid": os.getppid()})  # alive, not this process
+        await components.store.claim_conversation(record.id, other, lease_s=60)
+        with pytest.raises(ConflictError, match="another process"):
+            await service.delete(record.id)
+        assert Path(record.workspace.path).is_dir()  # type: ignore[union-attr]
+        await components.store.release_conversation(record.id, other.owner_id)
+        await service.delete(record.id)
+        assert not Path(record.workspace.path).exists()  # type: ignore[union-attr]
 
 
 async def test_bad_requests_fail_clearly(booted: Booter, demo_repo: Path, tmp_path: Path) -> None:

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
-from synthorg.workspace.objects import changed_regular_files, gitlink_paths, object_sizes
+import pytest
+
+from synthorg.workspace.objects import (
+    InProcessUnavailable,
+    changed_regular_files,
+    commit_and_create_ref,
+    gitlink_paths,
+    object_sizes,
+)
 
 from .gitfixtures import git, make_repo
 
@@ -39,3 +48,32 @@ def test_changed_files_sizes_and_gitlinks_match_git(tmp_path: Path) -> None:
         assert sizes[sha] == int(git(repo, "cat-file", "-s", sha))
     assert gitlink_paths(common, tree) == ["vendor/sub"]
     assert gitlink_paths(common, base) == []
+
+
+def _mapped(under: Path) -> list[str]:
+    """Files under ``under`` this process has open or mapped (libgit2 maps a read pack)."""
+    fds = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+           if os.path.exists(f"/proc/self/fd/{fd}")]  # fmt: skip
+    maps = [line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines()]
+    return [path for path in fds + maps if path.startswith(str(under))]
+
+
+def test_a_failed_checkpoint_write_frees_the_repository(tmp_path: Path) -> None:
+    """Objects that cannot be written (a read-only objects dir: libgit2 1.9 drops that write
+    error and answers an oid) end as InProcessUnavailable, the caller's cue to run git, with
+    no ref made and nothing of the repository left open or mapped."""
+    repo = tmp_path / "proj"
+    head = make_repo(repo, {"a.txt": b"a\n"})
+    git(repo, "repack", "-a", "-d", "-q")  # read from a pack: mapped while the repo is open
+    objects = repo / ".git" / "objects"
+    subprocess.run(["mount", "--bind", str(objects), str(objects)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(objects)], check=True)
+        with pytest.raises(InProcessUnavailable):
+            commit_and_create_ref(repo / ".git", tree=git(repo, "rev-parse", "HEAD^{tree}").strip(),
+                                  parent=head, message="m", ref="refs/synthorg/c/0",
+                                  identity=("n", "n@example.test"))  # fmt: skip
+        assert _mapped(objects) == []
+    finally:
+        subprocess.run(["umount", "-l", str(objects)], check=True)
+    assert git(repo, "for-each-ref", "refs/synthorg/").strip() == ""

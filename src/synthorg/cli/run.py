@@ -146,7 +146,11 @@ async def execute_run(
 
     with contextlib.ExitStack() as after_the_run:
         async with boot(
-            settings, registry=default_registry(), provisioner=default_provisioner
+            settings,
+            registry=default_registry(),
+            provisioner=default_provisioner,
+            # Started at boot, the sandbox's SDK import overlaps the rest of the start-up.
+            openhands_pool="once" if options.loop == "openhands" else "none",
         ) as components:
             return await _run_and_report(components, task, options, resume, message, after_the_run)
 

@@ -89,6 +89,7 @@ async def _serve(
         provisioner=default_provisioner,
         repositories=wanted.repository_policy(settings),
         warm_mcp=False,
+        openhands_pool="kept",
     ) as components:
         app = create_app(
             wanted,

@@ -455,6 +455,30 @@ class BwrapSandbox:
         log.debug("sandbox.started", conversation_id=request.conversation_id, pid=proc.pid)
         return process
 
+    async def start_waiting(self, request: SandboxRequest) -> ManagedProcess:
+        """Start a sandbox and send it nothing: a pool's slot, handed its run later."""
+        return await start_uncancellable(self._start(request))
+
+    def hand_over(
+        self, process: ManagedProcess, workspace: Path, state_dir: Path, allowance: int
+    ) -> None:
+        """Give a slot started for an empty slot dir the run's worktree and state (blocking).
+
+        The end state is the one ``_start`` makes for that run: the quota image, now holding
+        the worktree, bound over it; the state dir's entries in the sandbox's moved state dir;
+        both handed to the sandbox user; the wall clock counting from now.
+        """
+        control = process.control
+        if not isinstance(control, _BwrapControl) or control.quota is None:
+            raise SandboxStartError("only a quota-backed bwrap sandbox can be handed a run")
+        if control.state is None:
+            raise SandboxStartError("the pooled sandbox has no moved state dir")
+        control.quota.adopt(workspace, allowance)
+        grant_tree(workspace, self.identity, keep_top=True)
+        control.state.adopt(state_dir)
+        grant_tree(control.state.path, self.identity, keep_top=False)
+        process.restart_clock()
+
     def _views(self, request: SandboxRequest, control: _BwrapControl) -> _Views:
         """Neutral sources for the state dir and runtime binds (views.py); where one cannot
         be made, the host path is bound and the boundary says so from then on."""

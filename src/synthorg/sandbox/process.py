@@ -100,6 +100,16 @@ class ManagedProcess:
         ]
 
     @property
+    def control(self) -> RunControl:
+        """The backend's kill/cleanup handle (a pool hands a started sandbox over with it)."""
+        return self._control
+
+    def restart_clock(self) -> None:
+        """The wall-clock and idle limits count from now: a pooled sandbox's run starts when
+        it is handed its run, not when it was started to wait for one."""
+        self._started = self._last_activity = time.monotonic()
+
+    @property
     def pid(self) -> int:
         """Host pid of the direct child (bwrap itself, or the local process)."""
         return self._proc.pid
@@ -269,10 +279,10 @@ class ManagedProcess:
         self._control.kill()
 
     async def _watchdog(self) -> None:
-        wall_deadline = self._started + self._limits.wall_timeout_s
         idle = self._limits.idle_timeout_s
         while self._proc.returncode is None:
             now = time.monotonic()
+            wall_deadline = self._started + self._limits.wall_timeout_s  # restart_clock moves it
             if now >= wall_deadline:
                 limit = self._limits.wall_timeout_s
                 self._request_kill(ExitReason.TIMEOUT, f"killed: wall-clock limit of {limit}s")

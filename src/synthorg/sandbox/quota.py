@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -67,6 +68,10 @@ _MOUNT_OPTIONS = "loop,nosuid,nodev,noatime,noinit_itable"  # no atime or itable
 #: failing again at every later sweep. What lies deeper stays in the image (no host tool
 #: could name it) and is deleted with it; a listed parent still brings the entry itself.
 _MAX_REL = 3072
+
+
+class PoolTooSmall(SandboxStartError):
+    """A pooled sandbox's quota image is too small for the worktree it was to be given."""
 
 
 def quota_root() -> Path:
@@ -217,6 +222,53 @@ class WorkspaceQuota:
         self._record_inodes()
         _run("mount", "--bind", str(self.mnt), str(self.worktree))
 
+    def adopt(self, worktree: Path, allowance: int) -> None:
+        """Move this quota, mounted over a pooled sandbox's empty slot dir, onto worktree.
+
+        The end state of ``mount(worktree, allowance)``: the image holds the worktree's tree,
+        its inodes are recorded, it is bound over the worktree; the slot's bind is detached
+        (the sandbox's own /workspace mount of the image stays). The slot's image was made
+        larger than any run's (its size is not known in advance, and the kernel refuses an
+        online grow without CAP_SYS_RESOURCE): ext4's root-reserved blocks leave the sandbox
+        the room mount's image would (its user is not root and has no CAP_SYS_RESOURCE, so it
+        cannot use them; the pool refuses a sandbox that runs as root). PoolTooSmall, with
+        nothing changed, when the worktree does not fit.
+        """
+        slot, worktree = self.worktree, worktree.resolve()
+        with _path_lock(worktree):
+            if worktree in _HELD:
+                raise SandboxStartError(f"{worktree} already has a quota in this process")
+            want = max(int(_usage(worktree) * _OVERHEAD) + allowance + _SLACK, _MIN_IMAGE)
+            if want > self.size:
+                raise PoolTooSmall(
+                    f"the worktree needs a {want} B image, the slot has {self.size} B"
+                )
+            st = os.stat(worktree)
+            _run("cp", "-a", "--", f"{worktree}/.", f"{self.mnt}/")
+            os.chown(self.mnt, st.st_uid, st.st_gid)
+            os.chmod(self.mnt, st.st_mode & 0o7777)
+            self._reserve(want)
+            self.worktree = worktree
+            self._record()  # from here a sweep copies the image back onto the worktree
+            self._record_inodes()
+            _run("mount", "--bind", str(self.mnt), str(worktree))
+            _run("umount", "-l", str(slot))  # busy: the sandbox's bwrap has its cwd there
+            with _path_lock(slot):
+                if _HELD.get(slot) is self:
+                    del _HELD[slot]
+            _HELD[worktree] = self
+
+    def _reserve(self, want: int) -> None:
+        """Reserve the blocks past a ``want``-byte image's for root (ext4 reads the count
+        live; tune2fs writes it through the loop device's own cache). Only the count: another
+        reserved uid would show in the mount's options, where mount reads it."""
+        st, vfs = os.stat(self.mnt), os.statvfs(self.mnt)
+        loop = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}").resolve().name
+        # statvfs' total excludes ext4's overhead, which grows with the image: reserve the
+        # same share of it, so what is left is what an image of ``want`` bytes would leave.
+        blocks = vfs.f_blocks * (self.size - want) // self.size
+        _run("tune2fs", "-r", str(blocks), f"/dev/{loop}")
+
     def _record_inodes(self) -> None:
         """The image as mkfs made it: each path's inode, and a mark on the kernel's clock.
 
@@ -289,6 +341,7 @@ class WorkspaceQuota:
                 self._lock_fd = None
 
     def _release(self) -> None:
+        self._follow_worktree()
         if self.worktree.is_mount():
             if _mounted_from(self.worktree, self.mnt):
                 _run("umount", str(self.worktree))
@@ -308,7 +361,37 @@ class WorkspaceQuota:
             if self.worktree.is_dir():  # a worktree deleted meanwhile gets nothing back
                 self._copy_back()
             _run("umount", str(self.mnt))
+        still = [str(point) for point, _ in _mounts_of(self.image)]
+        if still:  # deleting it would lose what is written there, and leave a dead mount
+            raise SandboxStartError(
+                f"quota image {self.image} is still mounted at {', '.join(still)}; "
+                "kept for a later sweep"
+            )
         _discard(self.dir)
+
+    def _follow_worktree(self) -> None:
+        """Point ``worktree`` at where the image's bind is now, or refuse to release.
+
+        Renaming the worktree or a parent of it (a user moving a project dir, pytest renaming
+        a stale basetemp to ``garbage-*``) takes the bind along: the recorded path is empty
+        or gone, and the run's work is in the image under the new path. Released from the
+        recorded path, the image was deleted while mounted there. A mount of the image that
+        is not a whole bind of it is none of ours: the image stays.
+        """
+        mounts = _mounts_of(self.image)
+        mnt, recorded = Path(os.path.realpath(self.mnt)), Path(os.path.realpath(self.worktree))
+        elsewhere = [(point, top) for point, top in mounts if point != mnt]
+        if not elsewhere or any(point == recorded for point, _ in elsewhere):
+            return
+        if len(elsewhere) == 1 and elsewhere[0][1] == "/":
+            log.warning("sandbox.quota_worktree_moved", dir=str(self.dir),
+                        recorded=str(self.worktree), now=str(elsewhere[0][0]))  # fmt: skip
+            self.worktree = elsewhere[0][0]
+            return
+        raise SandboxStartError(
+            f"quota image {self.image} is mounted at {', '.join(str(p) for p, _ in elsewhere)}, "
+            f"not over its worktree {self.worktree}; left mounted for a later sweep"
+        )
 
     def _copy_back(self) -> None:
         # --checksum: compare content, never size+mtime, which the sandbox sets (a same-size
@@ -346,6 +429,11 @@ def _discard(dir: Path) -> None:
     threading.Thread(target=shutil.rmtree, args=(trash, True), name="quota-discard").start()
 
 
+def held(worktree: Path) -> bool:
+    """Whether a sandbox of this process already has a quota over worktree."""
+    return worktree.resolve() in _HELD
+
+
 _HELD: dict[Path, WorkspaceQuota] = {}
 _PATH_LOCKS: dict[Path, threading.RLock] = {}
 _PATH_LOCKS_GUARD = threading.Lock()
@@ -362,6 +450,32 @@ def _mounted_from(path: Path, source: Path) -> bool:
         return os.stat(path).st_dev == os.stat(source).st_dev and source.is_mount()
     except OSError:
         return False
+
+
+def _mounts_of(image: Path) -> list[tuple[Path, str]]:
+    """(mount point, root inside the filesystem) of every mount of ``image`` in this mount
+    namespace: /proc/self/mountinfo's lines on a loop device whose backing file it is."""
+    target = os.path.realpath(image)
+    devices = set()
+    for block in Path("/sys/block").glob("loop*"):
+        try:
+            if (block / "loop" / "backing_file").read_text().rstrip("\n") == target:
+                devices.add((block / "dev").read_text().strip())
+        except OSError:  # not attached, or detached meanwhile
+            continue
+    if not devices:
+        return []
+    mounts = []
+    for line in Path("/proc/self/mountinfo").read_bytes().splitlines():
+        fields = line.split(b" ")
+        if fields[2].decode() in devices:
+            mounts.append((Path(_unescape(fields[4])), _unescape(fields[3])))
+    return mounts
+
+
+def _unescape(field: bytes) -> str:
+    """A mountinfo path: the kernel writes space, tab, newline and backslash as ``\\ooo``."""
+    return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), field))
 
 
 def _claim_stale(entry: Path) -> tuple[int, Path] | None:

@@ -18,6 +18,14 @@ from synthorg.sandbox.protocol import SandboxExit, SandboxProcess, SandboxReques
 EditCommand = Literal["view", "create", "str_replace", "insert", "undo_edit"]
 _READY_TIMEOUT_S = 30.0
 _REPLY_MARGIN_S = 10.0
+_STDERR_SHOWN = 2000  # the end of bwrap's (or the toolbox's) stderr in an error
+
+
+def _said(why: str, ended: SandboxExit | None) -> str:
+    """``why`` with what the sandbox wrote on stderr before it ended (bwrap's own error once
+    the sandbox was set up: an exec that failed, a mount it lost; a toolbox traceback)."""
+    tail = ended.stderr_tail.strip()[-_STDERR_SHOWN:] if ended is not None else ""
+    return f"{why}; stderr: {tail}" if tail else why
 
 
 class CommandResult(BaseModel):
@@ -168,9 +176,9 @@ class ToolboxClient:
                 if future is not None and not future.done():
                     future.set_result(reply)
             ended = process.exit
-            self._ended = ended.message if ended else "its output ended"
+            self._ended = _said(ended.message, ended) if ended else "its output ended"
         except SandboxIOError as exc:
-            self._ended = str(exc)
+            self._ended = _said(str(exc), process.exit)
         self._fail_pending(f"the toolbox ended: {self._ended}")
 
     def _fail_pending(self, why: str) -> None:

@@ -213,6 +213,17 @@ class MovedState:
             raise
         return moved
 
+    def adopt(self, origin: Path) -> None:
+        """Take over origin for a pooled sandbox whose (empty) state dir was moved here: its
+        entries move in (the sandbox's bind holds this dir's inode, so the dir itself stays),
+        origin goes, and ``restore`` (or a sweep, from the record) renames it all back there.
+        """
+        (self.dir / _RECORD).write_text(json.dumps({"origin": str(origin)}))
+        self.origin = origin
+        for entry in os.scandir(origin):
+            os.rename(entry.path, self.path / entry.name)
+        origin.rmdir()
+
     def restore(self) -> None:
         """Rename the state back; never overwrites a dir that appeared at origin meanwhile."""
         try:

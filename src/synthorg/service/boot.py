@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from synthorg.engine import EngineConfig, LoopRegistry
 from synthorg.gateway.app import create_gateway_app, signer_for
@@ -18,7 +19,8 @@ from synthorg.logging import get_logger
 from synthorg.mcp.config import McpConfig
 from synthorg.mcp.runner import McpEndpoints, serve_mcp
 from synthorg.mcp.vault import CredentialVault
-from synthorg.sandbox import SandboxStreamer, make_sandbox
+from synthorg.sandbox import BwrapSandbox, SandboxStreamer, make_sandbox
+from synthorg.sandbox.pool import SandboxPool
 from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
 from synthorg.service.delegation import DelegationHub, DelegationSettings
 from synthorg.service.ownership import OwnershipPolicy
@@ -58,6 +60,7 @@ class Components:
     gate: CommitGate
     registry: LoopRegistry
     service: LocalRunService
+    sandbox_pool: SandboxPool | None = None
 
 
 ProvisionerFactory = Callable[["ProvisionContext"], LoopProvisioner]
@@ -76,6 +79,8 @@ class ProvisionContext:
     mcp_config: McpConfig
     checkpoints: CheckpointStore
     delegation: DelegationHub | None = None
+    sandbox_pool: SandboxPool | None = None
+    """Pre-started OpenHands sandboxes, one run each (``boot(openhands_pool=True)``)."""
 
 
 def _socket_dir(home: Path) -> Path:
@@ -84,6 +89,26 @@ def _socket_dir(home: Path) -> Path:
     path = home / "run" / str(os.getpid())
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def _sandbox_pool(
+    settings: Settings, sandbox: SandboxStreamer, *, refill: bool
+) -> SandboxPool | None:
+    from synthorg.engine.openhands.config import OpenHandsLoopConfig
+
+    size = section(settings, "openhands", OpenHandsLoopConfig).pool_size
+    if size <= 0 or not isinstance(sandbox, BwrapSandbox):
+        return None
+    return SandboxPool(sandbox, size, refill=refill)
+
+
+def warm_pool(ctx: ProvisionContext, pool: SandboxPool) -> None:
+    """Start the pool's sandboxes for an OpenHands run (none without a built runtime)."""
+    from synthorg.service.openhands import pool_template
+
+    template = pool_template(ctx)
+    if template is not None:
+        pool.warm(template)
 
 
 def _isolation_warnings(sandbox: SandboxStreamer) -> list[str]:
@@ -121,6 +146,7 @@ async def boot(
     repositories: RepositoryPolicy | None = None,
     ownership: OwnershipPolicy | None = None,
     warm_mcp: bool = True,
+    openhands_pool: Literal["none", "once", "kept"] = "none",
 ) -> AsyncIterator[Components]:
     """Open the store, serve the gateway and MCP server in-process, and build the service.
 
@@ -129,7 +155,9 @@ async def boot(
     (workers): the run lease, and fencing of runs another process took over.
     ``warm_mcp=False`` leaves building the MCP app to ``Components.warm_up()`` (a server
     calls it once it listens, so the build does not compete with its start-up) or to the
-    first MCP request.
+    first MCP request. ``openhands_pool``: start ``[openhands] pool_size`` sandboxes for
+    OpenHands runs when the MCP app is warmed: ``"once"`` (``run --loop openhands``: they
+    serve and are not replaced) or ``"kept"`` (``serve``: each used one is replaced).
     """
     gateway_config = section(settings, "gateway", GatewayConfig)
     if "signing_key_file" not in settings.sections.get("gateway", {}):
@@ -171,12 +199,20 @@ async def boot(
             serve_mcp(mcp_app, uds=sockets / "mcp.sock", host=None)
         )
 
+        pool = (
+            None
+            if openhands_pool == "none"
+            else _sandbox_pool(settings, sandbox, refill=openhands_pool == "kept")
+        )
+        if pool is not None:
+            stack.push_async_callback(pool.close)  # after the service's shutdown (LIFO)
+
         def warm_up() -> None:
             if mcp_config.projects:  # with no project in [mcp], no run ever connects
                 mcp_app.warm()
+            if pool is not None:
+                warm_pool(provision_context, pool)
 
-        if warm_mcp:
-            warm_up()
         checkpoints = CheckpointStore(publisher=mirrors)
         delegation = DelegationHub(
             section(settings, "delegation", DelegationSettings),
@@ -184,19 +220,21 @@ async def boot(
             gateway=gateway_app.gateway,
             checkpoints=checkpoints,
         )
-        provision = provisioner(
-            ProvisionContext(
-                settings=settings,
-                sandbox=sandbox,
-                sandbox_settings=sandbox_settings,
-                signer=signer,
-                gateway_endpoints=gateway_endpoints,
-                mcp_endpoints=mcp_endpoints,
-                mcp_config=mcp_config,
-                checkpoints=checkpoints,
-                delegation=delegation,
-            )
+        provision_context = ProvisionContext(
+            settings=settings,
+            sandbox=sandbox,
+            sandbox_settings=sandbox_settings,
+            signer=signer,
+            gateway_endpoints=gateway_endpoints,
+            mcp_endpoints=mcp_endpoints,
+            mcp_config=mcp_config,
+            checkpoints=checkpoints,
+            delegation=delegation,
+            sandbox_pool=pool,
         )
+        if warm_mcp:
+            warm_up()
+        provision = provisioner(provision_context)
         worktrees = WorktreeManager(settings.home, mirrors=mirrors)
         gate = CommitGate(
             gate_settings.author_name,
@@ -244,4 +282,5 @@ async def boot(
             gate=gate,
             registry=registry,
             service=service,
+            sandbox_pool=pool,
         )

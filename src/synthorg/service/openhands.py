@@ -21,6 +21,7 @@ from synthorg.engine.openhands import (
     OpenHandsLoopDeps,
     OpenHandsUnavailableError,
 )
+from synthorg.engine.openhands.container_runtime import sandbox_request
 from synthorg.gateway.config import GatewayConfig
 from synthorg.runtime import OpenHandsRuntime, find_runtime
 from synthorg.sandbox import ForwardedEndpoint, SandboxRequest
@@ -55,11 +56,29 @@ def launch_for(
     ctx: ProvisionContext, setup: RunSetup, runtime: OpenHandsRuntime
 ) -> ContainerLaunch:
     """The sandbox launch of the entrypoint for this run's conversation."""
-    endpoints = [_endpoint("gateway", ctx.gateway_endpoints.uds_path, GATEWAY_PORT)]
-    if _mcp_enabled(ctx, setup):
-        endpoints.append(_endpoint("mcp", ctx.mcp_endpoints.uds, MCP_PORT))
     state = state_dir(ctx.settings.home, setup.record.id)
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return _launch(ctx, runtime, setup.workspace.path, state, mcp=_mcp_enabled(ctx, setup))
+
+
+def pool_template(ctx: ProvisionContext) -> SandboxRequest | None:
+    """An OpenHands run's sandbox request but for its worktree, state dir and id (a pool's
+    slot has its own): what a pool warms at boot. With MCP when any project has tools;
+    None without a built runtime."""
+    runtime = find_runtime(ctx.settings.home)
+    if runtime is None:
+        return None
+    mcp = bool(ctx.mcp_config.projects) and ctx.mcp_endpoints.uds is not None
+    placeholder = ctx.settings.home
+    return sandbox_request(_launch(ctx, runtime, placeholder, placeholder, mcp=mcp), "pool")
+
+
+def _launch(
+    ctx: ProvisionContext, runtime: OpenHandsRuntime, workspace: Path, state: Path, *, mcp: bool
+) -> ContainerLaunch:
+    endpoints = [_endpoint("gateway", ctx.gateway_endpoints.uds_path, GATEWAY_PORT)]
+    if mcp:
+        endpoints.append(_endpoint("mcp", ctx.mcp_endpoints.uds, MCP_PORT))
     # The venv and the entrypoint's dir appear at neutral paths (mountinfo inside names no
     # runtime location); the venv's python is a symlink to its base interpreter, which stays
     # at its host path.
@@ -67,7 +86,7 @@ def launch_for(
     inside = ctx.sandbox.runtime_path_inside
     return ContainerLaunch(
         argv=[inside(binds, runtime.python), inside(binds, runtime.entrypoint)],
-        workspace=setup.workspace.path,
+        workspace=workspace,
         state_dir=state,
         read_only_binds=[runtime.interpreter_prefix],
         runtime_binds=binds,
@@ -110,7 +129,7 @@ def openhands_deps(ctx: ProvisionContext, setup: RunSetup) -> OpenHandsLoopDeps:
         mcp_url = f"http://127.0.0.1:{MCP_PORT}{ctx.mcp_endpoints.path}"
     return OpenHandsLoopDeps(
         conversation_factory=ContainerRuntime(
-            ctx.sandbox, launch, idle_timeout_s=config.idle_timeout_s
+            ctx.sandbox_pool or ctx.sandbox, launch, idle_timeout_s=config.idle_timeout_s
         ),
         gateway_base_url=f"http://127.0.0.1:{GATEWAY_PORT}/v1",
         mcp_base_url=mcp_url,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -53,6 +53,7 @@ from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.service.tree import ledger_usage, members, run_tree, subtree_spend
+from synthorg.store.errors import ConversationOwnedError
 from synthorg.store.protocol import ExecutionStatus, Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.errors import GateRefusedError
@@ -387,32 +388,26 @@ class LocalRunService:
         so no run can start on a half-restored worktree; the host-recorded worktree is
         checked on disk before any git runs (``open_git``), never its own ``.git``.
         """
-        active = self._runs.claim(conversation_id)  # ConflictError while a run is active
-        try:
-            ownership = await claim_run(
-                self.store, conversation_id, lease_s=self._ownership.lease_s
+        async with self._claimed(conversation_id):
+            record = await self.store.get_conversation(conversation_id)
+            ws = await self._worktree_here(record)
+            await self.checkpoints.rollback(ws, n, conversation_id)  # 404 for unknown n
+            _log.info("CHECKPOINT_ROLLBACK", conversation_id=conversation_id, n=n, by=by)
+            await self.store.append(
+                conversation_id,
+                MessageEvent(
+                    role="system",
+                    text=f"{by} rolled the worktree back to checkpoint {n}",
+                ),
             )
-            async with ownership.held():
-                record = await self.store.get_conversation(conversation_id)
-                ws = await self._worktree_here(record)
-                await self.checkpoints.rollback(ws, n, conversation_id)  # 404 for unknown n
-                _log.info("CHECKPOINT_ROLLBACK", conversation_id=conversation_id, n=n, by=by)
+            mirrors = self.worktrees.mirrors
+            if mirrors is not None and mirrors.project_of_workspace(ws) is not None:
+                # A travelling worktree resumes from the remote's newest checkpoint: the
+                # restored state becomes it, or a resume elsewhere would undo the rollback.
+                cp = await self.checkpoints.create(ws, conversation_id)
                 await self.store.append(
-                    conversation_id,
-                    MessageEvent(
-                        role="system",
-                        text=f"{by} rolled the worktree back to checkpoint {n}",
-                    ),
+                    conversation_id, CheckpointEvent(index=cp.index, ref=cp.ref)
                 )
-                mirrors = self.worktrees.mirrors
-                if mirrors is not None and mirrors.project_of_workspace(ws) is not None:
-                    # A travelling worktree resumes from the remote's newest checkpoint: the
-                    # restored state becomes it, or a resume elsewhere would undo the rollback.
-                    cp = await self.checkpoints.create(ws, conversation_id)
-                    event = CheckpointEvent(index=cp.index, ref=cp.ref)
-                    await self.store.append(conversation_id, event)
-        finally:
-            self._runs.end(conversation_id, active)
 
     async def _worktree_here(self, record: ConversationRecord) -> Workspace:
         """The conversation's worktree in this process: the recorded one, or for a project
@@ -430,21 +425,52 @@ class LocalRunService:
 
     async def delete(self, conversation_id: str, *, delete_branch: bool = False) -> None:
         """Remove the conversation, its events and its worktree, and with a root its whole
-        delegation tree; refused while any of them is active. The ledger keeps their rows."""
+        delegation tree; refused while any of them is active. The ledger keeps their rows.
+
+        Every member is claimed like a run (here and across processes) before its status is
+        read, so no run can start in a conversation being deleted."""
         record = await self.store.get_conversation(conversation_id)
         await self._refuse_tree_member(record)
         root = record.root_id is None or record.root_id == record.id
         tree = await run_tree(self.store, record.id)
         doomed = members(tree) if root else [tree]
-        for member in doomed:
-            if self.is_active(member.id) or member.status.is_active:
-                raise ConflictError(f"conversation {member.id} is running; cancel it first")
-        for member in doomed:
-            workspace = await self.worktrees.get(member.id)
-            if workspace is not None:
-                await self.worktrees.remove(workspace, delete_branch=delete_branch)
-            await self._forget_remotely(member.id, delete_branch=delete_branch)
-        await self.store.delete_conversation(conversation_id)
+        async with contextlib.AsyncExitStack() as claims:
+            for member in doomed:
+                await claims.enter_async_context(self._claimed(member.id))
+                if (await self.store.get_conversation(member.id)).status.is_active:
+                    raise ConflictError(f"conversation {member.id} is running; cancel it first")
+            for member in doomed:
+                workspace = await self.worktrees.get(member.id)
+                if workspace is not None:
+                    await self.worktrees.remove(workspace, delete_branch=delete_branch)
+                await self._forget_remotely(member.id, delete_branch=delete_branch)
+            await self.store.delete_conversation(conversation_id)
+
+    @contextlib.asynccontextmanager
+    async def _claimed(self, conversation_id: str) -> AsyncIterator[None]:
+        """Hold the conversation as a run would, so no run starts in it meanwhile: in this
+        process (ConflictError while one is active) and across processes (refused while a
+        live process owns it; a dead owner's leftovers are reconciled first)."""
+        try:
+            active = self._runs.claim(conversation_id)
+        except ConflictError:
+            raise ConflictError(
+                f"conversation {conversation_id} is running; cancel it first"
+            ) from None
+        try:
+            try:
+                ownership = await claim_run(
+                    self.store, conversation_id, lease_s=self._ownership.lease_s
+                )
+            except ConversationOwnedError as owned:
+                raise ConflictError(
+                    f"conversation {conversation_id} is held by another process "
+                    f"({owned.holder.describe()}); wait for it to let go or stop its run"
+                ) from None
+            async with ownership.held():
+                yield
+        finally:
+            self._runs.end(conversation_id, active)
 
     async def _forget_remotely(self, conversation_id: str, *, delete_branch: bool) -> None:
         """A project's remote loses a deleted conversation's refs (``Mirrors.forget``), before

@@ -55,20 +55,17 @@ def commit_and_create_ref(
     import pygit2
 
     repo = _open_bare(common_dir)
-    try:
+    try:  # freed on every way out: a failed commit write held the pack's fd and maps
         # git commit-tree -m ends the message with a newline; keep the commits identical.
         oid = _create_commit(repo, tree, [parent] if parent else [], message + "\n", identity)
-    except InProcessUnavailable:
-        repo.free()
-        raise
-    try:
-        repo.references.create(ref, oid, force=False)
-    except pygit2.AlreadyExistsError as exc:
-        raise RefTaken(str(exc)) from exc
-    except pygit2.GitError as exc:
-        if "lock" in str(exc).lower():
+        try:
+            repo.references.create(ref, oid, force=False)
+        except pygit2.AlreadyExistsError as exc:
             raise RefTaken(str(exc)) from exc
-        raise InProcessUnavailable(str(exc)) from exc
+        except pygit2.GitError as exc:
+            if "lock" in str(exc).lower():
+                raise RefTaken(str(exc)) from exc
+            raise InProcessUnavailable(str(exc)) from exc
     finally:
         repo.free()
     return str(oid)

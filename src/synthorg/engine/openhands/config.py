@@ -26,6 +26,12 @@ class OpenHandsLoopConfig(BaseModel):
         description="Stop when the runtime is silent this long (not counted while a "
         "decision is awaited); None = no idle limit.",
     )
+    pool_size: int = Field(
+        default=1,
+        ge=0,
+        description="Sandboxes `serve` and `run --loop openhands` keep started, the SDK "
+        "imported, each for one run (bwrap as root with a worktree quota); 0 = none.",
+    )
 
 
 def _not_blank(name: str, value: str | None, *, optional: bool = False) -> None:

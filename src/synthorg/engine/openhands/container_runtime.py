@@ -90,20 +90,25 @@ class ContainerRuntime:
         self._idle_timeout_s = idle_timeout_s
 
     def __call__(self, spec: OpenHandsRunSpec) -> ContainerConversation:
-        launch = self._launch
-        request = SandboxRequest(
-            argv=list(launch.argv),
-            workspace=launch.workspace,
-            state_dir=launch.state_dir,
-            read_only_binds=list(launch.read_only_binds),
-            runtime_binds=list(launch.runtime_binds),
-            env={"PYTHONDONTWRITEBYTECODE": "1", **launch.env},
-            endpoints=list(launch.endpoints),
-            # Waiting for a person is not idleness: the loop applies its own idle limit.
-            limits=launch.limits.model_copy(update={"idle_timeout_s": None}),
-            conversation_id=spec.conversation_id,
-        )
+        request = sandbox_request(self._launch, spec.conversation_id)
         return ContainerConversation(self._sandbox, request, spec, self._idle_timeout_s)
+
+
+def sandbox_request(launch: ContainerLaunch, conversation_id: str) -> SandboxRequest:
+    """The sandbox request of one run of the entrypoint (and, with placeholders for the
+    worktree, state dir and id, the launch a sandbox pool warms)."""
+    return SandboxRequest(
+        argv=list(launch.argv),
+        workspace=launch.workspace,
+        state_dir=launch.state_dir,
+        read_only_binds=list(launch.read_only_binds),
+        runtime_binds=list(launch.runtime_binds),
+        env={"PYTHONDONTWRITEBYTECODE": "1", **launch.env},
+        endpoints=list(launch.endpoints),
+        # Waiting for a person is not idleness: the loop applies its own idle limit.
+        limits=launch.limits.model_copy(update={"idle_timeout_s": None}),
+        conversation_id=conversation_id,
+    )
 
 
 class ContainerConversation:
