@@ -14,7 +14,12 @@ react loop fixing the demo repository, latency 0 so the control plane is what is
   finished: the overhead an API client sees), then bursts of runs at once: runs/minute and
   CPU seconds per run (every process of ours, their children, the Temporal server).
 
+- control through the API ([control] lines): steer, pause, interrupt, a confirmation
+  decision and cancel POSTed to an embedded `synthorg serve` (baseline) and to one on
+  Temporal (the worker holding the run answers): p50 / p99 per action and pooled.
+
     uv run python benchmarks/distributed_bench.py [--runs 5] [--burst 6] [--failover-only]
+        [--control-rounds 20] [--only-control]
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +130,9 @@ class Bench:
                 break
         else:
             raise RuntimeError("worker exited before it was ready")
+        # Drained from now on: a full pipe would block the worker's next log line (and with
+        # it every run and control command it holds).
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
         self.workers.append(proc)
         return proc
 
@@ -189,7 +199,9 @@ class Api:
         self.config = bench.root / f"serve-{engine}.toml"
         text = bench.config.read_text().replace('engine = "temporal"', f'engine = "{engine}"')
         self.config.write_text(text)
-        key = KeyStore(self.home / "server" / "keys.json").create("bench", {Role.OPERATOR})[1]
+        key = KeyStore(self.home / "server" / "keys.json").create(
+            "bench", {Role.OPERATOR, Role.APPROVER}
+        )[1]
         self.headers = {"Authorization": f"Bearer {key}"}
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
@@ -316,6 +328,127 @@ async def control_latency(bench: Bench, commands: int) -> list[float]:
     return seconds
 
 
+CONTROLS = ("steer", "pause", "interrupt", "decide", "cancel")
+
+
+async def api_control(api: Api, rounds: int) -> tuple[dict[str, list[float]], list[float]]:
+    """Seconds per control command POSTed to ``api`` until answered (on Temporal: by the
+    worker holding the run, through the workflow's update), by action; and, for every
+    command, until the holding process logged it (its event's store timestamp: the same
+    host's clock), which for interrupt and cancel excludes stopping the run.
+
+    Each round: 5 steers, then pause, interrupt, a confirmation decision and cancel, each on
+    a run that is working (an observation logged since it was last started), so no command
+    waits for a run to start; the waits between commands are not measured."""
+    seconds: dict[str, list[float]] = {action: [] for action in CONTROLS}
+    reached: list[float] = []
+    logged_as = {"steer": "message", "decide": "confirmation_decision"}
+    async with httpx.AsyncClient(base_url=api.url, headers=api.headers, timeout=300) as http:
+
+        async def post(path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+            answer = await http.post(f"/api/conversations/{path}".rstrip("/"), json=body)
+            assert answer.status_code in (200, 201), (answer.status_code, answer.text)
+            result: dict[str, Any] = answer.json()
+            return result
+
+        async def timed(action: str, cid: str, path: str, body: Any = None) -> None:
+            kind = logged_as.get(action, action)
+            url = f"/api/conversations/{cid}/events"
+            seen = (await http.get(url, params={"kind": kind, "limit": 1})).json()["last_seq"]
+            wall, started = time.time(), time.perf_counter()
+            await post(f"{cid}/{path}", body)
+            seconds[action].append(time.perf_counter() - started)
+            while not (
+                items := (
+                    await http.get(url, params={"after": seen, "kind": kind, "limit": 1})
+                ).json()["items"]
+            ):  # a decision is logged by the loop once it has it: maybe after the answer
+                await asyncio.sleep(0.05)
+            reached.append(datetime.fromisoformat(items[0]["timestamp"]).timestamp() - wall)
+
+        async def working(cid: str, after: int) -> int:
+            """Until the run logs an observation after seq ``after``; the last seq then."""
+            while True:
+                page = (
+                    await http.get(
+                        f"/api/conversations/{cid}/events",
+                        params={"after": after, "kind": "observation", "limit": 1},
+                    )
+                ).json()
+                if page["items"]:
+                    return int(page["items"][-1]["seq"])
+                await asyncio.sleep(0.05)
+
+        async def stopped(cid: str) -> None:
+            while (await http.get(f"/api/conversations/{cid}")).json()["active"]:
+                await asyncio.sleep(0.05)
+
+        async def pending(cid: str) -> list[str]:
+            while True:
+                body = (await http.get(f"/api/conversations/{cid}/confirmation")).json()
+                if body["pending"]:
+                    return [p["action_id"] for p in body["pending"]]
+                await asyncio.sleep(0.05)
+
+        def create(**fields: Any) -> dict[str, Any]:
+            repo = api.bench.task().repository
+            body = {"repository": repo, "prompt": DEMO_TASK, "loop": "react"}
+            return {**body, "model": "endless", "max_turns": 10_000, **fields}
+
+        steered = str((await post("", create()))["id"])
+        gated = str((await post("", create(confirmation_policy="always")))["id"])
+        seq = await working(steered, 0)
+        for _ in range(rounds):
+            for n in range(5):
+                await timed("steer", steered, "messages", {"text": f"note {n}"})
+            for action in ("pause", "interrupt"):
+                seq = await working(steered, seq)
+                await timed(action, steered, action)
+                await stopped(steered)
+                await post(f"{steered}/resume")
+            await timed("decide", gated, "confirmation", {"accepted": await pending(gated)})
+            doomed = str((await post("", create()))["id"])
+            await working(doomed, 0)
+            await timed("cancel", doomed, "cancel")
+        for cid in (steered, gated):
+            await post(f"{cid}/cancel")
+    return seconds, reached
+
+
+def _control_figures(engine: str, measured: tuple[dict[str, list[float]], list[float]]) -> float:
+    """Print p50 / p99 / max per action, pooled, and until logged; the pooled p99."""
+    seconds, reached = measured
+    pooled = sorted(s for samples in seconds.values() for s in samples)
+    for action, samples in [*seconds.items(), ("all", pooled), ("all, until logged", reached)]:
+        p50, p99 = statistics.median(samples), _p99(samples)
+        print(
+            f"[control] {engine} serve, {action}: p50 {p50 * 1000:.0f} ms, p99 "
+            f"{p99 * 1000:.0f} ms, max {max(samples) * 1000:.0f} ms over {len(samples)} "
+            f"(load {os.getloadavg()[0]:.1f})"
+        )
+    return _p99(pooled)
+
+
+def _p99(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[max(0, round(len(ordered) * 0.99) - 1)]
+
+
+async def control_through_the_api(bench: Bench, rounds: int) -> None:
+    """Control commands POSTed to an embedded `synthorg serve` (the baseline: the run is in
+    the server's process) and to `synthorg serve` on Temporal with one worker holding it."""
+    async with Api(bench, "embedded") as embedded:
+        b99 = _control_figures("embedded", await api_control(embedded, rounds))
+    bench.start_worker()
+    async with Api(bench, "temporal") as temporal:
+        t99 = _control_figures("temporal", await api_control(temporal, rounds))
+    bench.stop_workers()
+    print(
+        f"[control] all actions until answered, p99: temporal {t99 * 1000:.0f} ms vs embedded "
+        f"{b99 * 1000:.0f} ms ({t99 / b99:.1f}x; target <= 500 ms)"
+    )
+
+
 async def failover(bench: Bench) -> float:
     """Seconds from SIGKILL of the holding worker to the successor's first event."""
     bench.start_worker()
@@ -413,7 +546,13 @@ async def through_the_api(bench: Bench, temporal_pid: int, runs: int, burst: int
     bench.stop_workers()
 
 
-async def main(runs: int, burst: int, failover_only: bool = False) -> None:
+async def main(
+    runs: int,
+    burst: int,
+    failover_only: bool = False,
+    control_rounds: int = 20,
+    only_control: bool = False,
+) -> None:
     configure_logging("WARNING")
     schema = f"bench_{secrets.token_hex(4)}"
     with psycopg.connect(PG, autocommit=True) as conn:
@@ -453,6 +592,9 @@ async def main(runs: int, burst: int, failover_only: bool = False) -> None:
             except RuntimeError:
                 await asyncio.sleep(0.2)
         print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus")
+        if only_control:
+            await control_through_the_api(bench, control_rounds)
+            return
         if failover_only:
             await _failover_round(bench)
             return
@@ -482,6 +624,7 @@ async def main(runs: int, burst: int, failover_only: bool = False) -> None:
         bench.stop_workers()
         await through_the_api(bench, server.pid, runs, burst)
         bench.stop_workers()
+        await control_through_the_api(bench, control_rounds)
         latency = sorted(await control_latency(bench, 40))
         print(
             f"control (steer update -> holding worker -> answered): p50 "
@@ -525,5 +668,11 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--burst", type=int, default=6)
     parser.add_argument("--failover-only", action="store_true", help="only the failover round")
+    parser.add_argument("--control-rounds", type=int, default=20)
+    parser.add_argument(
+        "--only-control", action="store_true", help="only the [control] lines (through the API)"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.burst, args.failover_only))
+    asyncio.run(
+        main(args.runs, args.burst, args.failover_only, args.control_rounds, args.only_control)
+    )

@@ -29,3 +29,19 @@ def travel_then_fix(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTu
     if not any(s.arguments.get("command") == TRAVEL_COMMAND for s in steps_of(messages)):
         return ScriptedTurn.call("terminal", "Leaving a mark.", command=TRAVEL_COMMAND)
     return slow_then_fix(messages, tools)
+
+
+SETTLE_COMMAND = "echo settled > settled.txt"
+"""A change whose observation is logged before the worker dies, with no checkpoint after it."""
+READ_FOREVER = "tail -f calc.py"
+"""A read-only call (no checkpoint before it) that does not return: the worker dies in it."""
+
+
+def settle_then_read(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
+    """Write a file, then a read that never returns (killed in it), then the demo fix."""
+    done = [s.arguments.get("command") for s in steps_of(messages)]
+    if SETTLE_COMMAND not in done:
+        return ScriptedTurn.call("terminal", "Leaving a mark.", command=SETTLE_COMMAND)
+    if READ_FOREVER not in done:
+        return ScriptedTurn.call("terminal", "Watching.", command=READ_FOREVER)
+    return resilient_fix(messages, tools)

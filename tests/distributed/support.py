@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +14,7 @@ import psutil
 from temporalio.client import Client
 
 from synthorg.distributed.config import DistributedConfig
-from synthorg.domain import ActionEvent
+from synthorg.domain import ActionEvent, ConversationEvent
 from synthorg.errors import NotFoundError
 from synthorg.service.demo import DEMO_TASK
 from synthorg.store import open_store
@@ -82,8 +84,9 @@ async def client_of(world: TemporalWorld) -> Client:
     return await Client.connect(world.address)
 
 
-async def slow_action(world: World, conversation: str) -> str:
-    """The id of the slow tool call, once it is logged (the worker is inside it)."""
+async def slow_action(world: World, conversation: str, command: str = SLOW_COMMAND) -> str:
+    """The id of the slow tool call (``command``), once it is logged (the worker is inside
+    it)."""
     store = await open_store(world.store_url)
     try:
         async with asyncio.timeout(300):
@@ -91,7 +94,7 @@ async def slow_action(world: World, conversation: str) -> str:
                 try:
                     async for stored in store.tail(conversation):
                         event = stored.event
-                        if isinstance(event, ActionEvent) and SLOW_COMMAND in str(event.arguments):
+                        if isinstance(event, ActionEvent) and command in str(event.arguments):
                             return event.action_id
                 except NotFoundError:  # the first activity has not created it yet
                     await asyncio.sleep(0.2)
@@ -109,3 +112,26 @@ async def start_slow_run(world: World, name: str) -> tuple[Path, Proc, str, str]
     )  # fmt: skip
     conversation = await run.conversation_id()
     return repo, run, conversation, await slow_action(world, conversation)
+
+
+async def kill_holder(world: World, workers: list[Proc], conversation: str) -> int:
+    """SIGKILL the worker that owns the conversation now; its index in ``workers``."""
+    store = await open_store(world.store_url)
+    try:
+        owner = await store.conversation_owner(conversation)
+    finally:
+        await store.close()
+    assert owner is not None
+    (held,) = [i for i, w in enumerate(workers) if w.proc.pid == owner.pid]
+    os.kill(owner.pid, signal.SIGKILL)
+    await workers[held].exit()
+    return held
+
+
+async def events_of(world: World, conversation: str) -> list[ConversationEvent]:
+    """The conversation's whole log, from the shared store."""
+    store = await open_store(world.store_url)
+    try:
+        return [s.event for s in await store.history(conversation, limit=10_000)]
+    finally:
+        await store.close()

@@ -1,10 +1,12 @@
 """`synthorg serve` with engine temporal: runs started, controlled and watched through the API
-while a `synthorg worker` holds them; the API server can die and come back mid-run."""
+while a `synthorg worker` holds them; the API server can die and come back mid-run; a cancel
+whose holder is frozen falls back to Temporal's cancellation."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -183,6 +185,40 @@ async def test_runs_through_the_api_server_land_obey_control_and_outlive_it(
         await _until(lambda: _inactive(view(endless)), f"{endless} no longer active")
         assert sandboxes_under(worker.proc.pid) == []
     finally:
+        await api.aclose()
+
+
+@pytest.mark.timeout(900)
+async def test_cancel_of_a_run_whose_holder_is_frozen_falls_back_to_temporal(
+    world: TemporalWorld,
+) -> None:
+    key = KeyStore(world.home / "server" / "keys.json").create("olga", {Role.OPERATOR})[1]
+    workers = [await start_worker(world)]
+    server, url = await _start_api(world)
+    api = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=300)
+    frozen: Proc | None = None
+    try:
+        body = {"repository": str(world.repo("frozen")), "prompt": DEMO_TASK, "loop": "react"}
+        body |= {"model": "endless", "max_turns": 10_000}
+        created = await api.post("/api/conversations", json=body)
+        assert created.status_code == 201, created.text
+        cid = created.json()["id"]
+        await _until(lambda: events(api, cid, kind="observation"), f"{cid} has an observation")
+        workers.append(await start_worker(world))  # where the run goes once cancelled
+        frozen = workers[0]
+        os.kill(frozen.proc.pid, signal.SIGSTOP)
+
+        answer = await api.post(f"/api/conversations/{cid}/cancel")
+        assert answer.status_code == 200, answer.text + server.output
+
+        async def ended() -> bool:
+            view = (await api.get(f"/api/conversations/{cid}")).json()
+            return not view["active"]
+
+        await _until(ended, f"{cid}'s workflow ends after Temporal's cancellation")
+    finally:
+        if frozen is not None:
+            os.kill(frozen.proc.pid, signal.SIGCONT)
         await api.aclose()
 
 

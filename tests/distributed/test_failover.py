@@ -12,7 +12,13 @@ import pytest
 from synthorg.domain import ConversationStatus, ObservationEvent, StatusChangeEvent
 from synthorg.store import open_store
 from tests.distributed.conftest import TemporalServer
-from tests.distributed.support import TemporalWorld, start_slow_run, start_worker
+from tests.distributed.support import (
+    TemporalWorld,
+    events_of,
+    kill_holder,
+    start_slow_run,
+    start_worker,
+)
 from tests.faults.harness import branch_tests_pass, check_log
 
 pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
@@ -29,24 +35,12 @@ async def test_sigkill_mid_tool_call_resumes_on_another_worker_and_lands(
 ) -> None:
     workers = list(await asyncio.gather(start_worker(world), start_worker(world)))
     repo, run, conversation, slow = await start_slow_run(world, "kill")
-    store = await open_store(world.store_url)
-    try:
-        owner = await store.conversation_owner(conversation)
-    finally:
-        await store.close()
-    assert owner is not None
-    (holder,) = [w for w in workers if w.proc.pid == owner.pid]
-    os.kill(owner.pid, signal.SIGKILL)
-    await holder.exit()
+    holder = workers[await kill_holder(world, workers, conversation)]
 
     assert await run.exit(timeout=300) == 0, run.output + "".join(w.output for w in workers)
     await check_log(world, conversation)  # seqs contiguous, each action observed once, FINISHED
     branch_tests_pass(repo, conversation)
-    store = await open_store(world.store_url)
-    try:
-        events = [s.event for s in await store.history(conversation, limit=10_000)]
-    finally:
-        await store.close()
+    events = await events_of(world, conversation)
     (answer,) = [e for e in events if isinstance(e, ObservationEvent) and e.action_id == slow]
     assert answer.non_retryable and "effect is unknown" in answer.content, answer
     starts = [

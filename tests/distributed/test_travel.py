@@ -8,8 +8,6 @@ killed mid tool call on one worker is resumed on the other from the remote's che
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -18,15 +16,23 @@ from urllib.parse import urlsplit
 import pytest
 
 from synthorg.distributed.client import start_run
-from synthorg.domain import CheckpointEvent, MessageEvent, ObservationEvent, Task, new_id
+from synthorg.domain import (
+    ActionEvent,
+    CheckpointEvent,
+    MessageEvent,
+    ObservationEvent,
+    Task,
+    new_id,
+)
 from synthorg.service.demo import DEMO_TASK
 from synthorg.service.options import RunOptions
 from synthorg.store import open_store
 from tests.distributed import netns
 from tests.distributed.conftest import TemporalServer
-from tests.distributed.support import client_of, slow_action, start_worker
+from tests.distributed.scripts import READ_FOREVER, SETTLE_COMMAND, SLOW_COMMAND
+from tests.distributed.support import client_of, events_of, kill_holder, slow_action, start_worker
 from tests.distributed.travel import TravelWorld, serve_projects
-from tests.faults.harness import branch_tests_pass, check_log, synthorg
+from tests.faults.harness import Proc, branch_tests_pass, check_log, synthorg
 from tests.gitremote import GitDaemon
 
 pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
@@ -94,40 +100,28 @@ async def _killed_run_moves(
 ) -> None:
     """Two workers (``prefixes`` wrap them), a run killed mid tool call on the one holding it:
     the other resumes it from the remote's checkpoint and lands it on the remote."""
-    machines = [world.machine("a"), world.machine("b")]
-    terminal = world.machine("terminal")
-    workers = list(
-        await asyncio.gather(*(start_worker(m, p) for m, p in zip(machines, prefixes, strict=True)))
+    machines, terminal, workers, run, conversation, slow = await _travelling_run(
+        world, "travel", SLOW_COMMAND, prefixes
     )
-    run = await synthorg(
-        terminal, "run", DEMO_TASK, "--repo", "project:app", "--loop", "react",
-        "--model", "travel", "--engine", "temporal",
-    )  # fmt: skip
-    conversation = await run.conversation_id()
-    slow = await slow_action(terminal, conversation)
     store = await open_store(world.store_url)
     try:
         async with asyncio.timeout(120):  # logged once it is on the remote
             async for stored in store.tail(conversation):
                 if isinstance(stored.event, CheckpointEvent) and stored.event.action_id == slow:
                     break
-        owner = await store.conversation_owner(conversation)
     finally:
         await store.close()
-    assert owner is not None
-    (held,) = [i for i, w in enumerate(workers) if w.proc.pid == owner.pid]
     # The checkpoint before the slow command (with the first change) is on the remote.
     checkpoints = daemon.refs("app", f"refs/synthorg/checkpoints/{conversation}/")
     assert checkpoints, daemon.refs("app")
-    os.kill(owner.pid, signal.SIGKILL)
-    await workers[held].exit()
+    held = await kill_holder(world, workers, conversation)
 
     assert await run.exit(timeout=600) == 0, run.output + "".join(w.output for w in workers)
     await check_log(terminal, conversation)  # seqs contiguous, each action observed once
+    events = await events_of(world, conversation)
     store = await open_store(world.store_url)
     try:
         record = await store.get_conversation(conversation)
-        events = [s.event for s in await store.history(conversation, limit=10_000)]
     finally:
         await store.close()
     (answer,) = [e for e in events if isinstance(e, ObservationEvent) and e.action_id == slow]
@@ -147,6 +141,53 @@ async def _killed_run_moves(
     assert workers[1 - held].proc.returncode is None
     # Nobody had the project on disk but through its own mirror; the terminal had none.
     assert not (terminal.home / "worktrees").exists()
+
+
+@pytest.mark.timeout(900)
+async def test_an_action_logged_as_done_keeps_its_effect_when_its_worker_dies_next(
+    world: TravelWorld, daemon: GitDaemon
+) -> None:
+    """A change, its observation logged, then a read (no checkpoint before it) in which the
+    worker is killed: the successor's worktree has the change the log says was made."""
+    _, terminal, workers, run, conversation, reading = await _travelling_run(
+        world, "settle", READ_FOREVER, [(), ()]
+    )
+    before = await events_of(world, conversation)
+    (wrote,) = [e for e in before if isinstance(e, ActionEvent) and SETTLE_COMMAND in str(e)]
+    done = [e for e in before if isinstance(e, ObservationEvent) and e.action_id == wrote.action_id]
+    assert done and not done[0].is_error, done  # logged as done before the kill
+    await kill_holder(world, workers, conversation)
+
+    assert await run.exit(timeout=600) == 0, run.output + "".join(w.output for w in workers)
+    await check_log(terminal, conversation)
+    events = await events_of(world, conversation)
+    (answer,) = [e for e in events if isinstance(e, ObservationEvent) and e.action_id == reading]
+    assert "effect is unknown" in answer.content, answer
+    # The change the log reports as made is in what landed (restored on the other machine).
+    assert _served_file(daemon.bare("app"), f"synthorg/{conversation}", "settled.txt") == (
+        "settled\n"
+    )
+    branch_tests_pass(daemon.bare("app"), conversation)
+
+
+async def _travelling_run(
+    world: TravelWorld, model: str, command: str, prefixes: list[tuple[str, ...]]
+) -> tuple[list[TravelWorld], TravelWorld, list[Proc], Proc, str, str]:
+    """Two workers (``prefixes`` wrap them) and a run on ``model`` started from a terminal,
+    once a worker is inside the tool call ``command``: (machines, terminal, workers, the run's
+    process, conversation id, that call's action id)."""
+    machines = [world.machine("a"), world.machine("b")]
+    terminal = world.machine("terminal")
+    workers = list(
+        await asyncio.gather(*(start_worker(m, p) for m, p in zip(machines, prefixes, strict=True)))
+    )
+    run = await synthorg(
+        terminal, "run", DEMO_TASK, "--repo", "project:app", "--loop", "react",
+        "--model", model, "--engine", "temporal",
+    )  # fmt: skip
+    conversation = await run.conversation_id()
+    action = await slow_action(terminal, conversation, command)
+    return machines, terminal, workers, run, conversation, action
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from tests.distributed.support import TemporalWorld
 from tests.gitremote import GitDaemon
 
 TRAVEL = "tests.distributed.scripts:travel_then_fix"
+SETTLE = "tests.distributed.scripts:settle_then_read"
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ class TravelWorld(TemporalWorld):
             text = TemporalWorld.config.fget(self).read_text()  # type: ignore[attr-defined]
             models, scripts = 'models = ["m", "endless", "slow"]', "scripts = {"
             assert models in text and scripts in text
-            text = text.replace(models, models[:-1] + ', "travel"]')
-            text = text.replace(scripts, f'{scripts} travel = "{TRAVEL}",')
+            text = text.replace(models, models[:-1] + ', "travel", "settle"]')
+            text = text.replace(scripts, f'{scripts} travel = "{TRAVEL}", settle = "{SETTLE}",')
             for name, url in self.remotes:
                 text += f'[projects.{name}]\nremote = "{url}"\n'
             path.write_text(text)

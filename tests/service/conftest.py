@@ -13,6 +13,7 @@ from synthorg.domain import Task
 from synthorg.service.boot import Components
 from synthorg.service.demo import DEMO_TASK, create_demo_repo
 from tests import support
+from tests.gitremote import daemon  # noqa: F401  (a git remote on loopback)
 from tests.support import boot_real, scripted_settings
 
 SCRIPTS = "synthorg.engine.native.scripts"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ from temporalio.exceptions import ApplicationError
 from synthorg.distributed.names import (
     APPLY_CONTROL,
     CONFIRM_LANDING,
+    DELETE,
     HELD_BY,
     PREPARE_WORKSPACE,
+    ROLLBACK,
     RUN_LOOP,
 )
 from synthorg.domain import ConversationStatus, ExecutionResult, Task, TerminationReason
@@ -163,7 +166,7 @@ class RunActivities:
         conversation_id = str(command["conversation_id"])
         by = str(command.get("by") or "temporal")
         action = command["action"]
-        try:
+        with _refusals():
             if action == "steer":
                 await service.steer(conversation_id, str(command["text"]))
             elif action == "pause":
@@ -184,9 +187,40 @@ class RunActivities:
                 )
             else:
                 raise ApplicationError(f"unknown action {action!r}", non_retryable=True)
-        except ConflictError as exc:
-            raise ApplicationError(str(exc), type="Conflict", non_retryable=True) from exc
         return (await self._components.store.get_conversation(conversation_id)).status.value
+
+    @activity.defn(name=ROLLBACK)
+    async def rollback_workspace(self, conversation_id: str, n: int, by: str) -> None:
+        """The embedded rollback, here: a travelling worktree is made on this worker from the
+        remote's newest checkpoint first, and the restored state published as the newest."""
+        with _refusals():
+            await self._components.service.rollback(conversation_id, n, by=by)
+
+    @activity.defn(name=DELETE)
+    async def delete_conversation(self, conversation_id: str, delete_branch: bool) -> None:
+        """The embedded delete, here (its rules: 409 while active, a root takes its tree, the
+        ledger keeps its rows); a project's remote loses the conversation's refs."""
+        try:
+            with _refusals():
+                await self._components.service.delete(conversation_id, delete_branch=delete_branch)
+        except ApplicationError as exc:
+            if exc.type != "NotFound" or activity.info().attempt == 1:
+                raise
+            # An earlier attempt deleted it and died before saying so: done.
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """The service's refusals as failures no retry changes; the API server maps their type
+    back to the same 404 / 409 / 400 the embedded service gives."""
+    try:
+        yield
+    except NotFoundError as exc:
+        raise ApplicationError(str(exc), type="NotFound", non_retryable=True) from exc
+    except ConflictError as exc:
+        raise ApplicationError(str(exc), type="Conflict", non_retryable=True) from exc
+    except UsageError as exc:
+        raise ApplicationError(str(exc), type="Usage", non_retryable=True) from exc
 
 
 async def _ended_meanwhile(store: Store, conversation_id: str) -> dict[str, Any] | None:

@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -51,13 +55,34 @@ async def start_run(
         "heartbeat_s": config.heartbeat_timeout_s,
     }
     await attributes.register(client, config.namespace)
+    return await start_exclusive(
+        client,
+        config,
+        WORKFLOW if run else CREATE_WORKFLOW,
+        start,
+        conversation_id,
+        search_attributes=attributes.initial(*labels),
+    )
+
+
+async def start_exclusive(
+    client: Client,
+    config: DistributedConfig,
+    workflow: str,
+    arg: dict[str, Any],
+    conversation_id: str,
+    *,
+    search_attributes: TypedSearchAttributes | None = None,
+) -> WorkflowHandle[Any, Any]:
+    """Start ``workflow`` with the conversation's id: ConflictError while any workflow of the
+    conversation (a run, a creation, a rollback, a delete) is open."""
     try:
         return await client.start_workflow(
-            WORKFLOW if run else CREATE_WORKFLOW,
-            start,
+            workflow,
+            arg,
             id=conversation_id,
             task_queue=config.task_queue,
-            search_attributes=attributes.initial(*labels),
+            search_attributes=search_attributes,
             # A new run of a conversation whose last run ended is fine; two at once are not.
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,

@@ -11,6 +11,12 @@ WORKFLOW = "SynthorgRun"
 CREATE_WORKFLOW = "SynthorgCreate"
 """The workflow type of the server's create: prepare the conversation, do not start it."""
 
+ROLLBACK_WORKFLOW = "SynthorgRollback"
+"""The workflow type of a rollback (id = conversation id, so never beside an open run)."""
+
+DELETE_WORKFLOW = "SynthorgDelete"
+"""The workflow type of a delete (id = conversation id, so never beside an open run)."""
+
 PREPARE_WORKSPACE = "prepare_workspace"
 """Activity: create the conversation and its worktree (idempotent on retry)."""
 
@@ -19,6 +25,12 @@ RUN_LOOP = "run_loop"
 
 CONFIRM_LANDING = "confirm_landing"
 """Activity: read the landed outcome back (status, commit on the run's branch)."""
+
+ROLLBACK = "rollback_workspace"
+"""Activity, on any worker: restore the conversation's worktree to a checkpoint."""
+
+DELETE = "delete_conversation"
+"""Activity, on any worker: remove the conversation (worktree, remote refs, record)."""
 
 APPLY_CONTROL = "apply_control"
 """Activity, on the holding worker's own queue: pause / interrupt / steer / cancel / decide."""

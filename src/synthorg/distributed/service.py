@@ -14,13 +14,18 @@ import asyncio
 import contextlib
 from typing import Any, NoReturn
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.exceptions import ApplicationError, CancelledError, TemporalError
 from temporalio.service import RPCError
 
-from synthorg.distributed.client import chosen, control, start_run
+from synthorg.distributed.client import chosen, control, start_exclusive, start_run
 from synthorg.distributed.config import DistributedConfig
-from synthorg.distributed.names import WORKFLOW
+from synthorg.distributed.names import DELETE_WORKFLOW, ROLLBACK_WORKFLOW, WORKFLOW
 from synthorg.domain import ConversationRecord, ExecutionResult, Task, new_id
 from synthorg.engine import EngineConfig
 from synthorg.engine.control import Decision
@@ -45,6 +50,7 @@ _REFUSALS: dict[str, type[Exception]] = {
     "NotOffered": NotFoundError,
     "NotFoundError": NotFoundError,
     "NotFound": NotFoundError,
+    "Conflict": ConflictError,
 }
 
 
@@ -86,19 +92,24 @@ class TemporalRunService:
             labels=(task.project_id, loop),
             run=False,
         )
+        await self._on_worker(handle, "created")
+        return await self._store.get_conversation(conversation_id)
+
+    async def _on_worker(self, handle: WorkflowHandle[Any, Any], what: str) -> None:
+        """Wait for a workflow a worker runs for this server (bounded); the worker's
+        refusal as the error the embedded service would raise."""
         try:
             async with asyncio.timeout(CREATE_S):
                 await handle.result()
         except WorkflowFailureError as exc:
-            _refused(exc)
+            _refused(exc, what)
         except TimeoutError:
             await handle.cancel()
             raise BoundaryError(
-                f"no worker prepared conversation {conversation_id} within {CREATE_S:g} s: is a "
+                f"no worker {what} conversation {handle.id} within {CREATE_S:g} s: is a "
                 f"`synthorg worker` polling task queue {self._config.task_queue!r}? "
                 "(`synthorg doctor` lists them)"
             ) from None
-        return await self._store.get_conversation(conversation_id)
 
     async def start(self, conversation_id: str, *, message: str | None = None) -> None:
         """Start the run workflow; ConflictError while one is open."""
@@ -162,10 +173,15 @@ class TemporalRunService:
     async def cancel(self, conversation_id: str, *, by: str) -> None:
         """The holder stops the run (sandbox included) and records who cancelled; a holder
         that does not answer (dead, or no run claimed yet) gets Temporal's cancellation."""
+        bound = asyncio.timeout(CANCEL_UPDATE_S)
         try:
-            async with asyncio.timeout(CANCEL_UPDATE_S):
+            async with bound:
                 await control(self._client, conversation_id, {"action": "cancel", "by": by})
-        except TimeoutError:
+        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+            # The SDK turns the bound's cancellation of the update into its own error, which
+            # the bound then lets through: a TimeoutError never arrives alone.
+            if not bound.expired():
+                raise
             _log.warning("CANCEL_BY_TEMPORAL", conversation_id=conversation_id, by=by)
             await self._client.get_workflow_handle(conversation_id).cancel()
 
@@ -182,17 +198,24 @@ class TemporalRunService:
             },
         )
 
+    # -- rollback and delete: the embedded service's own, on a worker ----------------------
     async def rollback(self, conversation_id: str, n: int, *, by: str) -> None:
-        raise UsageError(
-            "rollback is not available with [distributed] engine = 'temporal' yet: the "
-            "worktree lives on a worker"
-        )
+        """On a worker (a remote project's worktree is made there from the remote); its
+        workflow has the conversation's id, so it is refused (409) while a run is open."""
+        await self._exclusive(ROLLBACK_WORKFLOW, conversation_id, {"n": n, "by": by}, "rolled back")
 
     async def delete(self, conversation_id: str, *, delete_branch: bool = False) -> None:
-        raise UsageError(
-            "delete is not available with [distributed] engine = 'temporal' yet: the "
-            "worktree lives on a worker"
-        )
+        """On a worker, with the embedded rules (``LocalRunService.delete``)."""
+        args = {"delete_branch": delete_branch}
+        await self._exclusive(DELETE_WORKFLOW, conversation_id, args, "deleted")
+
+    async def _exclusive(
+        self, workflow: str, conversation_id: str, args: dict[str, Any], what: str
+    ) -> None:
+        if self.is_active(conversation_id):
+            raise ConflictError(f"conversation {conversation_id} has an active run")
+        handle = await start_exclusive(self._client, self._config, workflow, args, conversation_id)
+        await self._on_worker(handle, what)
 
     async def shutdown(self) -> None:
         """Stop watching; the runs go on on their workers."""
@@ -243,7 +266,7 @@ async def _outcome(handle: WorkflowHandle[Any, Any]) -> dict[str, Any] | None:
     return result
 
 
-def _refused(exc: WorkflowFailureError) -> NoReturn:
+def _refused(exc: WorkflowFailureError, what: str) -> NoReturn:
     """The worker's refusal as the error the embedded service would raise (the innermost
     known one: a RepositoryRefused arrives wrapped in the activity's Usage error)."""
     known: Exception | None = None
@@ -255,5 +278,5 @@ def _refused(exc: WorkflowFailureError) -> NoReturn:
     if known is not None:
         raise known from exc
     if isinstance(exc.cause, CancelledError):
-        raise ConflictError("the conversation's creation was cancelled") from exc
-    raise ConflictError(f"the conversation could not be created: {exc.cause or exc}") from exc
+        raise ConflictError(f"cancelled before the conversation was {what}") from exc
+    raise ConflictError(f"the conversation could not be {what}: {exc.cause or exc}") from exc

@@ -16,7 +16,12 @@ from synthorg.distributed import attributes
 from synthorg.distributed.activities import RunActivities
 from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.names import worker_queue
-from synthorg.distributed.workflow import CreateWorkflow, RunWorkflow
+from synthorg.distributed.workflow import (
+    CreateWorkflow,
+    DeleteWorkflow,
+    RollbackWorkflow,
+    RunWorkflow,
+)
 from synthorg.errors import ConfigError
 from synthorg.logging import get_logger
 from synthorg.server.config import ServerSettings
@@ -77,8 +82,14 @@ async def serve_worker(
         runs = Worker(
             client,
             task_queue=config.task_queue,
-            workflows=[RunWorkflow, CreateWorkflow],
-            activities=[acts.prepare_workspace, acts.run_loop, acts.confirm_landing],
+            workflows=[RunWorkflow, CreateWorkflow, RollbackWorkflow, DeleteWorkflow],
+            activities=[
+                acts.prepare_workspace,
+                acts.run_loop,
+                acts.confirm_landing,
+                acts.rollback_workspace,
+                acts.delete_conversation,
+            ],
             max_concurrent_activities=config.concurrency,
             identity=name,
         )

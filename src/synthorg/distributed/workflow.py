@@ -23,8 +23,12 @@ from synthorg.distributed.names import (
     CONFIRM_LANDING,
     CONTROL,
     CREATE_WORKFLOW,
+    DELETE,
+    DELETE_WORKFLOW,
     HELD_BY,
     PREPARE_WORKSPACE,
+    ROLLBACK,
+    ROLLBACK_WORKFLOW,
     RUN_LOOP,
     WORKFLOW,
 )
@@ -35,6 +39,12 @@ _PREPARE = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_attempts=5,
     non_retryable_error_types=["Usage", "RepositoryRefused", "NotOffered", "NotFoundError"],
+)
+# A rollback or delete: transient failures (a remote not answering) are retried on any worker.
+_MAINTAIN = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_attempts=5,
+    non_retryable_error_types=["NotFound", "Conflict", "Usage"],
 )
 # A dead worker's run is retried elsewhere; a run that keeps killing workers gives up.
 _LOOP_RETRY = RetryPolicy(
@@ -126,6 +136,33 @@ class CreateWorkflow:
             return {"conversation_id": conversation_id, "status": "created"}
 
         return await _tracked(prepared())
+
+
+@workflow.defn(name=ROLLBACK_WORKFLOW)
+class RollbackWorkflow:
+    """The server's rollback, on any worker (id = conversation id: never beside a run)."""
+
+    @workflow.run
+    async def run(self, args: dict[str, Any]) -> None:
+        await _maintain(ROLLBACK, [int(args["n"]), str(args["by"])])
+
+
+@workflow.defn(name=DELETE_WORKFLOW)
+class DeleteWorkflow:
+    """The server's delete, on any worker (id = conversation id: never beside a run)."""
+
+    @workflow.run
+    async def run(self, args: dict[str, Any]) -> None:
+        await _maintain(DELETE, [bool(args["delete_branch"])])
+
+
+async def _maintain(activity: str, args: list[Any]) -> None:
+    await workflow.execute_activity(
+        activity,
+        args=[workflow.info().workflow_id, *args],
+        start_to_close_timeout=timedelta(minutes=5),
+        retry_policy=_MAINTAIN,
+    )
 
 
 async def _prepare(conversation_id: str, create: dict[str, Any]) -> None:

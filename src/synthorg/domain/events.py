@@ -189,12 +189,16 @@ class ToolAuditEvent(_NoToolName, _NoUsage, _Event):
 
 
 class CheckpointEvent(_NoToolName, _NoUsage, _Event):
-    """The workspace was snapshotted before a mutating action."""
+    """The workspace was snapshotted before a mutating action (and, for a worktree published
+    to a remote, again after it, before its observation)."""
 
     kind: Literal["checkpoint"] = "checkpoint"
     index: int = Field(ge=0, description="Checkpoint number n.")
     ref: str = Field(description="The hidden git ref holding the snapshot.")
-    action_id: ActionId | None = Field(default=None, description="The action it precedes.")
+    action_id: ActionId | None = Field(
+        default=None,
+        description="The action it precedes (or, taken after it, follows).",
+    )
 
 
 ConversationEvent = Annotated[

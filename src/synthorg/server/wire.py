@@ -27,13 +27,16 @@ from synthorg.domain.ids import Identifier
 from synthorg.server.auth import ApiKey, Role
 from synthorg.service.options import RunOptions
 from synthorg.workspace.models import CommitInfo, FileChange
+from synthorg.workspace.remote import project_name
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def project_from_repository(repository: str) -> str:
-    """A project id from the repository's directory name (made identifier-safe)."""
-    name = _UNSAFE.sub("-", PurePath(repository).name).strip("-._")[:128]
+    """A project id from the repository's directory name or project:NAME (made
+    identifier-safe)."""
+    name = _UNSAFE.sub("-", project_name(repository) or PurePath(repository).name)
+    name = name.strip("-._")[:128]
     return name or "default"
 
 
@@ -45,9 +48,10 @@ class CreateConversation(RunOptions):
     repository: str = Field(
         min_length=2,
         max_length=4096,
-        pattern=r"^/[^\x00]*$",
+        pattern=r"^(/[^\x00]*|project:[A-Za-z0-9][A-Za-z0-9_-]{0,63})$",
         description="Absolute path of the git repository on the server (under the allowed "
-        "roots; the server's data dir is never one).",
+        "roots; the server's data dir is never one), or project:NAME for a project with a "
+        "remote ([projects.NAME]: it travels between workers).",
     )
     prompt: str = Field(min_length=1, description="The task given to the agent.")
     project_id: Identifier | None = Field(

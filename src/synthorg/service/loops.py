@@ -58,6 +58,16 @@ def _checkpoint_hook(checkpoints: CheckpointStore, workspace: Workspace) -> Chec
     return snapshot
 
 
+def _settle_hook(checkpoints: CheckpointStore, workspace: Workspace) -> CheckpointHook | None:
+    """A checkpoint after each mutating action too, for a worktree published to a remote:
+    otherwise a worker dying after an action logged as done, before the next checkpoint,
+    leaves its effect on the dead machine (a local worktree keeps it: no need)."""
+    publisher = checkpoints.publisher
+    if publisher is None or publisher.project_of_workspace(workspace) is None:
+        return None
+    return _checkpoint_hook(checkpoints, workspace)
+
+
 @asynccontextmanager
 async def _native(
     ctx: ProvisionContext, setup: RunSetup
@@ -77,6 +87,7 @@ async def _native(
         deps = NativeLoopDeps(
             executor=toolbox,
             checkpoint=_checkpoint_hook(ctx.checkpoints, setup.workspace),
+            settle=_settle_hook(ctx.checkpoints, setup.workspace),
             mcp_client_factory=partial(_mcp_client, uds=mcp_uds),
             model_client_factory=partial(http_model_client, uds=gateway_uds),
             delegator=ctx.delegation.for_run(setup) if ctx.delegation is not None else None,

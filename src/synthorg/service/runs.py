@@ -15,6 +15,7 @@ from pathlib import Path
 
 from synthorg.domain import (
     CancelEvent,
+    CheckpointEvent,
     ConversationRecord,
     ErrorEvent,
     ExecutionResult,
@@ -57,6 +58,8 @@ from synthorg.store.protocol import ExecutionStatus, Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
+from synthorg.workspace.models import Workspace
+from synthorg.workspace.remote import project_name
 from synthorg.workspace.worktrees import WorktreeManager, recorded_workspace
 
 _log = get_logger("synthorg.service")
@@ -387,14 +390,7 @@ class LocalRunService:
         """
         async with self._claimed(conversation_id):
             record = await self.store.get_conversation(conversation_id)
-            info = record.workspace
-            if info is None or not info.is_worktree:
-                raise ConflictError(
-                    f"conversation {conversation_id} has no worktree, so no checkpoints"
-                )
-            ws = recorded_workspace(Path(info.path), conversation_id)
-            if ws is None:
-                raise ConflictError(f"the worktree of {conversation_id} no longer exists")
+            ws = await self._worktree_here(record)
             await self.checkpoints.rollback(ws, n, conversation_id)  # 404 for unknown n
             _log.info("CHECKPOINT_ROLLBACK", conversation_id=conversation_id, n=n, by=by)
             await self.store.append(
@@ -404,6 +400,28 @@ class LocalRunService:
                     text=f"{by} rolled the worktree back to checkpoint {n}",
                 ),
             )
+            mirrors = self.worktrees.mirrors
+            if mirrors is not None and mirrors.project_of_workspace(ws) is not None:
+                # A travelling worktree resumes from the remote's newest checkpoint: the
+                # restored state becomes it, or a resume elsewhere would undo the rollback.
+                cp = await self.checkpoints.create(ws, conversation_id)
+                await self.store.append(
+                    conversation_id, CheckpointEvent(index=cp.index, ref=cp.ref)
+                )
+
+    async def _worktree_here(self, record: ConversationRecord) -> Workspace:
+        """The conversation's worktree in this process: the recorded one, or for a project
+        with a remote the one any worker makes from the remote's newest checkpoint."""
+        info = record.workspace
+        if info is None or not info.is_worktree:
+            raise ConflictError(f"conversation {record.id} has no worktree, so no checkpoints")
+        if project_name(record.task.repository) is not None:
+            repo = self.repositories.check(record.task.repository)  # this process's mirror
+            return await self.worktrees.resume(repo, record.id, info)
+        ws = recorded_workspace(Path(info.path), record.id)
+        if ws is None:
+            raise ConflictError(f"the worktree of {record.id} no longer exists")
+        return ws
 
     async def delete(self, conversation_id: str, *, delete_branch: bool = False) -> None:
         """Remove the conversation, its events and its worktree, and with a root its whole
@@ -425,6 +443,7 @@ class LocalRunService:
                 workspace = await self.worktrees.get(member.id)
                 if workspace is not None:
                     await self.worktrees.remove(workspace, delete_branch=delete_branch)
+                await self._forget_remotely(member.id, delete_branch=delete_branch)
             await self.store.delete_conversation(conversation_id)
 
     @contextlib.asynccontextmanager
@@ -452,6 +471,19 @@ class LocalRunService:
                 yield
         finally:
             self._runs.end(conversation_id, active)
+
+    async def _forget_remotely(self, conversation_id: str, *, delete_branch: bool) -> None:
+        """A project's remote loses a deleted conversation's refs (``Mirrors.forget``), before
+        its record goes: a remote that cannot be reached fails the delete, which is retried."""
+        record = await self.store.get_conversation(conversation_id)
+        project = project_name(record.task.repository)
+        mirrors = self.worktrees.mirrors
+        if project is None:
+            return
+        if mirrors is None or project not in mirrors.projects:
+            _log.warning("REMOTE_REFS_KEPT", conversation_id=conversation_id, project=project)
+            return
+        await mirrors.forget(project, conversation_id, delete_branch=delete_branch)
 
     async def _refuse_tree_member(self, record: ConversationRecord) -> None:
         """A delegated child that ran goes only with its root: its ledger rows stay, but the

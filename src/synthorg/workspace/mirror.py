@@ -28,6 +28,7 @@ from synthorg.workspace.git import GitError, run_git, run_git_retrying
 from synthorg.workspace.locks import exclusive
 from synthorg.workspace.models import Workspace
 from synthorg.workspace.remote import ProjectRemote
+from synthorg.workspace.repo import delete_refs
 
 _log = get_logger("synthorg.workspace")
 
@@ -282,6 +283,33 @@ class Mirrors:
                 _log.warning("REMOTE_PUSH_RETRY", project=name, error=exc.stderr[:300])
                 await asyncio.sleep(0.2 * (attempt + 1))  # a backoff, not a synchronisation
         return True
+
+    async def forget(self, name: str, conversation_id: str, *, delete_branch: bool) -> list[str]:
+        """Delete a deleted conversation's refs from the remote and from this mirror.
+
+        Its checkpoints always go (only a resume reads them, and nothing resumes a deleted
+        conversation); its branch and base ref only with ``delete_branch``, the rule of a
+        local repository's branch (a landed commit is on it). The names deleted remotely.
+        """
+        cid = refs.check_conversation_id(conversation_id)
+        doomed = [refs.checkpoint_prefix(cid) + "*"]
+        if delete_branch:
+            doomed += [f"refs/heads/{refs.branch_name(cid)}", refs.base_ref(cid)]
+        project = self.projects[name]
+        await self.ensure(name)
+        listing = await self._git(name, ["ls-remote", project.remote, *doomed], remote=True)
+        served = [line.partition("\t")[2] for line in listing.splitlines()]
+        prefix = refs.checkpoint_prefix(cid)
+        served = [ref for ref in served if ref.startswith(prefix) or ref in doomed]
+        if served:
+            specs = [f":{ref}" for ref in served]
+            args = ["push", "--quiet", "--atomic", "--no-verify", project.remote, *specs]
+            await self._git(name, args, remote=True)
+        await self._drop(name, prefix)
+        if delete_branch:
+            await delete_refs(self._git_dir(name), doomed[1:])
+        _log.info("REMOTE_REFS_DELETED", project=name, conversation_id=cid, refs=len(served))
+        return served
 
     async def local_tip(self, name: str, conversation_id: str) -> str | None:
         """The mirror's tip of the conversation's branch, None without one."""

@@ -370,9 +370,11 @@ class WorktreeManager:
                     "restored_from": refs.checkpoint_ref(conversation_id, remote.latest),
                     "note": (
                         f"this worker restored the worktree from checkpoint {remote.latest} "
-                        "on the project's remote, the snapshot taken before the last "
-                        "file-changing action another worker started: changes made after it "
-                        "are not in the worktree; check the files before relying on them"
+                        "on the project's remote, the last snapshot another worker published "
+                        "(before each file-changing action; native loops also after each that "
+                        "finished): "
+                        "changes made after it are not in the worktree; check the files before "
+                        "relying on them"
                     ),
                 }
             )

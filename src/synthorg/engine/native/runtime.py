@@ -62,6 +62,9 @@ class NativeLoopDeps:
     """Runs terminal commands and file edits: the run's sandbox toolbox."""
     checkpoint: CheckpointHook | None = None
     """Snapshots the workspace before each mutating action (None: no checkpoints)."""
+    settle: CheckpointHook | None = None
+    """Snapshots it again after each mutating action, before its observation is logged (a
+    travelling worktree: a successor elsewhere resumes from what the log says was done)."""
     mcp_client_factory: McpClientFactory | None = None
     """Builds the MCP client when the run has an MCP endpoint (None: no MCP tools)."""
     model_client_factory: ModelClientFactory = http_model_client
@@ -122,6 +125,7 @@ async def run_native(
             loop_type,
             model,
             checkpoint=deps.checkpoint,
+            settle=deps.settle,
             stuck_after=deps.settings.stuck_after,
         )
         work = ToolSet(tools)

@@ -84,12 +84,14 @@ class TurnEngine:
         model: ModelClient,
         *,
         checkpoint: CheckpointHook | None = None,
+        settle: CheckpointHook | None = None,
         stuck_after: int = 3,
     ) -> None:
         self.context = context
         self.loop_type = loop_type
         self._model = model
         self._checkpoint = checkpoint
+        self._settle = settle
         self._stuck_after = stuck_after
         self.history = History("")
         self.ledger = TurnLedger(TokenUsage())
@@ -281,7 +283,8 @@ class TurnEngine:
         if call.call_id in rejected:
             return ToolResult(content=rejected[call.call_id], is_error=True)
         assert call.tool is not None
-        if self._checkpoint is not None and call.tool.mutates(call.args):
+        mutates = call.tool.mutates(call.args)
+        if self._checkpoint is not None and mutates:
             event = await self._checkpoint(call.call_id)
             if event is not None:
                 await self.emit(event)
@@ -297,6 +300,11 @@ class TurnEngine:
                 )
             )
             raise Terminated(TerminationReason.ERROR, message) from exc
+        if self._settle is not None and mutates:
+            # Before the observation: an action logged as done has its effect published.
+            event = await self._settle(call.call_id)
+            if event is not None:
+                await self.emit(event)
         return result
 
     async def _abandon(self, pending: list[ParsedCall], reason: TerminationReason) -> None:
