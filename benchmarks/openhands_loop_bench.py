@@ -404,15 +404,25 @@ def _tree(pid: int) -> list[Any]:
 
 
 async def _until_idle(pid: int) -> None:
-    """Until the process tree's CPU time stops growing (the slot has imported the SDK and
-    waits on stdin): a server idle since its last run."""
-    last = -1.0
-    while True:
-        now = sum(sum(p.cpu_times()[:2]) for p in _tree(pid))
-        if now == last:
-            return
+    """Until every thread of the slot's tree sleeps and its CPU time stops growing, twice in a
+    row (it has imported the SDK and waits on stdin): a server idle since its last run. CPU
+    alone is fooled on a loaded machine, where a runnable import may get no CPU for a while."""
+    last, quiet = -1.0, 0
+    while quiet < 2:
+        tree = _tree(pid)
+        now = sum(sum(p.cpu_times()[:2]) for p in tree)
+        asleep = all(_threads_asleep(p.pid) for p in tree)
+        quiet = quiet + 1 if asleep and now == last else 0
         last = now
         await asyncio.sleep(0.5)
+
+
+def _threads_asleep(pid: int) -> bool:
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        if state not in ("S", "I"):
+            return False
+    return True
 
 
 def pool_memory(c: Components) -> dict[str, float]:
