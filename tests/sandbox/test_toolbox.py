@@ -95,7 +95,7 @@ def test_run_command_timeout_kills_the_whole_process_group(tmp_path: Path) -> No
     started = time.monotonic()
     result = run_command(tmp_path, f"sleep {marker} & sleep {marker}; echo never", 0.5, 1000)
     assert result["timed_out"] and result["exit_code"] is None
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 60  # not the 5000 s sleep: killed at its timeout
     deadline = time.monotonic() + 5  # SIGKILLed, but on a busy machine not yet dead
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -116,7 +116,7 @@ def test_run_command_returns_while_a_background_job_keeps_running(tmp_path: Path
     marker = f"{5000 + secrets.randbelow(10**6)}.25"
     started = time.monotonic()
     result = run_command(tmp_path, f"sleep {marker} & echo started", 10, 1000)
-    assert result["output"] == "started\n" and time.monotonic() - started < 2
+    assert result["output"] == "started\n" and time.monotonic() - started < 60  # not 5000 s
     leftovers = processes_with(marker)
     assert len(leftovers) == 1  # the job lives on, as in a terminal; the sandbox reaps it
     leftovers[0].kill()
@@ -146,11 +146,10 @@ async def test_client_runs_commands_and_edits_in_one_sandbox(
         assert [r.output for r in results] == [f"{i}\n" for i in range(8)]
         timed = await tb.run("sleep 30", timeout_s=0.3)
         assert timed.timed_out and timed.exit_code is None
-        # Per-call overhead: one long-lived sandbox, so a trivial command is cheap.
-        started = time.perf_counter()
-        for _ in range(10):
-            await tb.run("true")
-        assert (time.perf_counter() - started) / 10 < 0.25
+        # One long-lived toolbox serves every call (its cost is in benchmarks/): each
+        # command's shell has the same parent.
+        parents = {(await tb.run("echo $PPID")).output for _ in range(10)}
+        assert len(parents) == 1, parents
     assert (workspace / "src" / "app.py").read_text() == "print('bye')\n"
     assert tb.exit is not None and tb.exit.returncode == 0
 
