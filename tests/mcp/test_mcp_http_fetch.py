@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from mcp_world import CONVERSATION, World, call
 
@@ -75,11 +73,10 @@ async def test_the_size_cap_truncates(world: World, endpoints: McpEndpoints) -> 
 
 
 async def test_the_time_cap_ends_a_slow_fetch(world: World, endpoints: McpEndpoints) -> None:
-    started = time.monotonic()
+    # The page answers after 3 s: without the cap the fetch would succeed with "late".
     result = await call(
         endpoints, world.bearer(), "http_fetch", {"url": f"{world.fetch_url}/allowed/slow"}
     )
-    assert time.monotonic() - started < 2.5
     assert result.is_error and "took longer than 1s" in result.text
     assert (await world.audit.of(CONVERSATION))[0].outcome == "error"
 
