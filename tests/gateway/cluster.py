@@ -29,8 +29,7 @@ from synthorg.store import StoreConfig, open_store
 from synthorg.store.protocol import ExecutionUsage, Store
 
 from .fake_upstream import FakeUpstream
-from .harness import FAKE_MODEL, fake_config
-from .test_tree_ceiling_property import _conversation
+from .harness import FAKE_MODEL, fake_config, tree_conversation
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -124,7 +123,7 @@ class Cluster:
 
     async def conversation(self, budget: Decimal | None, root_id: str | None = None) -> str:
         """Save a conversation (a tree's root with ``budget``, or a child of ``root_id``)."""
-        record = _conversation(budget, root_id)
+        record = tree_conversation(budget, root_id)
         await self.store.create_conversation(record)
         return record.id
 
