@@ -198,35 +198,49 @@ def git_env(
     the recorded git dir, common dir and work tree, so nothing in the work tree (its ``.git``
     file included) can point it elsewhere.
     """
-    control = _control()
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES)
     }
-    env.update(
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL=str(control.config),
-        GIT_ATTR_NOSYSTEM="1",
-        GIT_NO_REPLACE_OBJECTS="1",
-        GIT_TERMINAL_PROMPT="0",
-        GIT_ASKPASS="false",
-        GIT_PAGER="cat",
-        GIT_EDITOR="true",
-        GIT_PROTOCOL_FROM_USER="0",
-        LC_ALL="C",
-    )
-    settings = [("core.hooksPath", str(control.hooks)), *_HARDENED, *overrides]
-    env["GIT_CONFIG_COUNT"] = str(len(settings))
-    for n, (key, value) in enumerate(settings):
-        env[f"GIT_CONFIG_KEY_{n}"] = key
-        env[f"GIT_CONFIG_VALUE_{n}"] = value
+    env.update(_hardening(_control(), tuple(overrides)))
     if checkout is not None:
         env["GIT_DIR"] = str(checkout.git_dir)
         env["GIT_COMMON_DIR"] = str(checkout.common_dir)
         env["GIT_WORK_TREE"] = str(checkout.work_tree)
     if extra:
         env.update(extra)
+    return env
+
+
+_HARDENING: tuple[_Control, dict[str, str]] | None = None
+
+
+def _hardening(control: _Control, overrides: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """The variables ``git_env`` sets over the inherited ones. Without ``overrides`` the same
+    for every git process of ``control``: built once (36 settings, ~0.1 ms per spawn)."""
+    global _HARDENING
+    if not overrides and _HARDENING is not None and _HARDENING[0] is control:
+        return _HARDENING[1]
+    env = {
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": str(control.config),
+        "GIT_ATTR_NOSYSTEM": "1",
+        "GIT_NO_REPLACE_OBJECTS": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_ASKPASS": "false",
+        "GIT_PAGER": "cat",
+        "GIT_EDITOR": "true",
+        "GIT_PROTOCOL_FROM_USER": "0",
+        "LC_ALL": "C",
+    }
+    settings = [("core.hooksPath", str(control.hooks)), *_HARDENED, *overrides]
+    env["GIT_CONFIG_COUNT"] = str(len(settings))
+    for n, (key, value) in enumerate(settings):
+        env[f"GIT_CONFIG_KEY_{n}"] = key
+        env[f"GIT_CONFIG_VALUE_{n}"] = value
+    if not overrides:
+        _HARDENING = (control, env)
     return env
 
 
