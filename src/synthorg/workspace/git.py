@@ -213,6 +213,22 @@ def git_env(
     return env
 
 
+_PROGRAM: tuple[str | None, str] = (None, "git")
+
+
+def git_program() -> str:
+    """The git that ``PATH`` names, as a path: found once per ``PATH`` value, where a bare
+    name has every spawn try each ``PATH`` directory in turn (11 failed execs per git
+    process on this machine). ``git`` itself when ``PATH`` has none (the spawn says so).
+    Always absolute: a relative ``PATH`` entry is resolved here, never in a work tree."""
+    global _PROGRAM
+    path = os.environ.get("PATH")
+    if _PROGRAM[0] != path or not os.access(_PROGRAM[1], os.X_OK):
+        found = shutil.which("git", path=path)
+        _PROGRAM = (path, os.path.abspath(found) if found else "git")
+    return _PROGRAM[1]
+
+
 _HARDENING: tuple[_Control, dict[str, str]] | None = None
 
 
@@ -257,7 +273,7 @@ async def run_git(
     """Run ``git <args>`` in ``cwd``; raise ``GitError`` on a non-zero exit when ``check``."""
     try:
         proc = await asyncio.create_subprocess_exec(
-            "git",
+            git_program(),
             *args,
             cwd=cwd,
             env=git_env(env, checkout=checkout, overrides=overrides),
@@ -322,7 +338,7 @@ def run_git_sync(
     """Blocking variant for scripts, fixtures and benchmarks."""
     try:
         proc = subprocess.run(
-            ["git", *args],
+            [git_program(), *args],
             cwd=cwd,
             env=git_env(env),
             stdin=subprocess.DEVNULL,
