@@ -15,7 +15,7 @@ from synthorg.workspace.gate import CommitGate, commit_message
 from synthorg.workspace.models import GateSummary, Workspace
 from synthorg.workspace.worktrees import WorktreeManager
 
-from .gitfixtures import commit_shape, git, index_bytes, make_repo
+from .gitfixtures import commit_shape, git, index_bytes, logging_git, make_repo
 
 FILES = {".gitignore": b"*.log\n", "app.py": b"x = 1\n", "lib/util.py": b"def f():\n    pass\n"}
 
@@ -213,13 +213,9 @@ async def test_a_gate_without_diffstat_lands_the_same_commit_with_no_diff_tree(
 ) -> None:
     """The service's gate (``diffstat=False``) spends no git process on a diffstat nobody
     reads; what it commits is what a gate with the diffstat commits."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
     log = tmp_path / "git-argv.log"
-    wrapper = bindir / "git"
-    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec /usr/bin/git "$@"\n')
-    wrapper.chmod(0o755)
     path = os.environ["PATH"]
+    logged = logging_git(tmp_path / "bin", log)
     trees = []
     for name, gate in (("with", CommitGate()), ("without", CommitGate(diffstat=False))):
         repo = tmp_path / name
@@ -228,7 +224,7 @@ async def test_a_gate_without_diffstat_lands_the_same_commit_with_no_diff_tree(
         (ws.path / "app.py").write_text("x = 42\n")
         (ws.path / "new_module.py").write_text("y = 2\n")
         log.write_text("")
-        monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{path}")
+        monkeypatch.setenv("PATH", logged)
         result = await gate.land(ws, SUMMARY)
         monkeypatch.setenv("PATH", path)
         stats = [line for line in log.read_text().splitlines() if "--stat" in line]

@@ -10,12 +10,7 @@ import pytest
 
 from synthorg.workspace.git import run_git, run_git_sync
 
-
-def _wrapper(bindir: Path, log: Path, then: str) -> None:
-    bindir.mkdir(parents=True)
-    script = bindir / "git"
-    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\n{then}\n')
-    script.chmod(0o755)
+from .gitfixtures import logging_git
 
 
 async def test_a_git_put_first_on_path_later_is_the_one_run(
@@ -23,8 +18,7 @@ async def test_a_git_put_first_on_path_later_is_the_one_run(
 ) -> None:
     real = (await run_git(["--version"], tmp_path)).text
     log = tmp_path / "argv.log"
-    _wrapper(tmp_path / "bin", log, 'exec /usr/bin/git "$@"')
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", logging_git(tmp_path / "bin", log))
     assert (await run_git(["--version"], tmp_path)).text == real
     assert run_git_sync(["--version"], tmp_path).text == real
     assert log.read_text().splitlines() == ["--version", "--version"]
@@ -38,8 +32,10 @@ async def test_a_relative_path_entry_never_runs_the_work_trees_git(
     where a relative entry is resolved."""
     host, worktree = tmp_path / "host", tmp_path / "worktree"
     planted = tmp_path / "planted-git-ran"
-    _wrapper(host / "bin", tmp_path / "host.log", 'exec /usr/bin/git "$@"')
-    _wrapper(worktree / "bin", tmp_path / "worktree.log", f"touch {planted}")
+    logging_git(host / "bin", tmp_path / "host.log")
+    (worktree / "bin").mkdir(parents=True)
+    (worktree / "bin" / "git").write_text(f"#!/bin/sh\ntouch {planted}\n")
+    (worktree / "bin" / "git").chmod(0o755)
     monkeypatch.chdir(host)
     monkeypatch.setenv("PATH", f"bin{os.pathsep}{os.environ['PATH']}")
     out = await run_git(["--version"], worktree)
