@@ -78,3 +78,13 @@ def commit_shape(repo: Path, sha: str) -> list[str]:
         " ".join(line.split(" ")[:-2]) if line.startswith(("author ", "committer ")) else line
         for line in raw.splitlines()
     ]
+
+
+def logging_git(bindir: Path, log: Path) -> str:
+    """A ``git`` in ``bindir`` that appends its arguments to ``log`` and runs the real git;
+    the ``PATH`` value that puts it first."""
+    bindir.mkdir(parents=True, exist_ok=True)
+    wrapper = bindir / "git"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec /usr/bin/git "$@"\n')
+    wrapper.chmod(0o755)
+    return f"{bindir}{os.pathsep}{os.environ['PATH']}"

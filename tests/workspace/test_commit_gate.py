@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from synthorg.workspace.gate import CommitGate, commit_message
 from synthorg.workspace.models import GateSummary, Workspace
 from synthorg.workspace.worktrees import WorktreeManager
 
-from .gitfixtures import commit_shape, git, index_bytes, make_repo
+from .gitfixtures import commit_shape, git, index_bytes, logging_git, make_repo
 
 FILES = {".gitignore": b"*.log\n", "app.py": b"x = 1\n", "lib/util.py": b"def f():\n    pass\n"}
 
@@ -205,3 +206,29 @@ async def test_the_in_process_landing_is_the_commit_git_would_write(
     assert shapes[0] == shapes[1]
     assert shapes[0][-len(EXPECTED_MESSAGE.splitlines()) :] == EXPECTED_MESSAGE.splitlines()
     git(repo, "fsck", "--strict", "--no-dangling")
+
+
+async def test_a_gate_without_diffstat_lands_the_same_commit_with_no_diff_tree(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service's gate (``diffstat=False``) spends no git process on a diffstat nobody
+    reads; what it commits is what a gate with the diffstat commits."""
+    log = tmp_path / "git-argv.log"
+    path = os.environ["PATH"]
+    logged = logging_git(tmp_path / "bin", log)
+    trees = []
+    for name, gate in (("with", CommitGate()), ("without", CommitGate(diffstat=False))):
+        repo = tmp_path / name
+        make_repo(repo, FILES)
+        ws = await WorktreeManager(home).create(repo, f"conv-{name}")
+        (ws.path / "app.py").write_text("x = 42\n")
+        (ws.path / "new_module.py").write_text("y = 2\n")
+        log.write_text("")
+        monkeypatch.setenv("PATH", logged)
+        result = await gate.land(ws, SUMMARY)
+        monkeypatch.setenv("PATH", path)
+        stats = [line for line in log.read_text().splitlines() if "--stat" in line]
+        assert result.committed and result.files == ["app.py", "new_module.py"]
+        assert bool(result.diffstat) == bool(stats) == (name == "with"), (name, stats)
+        trees.append(git(repo, "rev-parse", f"{result.sha}^{{tree}}").strip())
+    assert trees[0] == trees[1]

@@ -242,6 +242,7 @@ async def boot(
             secret_patterns=gate_settings.secret_patterns,
             max_file_bytes=gate_settings.max_file_bytes,
             publisher=mirrors,
+            diffstat=False,  # nothing here reads it: `synthorg run` asks the repository itself
         )
         service = LocalRunService(
             store=store,

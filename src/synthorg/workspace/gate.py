@@ -86,8 +86,12 @@ class CommitGate:
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         publisher: Mirrors | None = None,
         in_process: bool = True,
+        diffstat: bool = True,
     ) -> None:
         self.in_process = in_process
+        self.diffstat = diffstat
+        """Put git's diffstat of the commit in the result (one more git process per landing;
+        the service, which reads only the sha and branch, turns it off)."""
         """Write the commit with libgit2 (False: ``git commit-tree``, the benchmark's baseline)."""
         self.publisher = publisher
         """Pushes a landed branch of a remote project's worktree to the remote."""
@@ -160,9 +164,12 @@ class CommitGate:
             await checkout.run_retrying(["update-ref", "-m", reflog, "HEAD", sha, snap.head or ""])
             # The index now lags HEAD; make it match (stat data of unchanged files is kept).
             await checkout.run_retrying(["reset", "--quiet", "--mixed", "HEAD"])
-            stat = await checkout.run(
-                ["diff-tree", "--ignore-submodules=all", "-r", "-M", "--stat=100", base, sha]
-            )
+            stat = ""
+            if self.diffstat:
+                shown = await checkout.run(
+                    ["diff-tree", "--ignore-submodules=all", "-r", "-M", "--stat=100", base, sha]
+                )
+                stat = shown.text
             if self.publisher is not None:
                 await self.publisher.publish(ws)  # landing a remote project's run pushes it
             return GateResult(
@@ -171,7 +178,7 @@ class CommitGate:
                 branch=branch,
                 message=message,
                 files=sorted(c.path for c in changed),
-                diffstat=stat.text,
+                diffstat=stat,
                 reason="committed",
             )
 

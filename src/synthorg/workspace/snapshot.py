@@ -154,6 +154,7 @@ class SnapshotIndex:
         content, never by a cache).
         """
         self.dir.mkdir(parents=True, exist_ok=True)
+        scan_asked = full
         head = await head_sha(self.co)
         try:
             seeded_for = self._head_marker.read_text(encoding="utf-8")
@@ -172,7 +173,12 @@ class SnapshotIndex:
             restart = changes.everything or any(_is_ignore_file(p) for p in changes.paths)
             if not (full or restart) and changes.paths:
                 full = not await self._add_paths(changes.paths)
-        if restart:
+        if restart and scan_asked:
+            # A one-shot full scan (NO_OP check, gate, views) needs no journal, and one started
+            # now is usually voided before it helps (the next run's quota image is mounted
+            # over the worktree): the next checkpoint starts it, scanning everything then.
+            JOURNALS.discard(self._journal_key)
+        elif restart:
             await self._start_journal()  # before the scan, so nothing falls in between
         if full or restart:
             await self.co.run_retrying([*FAST_CONFIG, "add", "-A"], env=self.env)
