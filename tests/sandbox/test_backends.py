@@ -140,6 +140,31 @@ def test_run_cgroup_applies_limits_and_is_removed() -> None:
 
 
 @pytest.mark.bwrap
+def test_each_run_weighs_one_host_process_against_the_host() -> None:
+    """All run cgroups share one parent, which the kernel weighs like one process against
+    the host's others: its weight must grow with the runs under it (else 32 runs' commands
+    share one process's slice of a busy host) and fall back when they end."""
+    support = detect_cgroups()
+    parent = support.parents["cpu"]
+    v2 = support.mode is CgroupMode.V2
+    one = 100 if v2 else 1024
+
+    def weight() -> int:
+        return int((parent / ("cpu.weight" if v2 else "cpu.shares")).read_text())
+
+    def runs() -> int:  # other processes on this host may hold runs under the same parent
+        return sum(1 for p in parent.iterdir() if p.name.startswith("sb-"))
+
+    cgs = [RunCgroup(support, f"weigh-{i}", SandboxLimits()) for i in range(3)]
+    try:
+        assert weight() >= 3 * one, (weight(), runs())
+    finally:
+        for cg in cgs:
+            assert cg.remove_now()
+    assert weight() < 3 * one or runs() >= 3
+
+
+@pytest.mark.bwrap
 async def test_start_failures_are_reported_and_clean(
     bwrap: BwrapSandbox, workspace: Path, tmp_path: Path
 ) -> None:

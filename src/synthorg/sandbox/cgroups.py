@@ -16,6 +16,11 @@ from synthorg.sandbox.protocol import SandboxLimits
 
 CONTROLLERS = ("pids", "memory", "cpu")
 _CPU_PERIOD_US = 100_000
+#: Scheduler weight of one ordinary process (v1 cpu.shares, v2 cpu.weight) and the most the
+#: kernel accepts for a group.
+_ONE_TASK = {False: 1024, True: 100}
+_MOST = {False: 262_144, True: 10_000}
+RUN_PREFIX = "sb-"
 #: An operator may point v2 at a delegated cgroup (e.g. a systemd unit's Delegate=yes slice).
 PARENT_ENV = "SYNTHORG_SANDBOX_CGROUP"
 
@@ -139,7 +144,7 @@ def _read_counter(path: Path, key: str) -> int:
 def cgroup_label(conversation_id: str) -> str:
     """The name prefix of a run's cgroups: a digest, since the sandbox reads its own cgroup
     path in /proc/self/cgroup and must not learn the conversation id from it."""
-    return "sb-" + hashlib.blake2b(conversation_id.encode(), digest_size=6).hexdigest()
+    return RUN_PREFIX + hashlib.blake2b(conversation_id.encode(), digest_size=6).hexdigest()
 
 
 class RunCgroup:
@@ -164,6 +169,7 @@ class RunCgroup:
         except OSError:
             self.remove_now()
             raise
+        self._weigh_parent()
 
     @property
     def v2(self) -> bool:
@@ -190,6 +196,17 @@ class RunCgroup:
             else:
                 _write(cpu / "cpu.cfs_period_us", str(_CPU_PERIOD_US))
                 _write(cpu / "cpu.cfs_quota_us", str(quota))
+
+    def _weigh_parent(self) -> None:
+        """Give the parent of every run's cpu cgroup the weight of one ordinary process per
+        live run. Every run cgroup sits under one parent, and the kernel weighs that parent
+        like a single process against the host's others: with its default weight all the
+        sandboxes together got one process's share of a busy host (32 runs' commands queued
+        behind every other runnable task). Each run now weighs what one host process does,
+        however many processes it forks; its cpu quota still caps it."""
+        cpu = self.dirs.get("cpu")
+        if cpu is not None:
+            weigh_runs(cpu.parent, self.v2)
 
     def attach(self, pid: int) -> None:
         """Move pid into every run cgroup (its future children follow)."""
@@ -244,7 +261,19 @@ class RunCgroup:
                 except OSError:
                     self.kill_all()
                     time.sleep(0.01)
-        return all(not p.exists() for p in self.dirs.values())
+        gone = all(not p.exists() for p in self.dirs.values())
+        self._weigh_parent()
+        return gone
+
+
+def weigh_runs(parent: Path, v2: bool) -> None:
+    """Set parent's cpu weight to one process's per run cgroup under it (at least one's).
+    Every host process sharing the parent recounts on each start and stop, so a racing
+    writer's stale count lasts until the next one."""
+    with contextlib.suppress(OSError):  # a weight we cannot set leaves the kernel's default
+        runs = sum(1 for p in parent.iterdir() if p.name.startswith(RUN_PREFIX) and p.is_dir())
+        weight = min(max(runs, 1) * _ONE_TASK[v2], _MOST[v2])
+        _write(parent / ("cpu.weight" if v2 else "cpu.shares"), str(weight))
 
 
 def sweep_stale(support: CgroupSupport, older_than_s: float = 120.0, prefix: str = "") -> int:
@@ -262,6 +291,8 @@ def sweep_stale(support: CgroupSupport, older_than_s: float = 120.0, prefix: str
                     if path.is_dir() and path.name.startswith(prefix) and old:
                         path.rmdir()
                         removed += 1
+    if removed and "cpu" in support.parents:
+        weigh_runs(support.parents["cpu"], support.mode is CgroupMode.V2)
     return removed
 
 
