@@ -3,6 +3,7 @@ and a schema as strict as the server (empty cursor, relative repository, empty d
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
@@ -65,7 +66,10 @@ async def test_the_schema_refuses_what_the_server_refuses(
     cursor = next(p for p in listing if p["name"] == "cursor")
     assert cursor["schema"]["anyOf"][0]["pattern"] == CURSOR_PATTERN  # so never empty
     create_schema = schema["components"]["schemas"]["CreateConversation"]
-    assert create_schema["properties"]["repository"]["pattern"].startswith("^/")
+    # An absolute path or a configured project's name (a travelling project), never relative.
+    repository = re.compile(create_schema["properties"]["repository"]["pattern"])
+    assert repository.search("/srv/repo") and repository.search("project:web")
+    assert not repository.search("project") and not repository.search("srv/repo")
     decision = schema["components"]["schemas"]["DecisionRequest"]
     assert {"required": ["accepted"], "properties": {"accepted": {"minItems": 1}}} in decision[
         "anyOf"
