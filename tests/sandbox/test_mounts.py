@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.sandbox.errors import SandboxStartError
-from synthorg.sandbox.mounts import attached_devices, bind, mount_image, unmount
+from synthorg.sandbox.mounts import attached_devices, backs, bind, mount_image, unmount
 from synthorg.sandbox.quota import unavailable_reason
 
 pytestmark = pytest.mark.skipif(
@@ -58,6 +58,9 @@ def test_an_image_is_mounted_as_mount_o_loop_made_it_and_detaches_when_unmounted
         assert fstype == "ext4" and source.startswith("/dev/loop")
         assert {"nosuid", "nodev", "noatime"} <= set(options.split(","))
         assert [f"/dev/{d}" for d in attached_devices(image)] == [source]
+        dev = os.stat(mnt).st_dev
+        assert backs(f"{os.major(dev)}:{os.minor(dev)}", image)
+        assert not backs(f"{os.major(dev)}:{os.minor(dev)}", tmp_path / "other.img")
         (mnt / "written").write_text("x")
         bind(mnt, over)
         try:

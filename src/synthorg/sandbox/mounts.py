@@ -95,15 +95,24 @@ def attached_devices(image: Path) -> list[str]:
     return found
 
 
-def mount_image(image: Path, target: Path) -> None:
+def backs(device: str, image: Path) -> bool:
+    """Whether the block device ``major:minor`` is a loop device backed by image."""
+    try:
+        backing = Path(f"/sys/dev/block/{device}/loop/backing_file").read_text()
+    except OSError:  # not a loop device, or detached meanwhile
+        return False
+    return backing.rstrip("\n") == os.path.realpath(image)
+
+
+def mount_image(image: Path, target: Path, *, fresh: bool = False) -> None:
     """Mount the ext4 image at target through a loop device: ``mount -o loop,nosuid,nodev,
     noatime,noinit_itable image target``. The device detaches itself at the last unmount.
 
     An image still attached (mounted elsewhere: a sweep's remount) is mounted from that
     device, as mount(8) reuses it: the kernel then shares the one filesystem, where a second
-    device would mount the same ext4 twice.
+    device would mount the same ext4 twice. ``fresh``: the caller just made the image.
     """
-    attached = attached_devices(image)
+    attached = [] if fresh else attached_devices(image)
     device = None
     if attached:
         source = f"/dev/{attached[0]}"

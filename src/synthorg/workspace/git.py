@@ -204,11 +204,7 @@ def git_env(
     the recorded git dir, common dir and work tree, so nothing in the work tree (its ``.git``
     file included) can point it elsewhere.
     """
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES)
-    }
+    env = dict(_inherited())
     env.update(_hardening(_control(), tuple(overrides)))
     if checkout is not None:
         env["GIT_DIR"] = str(checkout.git_dir)
@@ -217,6 +213,27 @@ def git_env(
     if extra:
         env.update(extra)
     return env
+
+
+_INHERITED: tuple[dict[bytes, bytes], dict[str, str]] | None = None
+
+
+def _inherited() -> dict[str, str]:
+    """os.environ without the variables that would redirect git. Rebuilt only when the
+    environment changed: comparing its raw bytes (a C-level dict comparison) costs a few
+    microseconds where decoding and filtering ~90 variables cost ~0.1 ms per git spawn."""
+    global _INHERITED
+    raw: dict[bytes, bytes] | None = getattr(os.environ, "_data", None)
+    if raw is not None and _INHERITED is not None and _INHERITED[0] == raw:
+        return _INHERITED[1]
+    kept = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES)
+    }
+    if raw is not None:
+        _INHERITED = (dict(raw), kept)
+    return kept
 
 
 _PROGRAM: tuple[str | None, str] = (None, "git")
