@@ -458,9 +458,10 @@ def _mounts_of(image: Path) -> list[tuple[Path, str]]:
     """(mount point, root inside the filesystem) of every mount of ``image`` in this mount
     namespace: /proc/self/mountinfo's lines on a loop device whose backing file it is."""
     lines = [line.split(b" ") for line in Path("/proc/self/mountinfo").read_bytes().splitlines()]
-    # Only mounted devices are asked for their backing file (sysfs by major:minor): a scan
-    # of every loop device costs ~1.5 ms on a host with a few dozen of them.
-    ours = {dev for dev in {fields[2].decode() for fields in lines} if backs(dev, image)}
+    # Only mounted loop devices (block major 7) are asked for their backing file (sysfs by
+    # major:minor): a scan of every loop device cost ~1.5 ms on a host with a few dozen.
+    mounted = {fields[2].decode() for fields in lines if fields[2].startswith(b"7:")}
+    ours = {dev for dev in mounted if backs(dev, image)}
     return [
         (Path(_unescape(fields[4])), _unescape(fields[3]))
         for fields in lines
