@@ -167,16 +167,6 @@ class BwrapSandbox:
             self._fallback("the interpreter", "no hard-link view could be made", exc)
             return host_python_dir()
 
-    def build_args(
-        self,
-        request: SandboxRequest,
-        fds: list[int],
-        links: Path | None = None,
-        views: Views | None = None,
-    ) -> tuple[list[str], list[str]]:
-        """The bwrap options (without the control fds) and the argv run inside (bwrap_args)."""
-        return self._args.build(request, fds, links, views)
-
     @asynccontextmanager
     async def stream(
         self, request: SandboxRequest, first_line: str
@@ -210,7 +200,7 @@ class BwrapSandbox:
             raise
         fds: list[int] = []
         try:
-            args, argv = self.build_args(request, fds, control.links, views)
+            args, argv = self._args.build(request, fds, control.links, views)
         except BaseException:
             for fd in fds:
                 os.close(fd)

@@ -10,8 +10,9 @@ At start (host root): a sparse image sized to the worktree's usage plus the allo
 made with ``mkfs.ext4 -d <worktree>`` (which copies the tree in), mounted at a private
 directory, and bind-mounted over the worktree path, so host-side code (checkpoints, views)
 sees what the sandbox writes. At release: the bind is removed, what changed is copied back
-onto the real worktree with ``rsync -a -H --checksum --sparse --delete``, the image unmounted
-and deleted.
+onto the real worktree with ``rsync -a -H --checksum --sparse --delete`` (plain edits and
+additions by the host itself: copyback.py), the image unmounted and deleted. The mounts are
+system calls made in-process (mounts.py), not mount(8) processes.
 Only what changed: right after the mount, the image's inode numbers are recorded with a time
 mark; at release an entry whose path now holds another inode, or whose ctime is past the mark,
 is listed (a directory with its contents, so deletions and renames inside it are applied).
