@@ -47,7 +47,7 @@ def test_edits_and_new_files_and_dirs_are_copied_as_rsync_would(
         "pkg/__pycache__/deep/d.txt",
         "tool.sh",
     ]
-    assert copy_back_plain(image, worktree, changed)
+    assert copy_back_plain(image, worktree, changed[::-1])  # in any order: dirs first
     assert (worktree / "pkg" / "calc.py").read_text() == "x = 2\n"
     assert (worktree / "pkg" / "calc.py").stat().st_mtime_ns == 1_500_000_000
     assert (worktree / "pkg" / "__pycache__" / "calc.pyc").read_bytes() == b"\0bytecode"

@@ -61,11 +61,16 @@ def _plain(st: os.stat_result) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_blocks * 512 >= st.st_size
 
 
+def _depth(entry: str) -> int:
+    """Sorts a directory (``dir/.``) before everything in it."""
+    return entry.removesuffix("/.").count("/") + (0 if entry.endswith("/.") else 1)
+
+
 def _plan(src: int, dst: int, changed: list[str]) -> list[tuple[str, bool]]:
     """(path, is_dir) to copy, parents first; _NotSimple when rsync must do it."""
     todo: list[tuple[str, bool]] = []
     made: set[str] = set()  # dirs the copy will create
-    for entry in sorted(changed, key=lambda e: e.count("/")):
+    for entry in sorted(changed, key=_depth):
         is_dir = entry.endswith("/.")
         rel = entry[:-2] if is_dir else entry
         parent, _, name = rel.rpartition("/")
