@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from synthorg.workspace import snapshot
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.journal import JOURNALS, Journal, JournalRegistry
 from synthorg.workspace.snapshot import journal_key
@@ -17,6 +18,12 @@ from synthorg.workspace.worktrees import WorktreeManager
 from .gitfixtures import git, make_repo, tree_state
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="inotify is Linux-only")
+
+
+@pytest.fixture(autouse=True)
+def journal_for_every_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These trees are small; a journal is started only for trees of thousands of files."""
+    monkeypatch.setattr(snapshot, "_JOURNAL_MIN_ENTRIES", 0)
 
 
 def test_reports_files_dirs_and_deletions(tmp_path: Path) -> None:

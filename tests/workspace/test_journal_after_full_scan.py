@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from synthorg.workspace import views
+from synthorg.workspace import snapshot, views
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.journal import JOURNALS
 from synthorg.workspace.snapshot import journal_key
@@ -19,6 +19,12 @@ from synthorg.workspace.worktrees import WorktreeManager
 from .gitfixtures import git, logging_git, make_repo
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="inotify is Linux-only")
+
+
+@pytest.fixture(autouse=True)
+def journal_for_every_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These trees are small; a journal is started only for trees of thousands of files."""
+    monkeypatch.setattr(snapshot, "_JOURNAL_MIN_ENTRIES", 0)
 
 
 async def test_a_full_scan_lists_no_ignored_dirs_and_the_next_checkpoint_sees_everything(

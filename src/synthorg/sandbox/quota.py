@@ -10,8 +10,9 @@ At start (host root): a sparse image sized to the worktree's usage plus the allo
 made with ``mkfs.ext4 -d <worktree>`` (which copies the tree in), mounted at a private
 directory, and bind-mounted over the worktree path, so host-side code (checkpoints, views)
 sees what the sandbox writes. At release: the bind is removed, what changed is copied back
-onto the real worktree with ``rsync -a -H --checksum --sparse --delete``, the image unmounted
-and deleted.
+onto the real worktree with ``rsync -a -H --checksum --sparse --delete`` (plain edits and
+additions by the host itself: copyback.py), the image unmounted and deleted. The mounts are
+system calls made in-process (mounts.py), not mount(8) processes.
 Only what changed: right after the mount, the image's inode numbers are recorded with a time
 mark; at release an entry whose path now holds another inode, or whose ctime is past the mark,
 is listed (a directory with its contents, so deletions and renames inside it are applied).
@@ -44,8 +45,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from synthorg.logging import get_logger
+from synthorg.sandbox.copyback import copy_back_plain
 from synthorg.sandbox.errors import SandboxStartError
 from synthorg.sandbox.hostlock import lock_dir
+from synthorg.sandbox.mounts import backs, bind, mount_image, unmount
 
 log = get_logger(__name__)
 
@@ -61,7 +64,6 @@ _INODES = "inodes.json"  # the image's inode numbers and time mark (see _record_
 #: Timestamps come from a coarse clock (a tick is 1-10 ms): anything changed this close before
 #: the mark counts as changed (more is copied back, never less).
 _MARK_MARGIN_NS = 50_000_000
-_MOUNT_OPTIONS = "loop,nosuid,nodev,noatime,noinit_itable"  # no atime or itable-zeroing writes
 #: Longest relative path walked (and so copied back), in bytes. The sandbox can nest
 #: directories past PATH_MAX with relative mkdir/cd; every path-taking call, scandir's and
 #: rsync's, fails there, and a copy-back that fails keeps the image mounted and on disk,
@@ -83,7 +85,7 @@ def unavailable_reason() -> str | None:
     """Why per-sandbox quotas cannot work here (None when they can)."""
     if os.geteuid() != 0:
         return "needs root (loop mounts); the sandbox runs without a worktree quota"
-    for tool, package in (("mkfs.ext4", "e2fsprogs"), ("rsync", "rsync"), ("mount", "mount")):
+    for tool, package in (("mkfs.ext4", "e2fsprogs"), ("rsync", "rsync")):
         if shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin") is None:
             return f"{tool} is missing (`apt-get install -y {package}`)"
     if not Path("/dev/loop-control").exists():
@@ -215,12 +217,12 @@ class WorkspaceQuota:
             "-d", str(self.worktree), str(self.image),
         )  # fmt: skip
         self.mnt.mkdir(mode=0o700)
-        _run("mount", "-o", _MOUNT_OPTIONS, str(self.image), str(self.mnt))
+        mount_image(self.image, self.mnt, fresh=True)  # system calls, not mount(8): mounts.py
         os.chmod(self.mnt, st.st_mode & 0o7777)
         if not (self.worktree / "lost+found").exists():  # mkfs's, not the tree's
             (self.mnt / "lost+found").rmdir()
         self._record_inodes()
-        _run("mount", "--bind", str(self.mnt), str(self.worktree))
+        bind(self.mnt, self.worktree)
 
     def adopt(self, worktree: Path, allowance: int) -> None:
         """Move this quota, mounted over a pooled sandbox's empty slot dir, onto worktree.
@@ -251,8 +253,8 @@ class WorkspaceQuota:
             self.worktree = worktree
             self._record()  # from here a sweep copies the image back onto the worktree
             self._record_inodes()
-            _run("mount", "--bind", str(self.mnt), str(worktree))
-            _run("umount", "-l", str(slot))  # busy: the sandbox's bwrap has its cwd there
+            bind(self.mnt, worktree)
+            unmount(slot, lazy=True)  # busy: the sandbox's bwrap has its cwd there
             with _path_lock(slot):
                 if _HELD.get(slot) is self:
                     del _HELD[slot]
@@ -344,7 +346,7 @@ class WorkspaceQuota:
         self._follow_worktree()
         if self.worktree.is_mount():
             if _mounted_from(self.worktree, self.mnt):
-                _run("umount", str(self.worktree))
+                unmount(self.worktree)
             elif self.mnt.is_mount():
                 # Another run's quota covers ours (a successor took the run over while this
                 # process was stopped), so our image is stale: copying it back would overwrite
@@ -356,11 +358,11 @@ class WorkspaceQuota:
                     "left for a later sweep"
                 )
         if not self.mnt.is_mount() and self.image.exists() and self.mnt.exists():
-            _run("mount", "-o", _MOUNT_OPTIONS, str(self.image), str(self.mnt))
+            mount_image(self.image, self.mnt)
         if self.mnt.is_mount():
             if self.worktree.is_dir():  # a worktree deleted meanwhile gets nothing back
                 self._copy_back()
-            _run("umount", str(self.mnt))
+            unmount(self.mnt)
         still = [str(point) for point, _ in _mounts_of(self.image)]
         if still:  # deleting it would lose what is written there, and leave a dead mount
             raise SandboxStartError(
@@ -405,7 +407,8 @@ class WorkspaceQuota:
         changed = self._changed()
         if changed is None:
             _run(*rsync, f"{self.mnt}/", f"{self.worktree}/")
-        elif changed:
+        elif changed and not copy_back_plain(self.mnt, self.worktree, changed):
+            # Plain edits and additions were copied in-process (copyback.py); the rest:
             # --dirs: a listed ``dir/.`` brings its entries (deleting the worktree's others),
             # not its subtree; -a implies no recursion with --files-from. NUL-separated:
             # names may hold newlines.
@@ -455,22 +458,16 @@ def _mounted_from(path: Path, source: Path) -> bool:
 def _mounts_of(image: Path) -> list[tuple[Path, str]]:
     """(mount point, root inside the filesystem) of every mount of ``image`` in this mount
     namespace: /proc/self/mountinfo's lines on a loop device whose backing file it is."""
-    target = os.path.realpath(image)
-    devices = set()
-    for block in Path("/sys/block").glob("loop*"):
-        try:
-            if (block / "loop" / "backing_file").read_text().rstrip("\n") == target:
-                devices.add((block / "dev").read_text().strip())
-        except OSError:  # not attached, or detached meanwhile
-            continue
-    if not devices:
-        return []
-    mounts = []
-    for line in Path("/proc/self/mountinfo").read_bytes().splitlines():
-        fields = line.split(b" ")
-        if fields[2].decode() in devices:
-            mounts.append((Path(_unescape(fields[4])), _unescape(fields[3])))
-    return mounts
+    lines = [line.split(b" ") for line in Path("/proc/self/mountinfo").read_bytes().splitlines()]
+    # Only mounted loop devices (block major 7) are asked for their backing file (sysfs by
+    # major:minor): a scan of every loop device cost ~1.5 ms on a host with a few dozen.
+    mounted = {fields[2].decode() for fields in lines if fields[2].startswith(b"7:")}
+    ours = {dev for dev in mounted if backs(dev, image)}
+    return [
+        (Path(_unescape(fields[4])), _unescape(fields[3]))
+        for fields in lines
+        if fields[2].decode() in ours
+    ]
 
 
 def _unescape(field: bytes) -> str:

@@ -20,6 +20,7 @@ from synthorg.workspace.errors import NotAGitWorkspaceError, WorkspaceTamperedEr
 from synthorg.workspace.git import (
     CheckoutDirs,
     GitOutput,
+    control_config,
     driver_overrides,
     run_git,
     run_git_retrying,
@@ -183,6 +184,13 @@ def _signature(files: tuple[Path, ...]) -> tuple[object, ...]:
     return tuple(out)
 
 
+# Per shared git dir: its config's signature and overrides, from a listing that named no
+# include and no worktree config. Git then read nothing that depends on the worktree, so
+# every new worktree of the repository (one per run) has the same drivers: no listing.
+_SHARED: dict[Path, tuple[tuple[object, ...], _Overrides]] = {}
+_INCLUDES = ("include.", "includeif.")
+
+
 async def _disarmed_drivers(dirs: CheckoutDirs) -> _Overrides:
     """Overrides for every filter driver git would see in this checkout's configuration."""
     key = (dirs.git_dir, dirs.common_dir)
@@ -191,6 +199,9 @@ async def _disarmed_drivers(dirs: CheckoutDirs) -> _Overrides:
         return cached[2]
     base = (dirs.common_dir / "config", dirs.git_dir / "config.worktree")
     before = _signature(base)
+    shared = _SHARED.get(dirs.common_dir)
+    if shared is not None and before[1] is None and before[:1] == shared[0]:
+        return shared[1]
     listed = await run_git(
         ["config", "--list", "--show-origin", "--name-only", "-z"],
         dirs.work_tree,
@@ -206,4 +217,13 @@ async def _disarmed_drivers(dirs: CheckoutDirs) -> _Overrides:
     if len(_DRIVERS) >= _MAX_CACHED:
         _DRIVERS.clear()
     _DRIVERS[key] = (base + included, before + _signature(included), overrides)
+    own = control_config()  # the global config: this process's, the same for every worktree
+    if (
+        before[1] is None
+        and all(path == own for path in included)
+        and not any(n.startswith(_INCLUDES) for n in names)
+    ):
+        if len(_SHARED) >= _MAX_CACHED:
+            _SHARED.clear()
+        _SHARED[dirs.common_dir] = (before[:1], overrides)
     return overrides

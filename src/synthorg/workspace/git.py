@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synthorg.errors import BoundaryError
+from synthorg.workspace.spawn import run_collect
 
 # Inherited variables that would redirect git, add configuration or name programs to run.
 _SCRUBBED_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
@@ -141,6 +142,11 @@ def _control() -> _Control:
     return _CONTROL
 
 
+def control_config() -> Path:
+    """The global config every host git reads: this process's own, written once."""
+    return _control().config
+
+
 # stderr fragments of git's lock-file races (index.lock, ref locks, config.lock, ...).
 _LOCK_MARKERS = (
     ".lock': File exists",
@@ -198,11 +204,7 @@ def git_env(
     the recorded git dir, common dir and work tree, so nothing in the work tree (its ``.git``
     file included) can point it elsewhere.
     """
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES)
-    }
+    env = dict(_inherited())
     env.update(_hardening(_control(), tuple(overrides)))
     if checkout is not None:
         env["GIT_DIR"] = str(checkout.git_dir)
@@ -211,6 +213,27 @@ def git_env(
     if extra:
         env.update(extra)
     return env
+
+
+_INHERITED: tuple[dict[bytes, bytes], dict[str, str]] | None = None
+
+
+def _inherited() -> dict[str, str]:
+    """os.environ without the variables that would redirect git. Rebuilt only when the
+    environment changed: comparing its raw bytes (a C-level dict comparison) costs a few
+    microseconds where decoding and filtering ~90 variables cost ~0.1 ms per git spawn."""
+    global _INHERITED
+    raw: dict[bytes, bytes] | None = getattr(os.environ, "_data", None)
+    if raw is not None and _INHERITED is not None and _INHERITED[0] == raw:
+        return _INHERITED[1]
+    kept = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES)
+    }
+    if raw is not None:
+        _INHERITED = (dict(raw), kept)
+    return kept
 
 
 _PROGRAM: tuple[str | None, str] = (None, "git")
@@ -271,33 +294,20 @@ async def run_git(
     overrides: Sequence[tuple[str, str]] = (),
 ) -> GitOutput:
     """Run ``git <args>`` in ``cwd``; raise ``GitError`` on a non-zero exit when ``check``."""
+    # Cancellation must not leave a git child running behind us (it may hold a lock):
+    # run_collect sends SIGTERM first (git removes its lock files on SIGTERM, while a
+    # SIGKILLed `git add` leaves index.lock behind and the resumed run's next checkpoint
+    # fails on it), SIGKILL after a grace, and reaps it.
     try:
-        proc = await asyncio.create_subprocess_exec(
-            git_program(),
-            *args,
+        returncode, out, err = await run_collect(
+            [git_program(), *args],
             cwd=cwd,
             env=git_env(env, checkout=checkout, overrides=overrides),
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            stdin=stdin,
         )
     except OSError as exc:
         raise GitError(args, -1, f"could not start git: {exc}", cwd) from exc
-    try:
-        out, err = await proc.communicate(stdin)
-    except BaseException:
-        # Cancellation must not leave a git child running behind us (it may hold a lock).
-        # SIGTERM first: git removes its lock files on SIGTERM, while a SIGKILLed `git add`
-        # leaves index.lock behind and the resumed run's next checkpoint fails on it.
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), timeout=5)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        raise
-    result = GitOutput(out, err.decode("utf-8", "replace"), proc.returncode or 0)
+    result = GitOutput(out, err.decode("utf-8", "replace"), returncode)
     if check and result.returncode != 0:
         raise GitError(args, result.returncode, result.stderr, cwd)
     return result

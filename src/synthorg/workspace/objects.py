@@ -171,12 +171,48 @@ class RefReader:
         """Whether the ref ``name`` exists."""
         return self._repo.references.get(name) is not None
 
+    def create_ref(self, name: str, sha: str) -> bool:
+        """Create ``name`` at the commit ``sha``; False when it exists already."""
+        import pygit2
+
+        try:
+            self._repo.references.create(name, pygit2.Oid(hex=sha), force=False)
+        except pygit2.AlreadyExistsError:
+            return False
+        return True
+
     def set_ref(self, name: str, sha: str) -> bool:
         """Point ``name`` at the commit ``sha`` (created or moved, as ``git update-ref``)."""
         import pygit2
 
         self._repo.references.create(name, pygit2.Oid(hex=sha), force=True)
         return True
+
+
+def probe_in_process(path: Path) -> tuple[Path, Path] | None:
+    """(toplevel, git dir) when ``path`` is the top of a repository whose ``.git`` is a
+    directory (its own common dir), read by libgit2 as ``git rev-parse --show-toplevel
+    --git-dir`` would; None for anything else (a subdirectory, a linked worktree or
+    submodule, a bare repository, another owner, an extension libgit2 lacks): ask git."""
+    import pygit2
+    from pygit2.enums import RepositoryOpenFlag
+
+    top = path.resolve()
+    dotgit = top / ".git"
+    if not dotgit.is_dir() or dotgit.is_symlink():
+        return None
+    try:
+        repo = pygit2.Repository(str(top), RepositoryOpenFlag.NO_SEARCH)
+    except (pygit2.GitError, KeyError, ValueError):
+        return None
+    try:
+        if repo.is_bare or repo.workdir is None:
+            return None
+        if Path(repo.workdir).resolve() != top or Path(repo.path).resolve() != dotgit:
+            return None
+        return top, dotgit
+    finally:
+        repo.free()
 
 
 def refs_in_process(cwd: Path, question: Callable[[RefReader], object]) -> object:

@@ -9,7 +9,13 @@ from typing import cast
 from synthorg.errors import UsageError
 from synthorg.workspace import refs
 from synthorg.workspace.git import GitError, run_git
-from synthorg.workspace.objects import UNKNOWN, InProcessUnavailable, refs_in_process, refs_under
+from synthorg.workspace.objects import (
+    UNKNOWN,
+    InProcessUnavailable,
+    probe_in_process,
+    refs_in_process,
+    refs_under,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +37,9 @@ class Base:
 
 async def probe_repo(path: Path) -> RepoProbe | str:
     """The repository containing ``path``, or a sentence saying why there is none."""
+    found = probe_in_process(path)  # the usual case, without a git process
+    if found is not None:
+        return RepoProbe(found[0], found[1], found[1])
     out = await run_git(
         [
             "rev-parse",
@@ -102,6 +111,12 @@ async def remember_base(cwd: Path, conversation_id: str, sha: str) -> None:
     if refs_in_process(cwd, lambda lib: lib.set_ref(name, sha)) is True:
         return
     await run_git(["update-ref", refs.base_ref(conversation_id), sha], cwd)
+
+
+def create_branch(cwd: Path, branch: str, sha: str) -> bool:
+    """Create ``refs/heads/<branch>`` at ``sha`` in-process (create-only); False when libgit2
+    cannot, or the branch exists (then ``git worktree add -b`` says so)."""
+    return refs_in_process(cwd, lambda lib: lib.create_ref(f"refs/heads/{branch}", sha)) is True
 
 
 async def branch_exists(cwd: Path, branch: str) -> bool:

@@ -210,14 +210,18 @@ class SnapshotIndex:
         )
 
     async def _start_journal(self) -> None:
-        """(Re)start watching the worktree; wholly ignored directories are not watched."""
+        """(Re)start watching the worktree; in a large tree wholly ignored directories are
+        not watched (a small one is watched whole: listing them costs a git process, and
+        the few events from ignored paths only name paths ``git add`` then ignores)."""
         key = self._journal_key
         JOURNALS.discard(key)
-        listed = await self.co.run(
-            ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
-            env=self.env,
-        )
-        skip = {p.rstrip("/") for p in listed.text.split("\0") if p.endswith("/")}
+        skip: set[str] = set()
+        if not _small_tree(self.ws.path):
+            listed = await self.co.run(
+                ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
+                env=self.env,
+            )
+            skip = {p.rstrip("/") for p in listed.text.split("\0") if p.endswith("/")}
         journal = Journal(self.ws.path, skip)
         if journal.start():
             JOURNALS.add(key, journal)
@@ -280,6 +284,32 @@ def _index_stamp(path: Path) -> tuple[int, bytes] | None:
     if trailer == _NULL_TRAILER:
         return None
     return size, trailer
+
+
+#: A tree with fewer entries than this is watched whole: a few ignored directories cost a
+#: few watches, where listing them costs a ``git ls-files`` process per journal start.
+_JOURNAL_MIN_ENTRIES = 2000
+
+
+def _small_tree(root: Path) -> bool:
+    """Whether the worktree has fewer than _JOURNAL_MIN_ENTRIES entries.
+
+    Counts without following symlinks and stops at the bound, so a large tree costs no
+    more than that many directory entries to find out.
+    """
+    left, stack = _JOURNAL_MIN_ENTRIES, [str(root)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as listing:
+                for entry in listing:
+                    left -= 1
+                    if left <= 0:
+                        return False
+                    if entry.name != ".git" and entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            return False  # unreadable: let the journal decide, as before
+    return True
 
 
 def journal_key(ws: Workspace) -> str:

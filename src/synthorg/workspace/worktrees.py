@@ -22,6 +22,7 @@ from synthorg.workspace.repo import (
     RepoProbe,
     branch_exists,
     choose_base,
+    create_branch,
     delete_refs,
     list_refs,
     probe_repo,
@@ -201,8 +202,13 @@ class WorktreeManager:
                         base_sha, base_name = stored, refs.base_ref(conversation_id)
                     note = "worktree recreated on the existing branch"
                 else:
-                    args = ["worktree", "add", "--no-checkout", "-b", branch, str(target), sha]
                     made_refs.append(f"refs/heads/{branch}")
+                    # The branch written in-process: ``worktree add -b`` starts a
+                    # ``git branch`` process for it.
+                    if create_branch(probe.toplevel, branch, sha):
+                        args = ["worktree", "add", "--no-checkout", str(target), branch]
+                    else:
+                        args = ["worktree", "add", "--no-checkout", "-b", branch, str(target), sha]
                 await self._add_worktree(probe, target, args)
                 git_dir = _registered_gitdir(target)
                 if await stored_base(probe.toplevel, conversation_id) is None:

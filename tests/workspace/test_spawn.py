@@ -1,0 +1,65 @@
+"""run_collect: output and exit of a child, large pipes both ways, and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from synthorg.workspace.spawn import run_collect
+
+_ENV = {"PATH": os.environ["PATH"]}
+
+
+async def test_collects_exit_code_stdout_and_stderr(tmp_path: Path) -> None:
+    code = "import os, sys; print(os.getcwd()); print('err', file=sys.stderr); sys.exit(3)"
+    rc, out, err = await run_collect(
+        [sys.executable, "-c", code], cwd=tmp_path, env=_ENV, stdin=None
+    )
+    assert (rc, out, err) == (3, f"{tmp_path}\n".encode(), b"err\n")
+
+
+async def test_more_than_a_pipe_buffer_each_way(tmp_path: Path) -> None:
+    """A child that writes while it reads: neither side may block the other."""
+    payload = os.urandom(3 * 1024 * 1024)
+    code = (
+        "import sys\n"
+        "data = sys.stdin.buffer.read()\n"
+        "sys.stderr.buffer.write(data[:70000]); sys.stdout.buffer.write(data[::-1])\n"
+    )
+    rc, out, err = await run_collect(
+        [sys.executable, "-c", code], cwd=tmp_path, env=_ENV, stdin=payload
+    )
+    assert rc == 0 and out == payload[::-1] and err == payload[:70000]
+
+
+async def test_cancelling_terminates_and_reaps_the_child(tmp_path: Path) -> None:
+    marker = tmp_path / "terminated"
+    pid_file = tmp_path / "pid"
+    code = (
+        "import os, signal, sys, time\n"
+        f"signal.signal(signal.SIGTERM, lambda *a: (open({str(marker)!r}, 'w').close(),"
+        " sys.exit(0)))\n"
+        f"open({str(pid_file)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
+        f"os.rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r})\n"  # whole, once handled
+        "time.sleep(600)\n"
+    )
+    task = asyncio.create_task(
+        run_collect([sys.executable, "-c", code], cwd=tmp_path, env=_ENV, stdin=None)
+    )
+    while not pid_file.exists():  # the child's handler is in place
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert marker.exists()  # SIGTERM, not SIGKILL: git removes its lock files on it
+    with pytest.raises(ChildProcessError):
+        os.waitpid(int(pid_file.read_text()), os.WNOHANG)  # reaped already
+
+
+async def test_a_missing_program_raises_oserror(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        await run_collect([str(tmp_path / "nope")], cwd=tmp_path, env=_ENV, stdin=None)
