@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.sandbox import copyback, quota
+from synthorg.sandbox.bwrap import python_in_sandbox
 from synthorg.sandbox.quota import ROOT_ENV, unavailable_reason
 from synthorg.service.demo import create_demo_repo
 
@@ -154,3 +155,38 @@ def test_an_entry_swapped_after_the_plan_is_never_followed_nor_copied(
     assert (worktree / "sub" / "x.txt").read_text() == "before\n"
     assert sorted(os.listdir(worktree / "sub")) == ["x.txt"]  # no temp file left behind
     assert (secret / "x.txt").read_text() == "host secret\n"
+
+
+@pytest.mark.bwrap
+@pytest.mark.skipif(unavailable_reason() is not None, reason=f"{unavailable_reason()}")
+async def test_holes_behind_a_shared_xattr_block_cost_the_host_no_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ext4 shares one block among identical extended attributes, yet counts it in every
+    sharing file's st_blocks: a file of one block that is all hole then looks fully
+    allocated (st_blocks * 512 >= st_size). Copied in-process as plain, each was written
+    out as zeros: a block of host disk per file for one block of the image (rsync's
+    --sparse, which the copy-back relied on before, leaves holes as holes)."""
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "quota"))
+    repo = create_demo_repo(tmp_path / "calc")
+    plant = (
+        "import os\n"
+        "bs = os.statvfs('.').f_bsize\n"
+        "for i in range(300):\n"
+        "    n = f'h{i}'\n"
+        "    open(n, 'wb').truncate(bs)\n"
+        "    os.setxattr(n, 'user.pad', b'x' * (bs // 2))\n"
+        "st = os.stat('h0')\n"
+        "print('looks-plain' if st.st_blocks * 512 >= st.st_size else 'sparse', bs)\n"
+    )
+    plan = [f'cd /workspace && {python_in_sandbox()} -c "{plant}" && echo planted']
+    async with booted(tmp_path / "home") as components:
+        cid, out, _ = await attack(components, repo, plan)
+    assert "looks-plain" in out[0] and "planted" in out[0], out
+    bs = int(out[0].split("looks-plain", 1)[1].split()[0])
+    worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
+    files = [worktree / f"h{i}" for i in range(300)]
+    assert all(f.stat().st_size == bs for f in files)  # every file came back, as it was
+    assert (worktree / "h0").read_bytes() == bytes(bs)
+    landed = sum(f.stat().st_blocks * 512 for f in files)
+    assert landed == 0, f"{landed >> 10} KiB of written-out holes on the host disk"
