@@ -47,7 +47,7 @@ import httpx
 import psutil
 import psycopg
 
-from support import free_port
+from support import free_port, temporal_dev_server
 from synthorg.distributed.client import control, start_run
 from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.worker import connect
@@ -559,29 +559,7 @@ async def main(
         conn.execute(f"CREATE SCHEMA {schema}")
     root = Path(tempfile.mkdtemp(prefix="distbench-"))
     address = f"127.0.0.1:{free_port()}"
-    binary = str(Path(sys.executable).parent / "temporal")
-    server = subprocess.Popen(
-        [
-            binary,
-            "server",
-            "start-dev",
-            "--ip",
-            "127.0.0.1",
-            "--headless",
-            "--port",
-            address.rsplit(":", 1)[1],
-            "--http-port",
-            str(free_port()),
-            "--metrics-port",
-            str(free_port()),
-            "--db-filename",
-            str(root / "temporal.db"),
-            "--log-level",
-            "error",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = temporal_dev_server(root / "temporal.db", address)
     bench = Bench(root, f"{PG}?options=-csearch_path%3D{schema}", address)
     options = RunOptions(loop="react")
     try:

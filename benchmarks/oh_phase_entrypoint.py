@@ -21,13 +21,14 @@ import run_task_real as real  # noqa: E402
 _import, _build = real.import_sdk, real.build_conversation
 
 
-def import_sdk():  # type: ignore[no-untyped-def]
-    _import()
+def import_sdk(*args):  # type: ignore[no-untyped-def]
+    terminal = _import(*args)
     STAMPS.append(("sdk_imported", time.time()))
+    return terminal
 
 
-def build(spec, on_event):  # type: ignore[no-untyped-def]
-    conversation = _build(spec, on_event)
+def build(spec, on_event, *args):  # type: ignore[no-untyped-def]
+    conversation = _build(spec, on_event, *args)
     STAMPS.append(("conversation_built", time.time()))
     with open(os.path.join(spec.workspace_path, ".oh-bench-phases"), "w") as out:
         json.dump(STAMPS, out)

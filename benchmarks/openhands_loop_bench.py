@@ -319,7 +319,7 @@ def phase_files(tmp: Path) -> Path:
 
     real, out = runtime_files_dir(), tmp / "phase-files"
     out.mkdir()
-    for name in ("requirements.lock", "synthorg_oh_events.py"):
+    for name in ("requirements.lock", "synthorg_oh_events.py", "synthorg_oh_terminal.py"):
         shutil.copy(real / name, out / name)
     shutil.copy(real / "run_task.py", out / "run_task_real.py")
     shutil.copy(Path(__file__).with_name("oh_phase_entrypoint.py"), out / "run_task.py")

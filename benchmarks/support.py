@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -25,3 +27,14 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0) 
                 return
         time.sleep(0.05)
     raise RuntimeError(f"port {port} not ready after {timeout}s")
+
+
+def temporal_dev_server(db: Path, address: str) -> subprocess.Popen[bytes]:
+    """A Temporal dev server on loopback ``address`` (host:port), its db at ``db``."""
+    binary = str(Path(sys.executable).parent / "temporal")
+    return subprocess.Popen(
+        [binary, "server", "start-dev", "--ip", "127.0.0.1", "--headless",
+         "--port", address.rsplit(":", 1)[1], "--http-port", str(free_port()),
+         "--metrics-port", str(free_port()), "--db-filename", str(db), "--log-level", "error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip

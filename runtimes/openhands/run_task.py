@@ -1,11 +1,14 @@
 """In-sandbox entrypoint: run one OpenHands SDK conversation, stream its events as JSON lines.
 
-Run with the runtime venv's python (never the main venv). Protocol:
+Run with the runtime venv's python (never the main venv): ``run_task.py [WORKSPACE]``, where
+WORKSPACE is the worktree's path inside, when the host knows it at launch (the agent's
+terminal then starts there before the spec arrives: ``synthorg_oh_terminal``). Protocol:
 - stdin line 1: the run spec (``RunSpec``); later stdin lines: control messages
   ``{"type": "pause" | "interrupt" | "resume" | "message" | "confirm", ...}``.
 - stdout: one JSON object per line, nothing else (fd 1 is moved aside for the event stream;
   the SDK's prints and logs go to stderr).
-Needs ``synthorg_oh_events.py`` from the same directory (bind the whole directory).
+Needs ``synthorg_oh_events.py`` and ``synthorg_oh_terminal.py`` from the same directory (bind
+the whole directory).
 Exit code 0 when the agent finished or the host detached at a wait point, 1 on a run
 error, 2 on an invalid spec.
 """
@@ -28,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 # The event-stream module ships beside this file; explicit so -P / -I runs still find it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from synthorg_oh_events import EventWriter, Translator, claim_stdout, gateway_code
+from synthorg_oh_terminal import EarlyTerminal, adopt
 
 # Stable uuid5 namespace so a non-UUID conversation id always maps to the same SDK id.
 _ID_NAMESPACE = uuid.UUID("5b1d6c4e-8f3a-4c2e-9a57-0e6f3b9d2a11")
@@ -98,15 +102,19 @@ _FIRST_REQUEST_MODULES = (
 )
 
 
-def import_sdk() -> None:
+def import_sdk(workspace: str | None = None) -> EarlyTerminal | None:
     """Import what the run needs before the spec is read (nothing here depends on it): the
-    ~6 s of imports are then paid while a pooled sandbox waits for its run, not after."""
+    ~6 s of imports are then paid while a pooled sandbox waits for its run, not after. With
+    the workspace's path, the agent's terminal starts as soon as its module is imported (its
+    fixed 1 s start-up then overlaps the rest of the import)."""
     import contextlib
     import importlib
 
     import openhands.sdk
-    import openhands.tools.file_editor
-    import openhands.tools.terminal  # noqa: F401
+    import openhands.tools.terminal
+
+    terminal = EarlyTerminal(workspace) if workspace else None
+    import openhands.tools.file_editor  # noqa: F401
 
     for name in _FIRST_REQUEST_MODULES:  # a module a later SDK moved is only not warmed
         with contextlib.suppress(ImportError):
@@ -115,6 +123,7 @@ def import_sdk() -> None:
     if openai is not None:  # the client loads its resources on first use: no request is made
         client = openai.OpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1")
         client.chat.completions.create  # noqa: B018
+    return terminal
 
 
 def sdk_conversation_id(raw: str) -> uuid.UUID:
@@ -124,7 +133,9 @@ def sdk_conversation_id(raw: str) -> uuid.UUID:
         return uuid.uuid5(_ID_NAMESPACE, raw)
 
 
-def build_conversation(spec: RunSpec, on_event: Any) -> Any:
+def build_conversation(
+    spec: RunSpec, on_event: Any, early_terminal: EarlyTerminal | None = None
+) -> Any:
     """The SDK LLM, Agent (terminal, file editor, MCP) and a persisted LocalConversation."""
     from openhands.sdk import LLM, Agent, LocalConversation, Tool
     from openhands.sdk.security.confirmation_policy import (
@@ -147,7 +158,12 @@ def build_conversation(spec: RunSpec, on_event: Any) -> Any:
         input_cost_per_token=spec.input_cost_per_token,
         output_cost_per_token=spec.output_cost_per_token,
     )
+    terminal = (
+        early_terminal.take(spec.workspace_path, spec.terminal_type) if early_terminal else None
+    )
     terminal_params = {"terminal_type": spec.terminal_type} if spec.terminal_type else {}
+    if terminal is not None:
+        terminal_params = {}  # the adopted instance has them (a resume checks names only)
     mcp_config: dict[str, Any] = {}
     if spec.mcp_base_url:
         mcp_config["synthorg"] = {
@@ -173,6 +189,8 @@ def build_conversation(spec: RunSpec, on_event: Any) -> Any:
         visualizer=None,
         tags={"project": spec.project_id.lower()[:256]} if spec.project_id else None,
     )
+    if terminal is not None:  # before the agent resolves its tools (on send_message)
+        adopt(terminal, conversation.state)
     threshold = SecurityRisk[spec.risk_threshold.upper()]
     policy = {
         "never": NeverConfirm(),
@@ -433,12 +451,12 @@ def main() -> int:
     specs: list[RunSpec] = []
     reader = threading.Thread(target=read_spec, args=(writer, specs), daemon=True)
     reader.start()
-    import_sdk()
+    terminal = import_sdk(sys.argv[1] if len(sys.argv) > 1 else None)
     reader.join()
     spec = specs[0]
     translator = Translator()
     drivers: list[Driver] = []  # the callback exists before the driver does
-    conversation = build_conversation(spec, lambda event: drivers[0].on_event(event))
+    conversation = build_conversation(spec, lambda event: drivers[0].on_event(event), terminal)
     translator.attach(conversation)
     driver = Driver(conversation, writer, translator)
     drivers.append(driver)

@@ -8,6 +8,7 @@ import queue
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,13 +28,20 @@ class EntrypointRun:
     live: ClassVar[set[EntrypointRun]] = set()
     """Runs not yet finished or killed: a failed test's run is killed after it (kill_all)."""
 
-    def __init__(self, runtime: OpenHandsRuntime, spec: dict[str, Any], stderr: Path) -> None:
+    def __init__(
+        self,
+        runtime: OpenHandsRuntime,
+        spec: dict[str, Any] | None,
+        stderr: Path,
+        args: Sequence[str] = (),
+    ) -> None:
+        """Start it with ``args`` after the script; send ``spec`` at once (None: later)."""
         self.events: list[dict[str, Any]] = []
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.started = time.monotonic()
         self._stderr = stderr.open("w")
         self.proc = subprocess.Popen(
-            [str(runtime.python), str(runtime.entrypoint)],
+            [str(runtime.python), str(runtime.entrypoint), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -42,7 +50,8 @@ class EntrypointRun:
             cwd="/",
         )
         EntrypointRun.live.add(self)
-        self.send(spec)
+        if spec is not None:
+            self.send(spec)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:

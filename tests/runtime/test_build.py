@@ -38,7 +38,7 @@ def test_failed_build_leaves_no_runtime(tmp_path: Path, monkeypatch: pytest.Monk
     files.mkdir()
     # A requirement without a hash: pip refuses it under --require-hashes, offline.
     (files / "requirements.lock").write_text("six==1.17.0\n")
-    for name in ("run_task.py", "synthorg_oh_events.py"):
+    for name in ("run_task.py", "synthorg_oh_events.py", "synthorg_oh_terminal.py"):
         (files / name).write_text((entrypoint_path().parent / name).read_text())
     monkeypatch.setenv(FILES_ENV, str(files))
     home = tmp_path / "home"

@@ -75,6 +75,9 @@ async def serve_worker(
         # The lease follows the heartbeat timeout: a frozen or cut-off worker's run is taken
         # over soon after Temporal moved its activity, not 30 s later.
         ownership=OwnershipPolicy(lease_s=2 * config.heartbeat_timeout_s, fence=True),
+        # Like serve: [openhands] pool_size sandboxes wait with the SDK imported, each used
+        # one replaced (a worker's runs arrive over its lifetime, as a server's do).
+        openhands_pool="kept",
     ) as components:
         name = worker_id()
         own = worker_queue(config.task_queue, name)

@@ -16,7 +16,12 @@ from synthorg.errors import ConfigError
 FILES_ENV = "SYNTHORG_OPENHANDS_FILES"
 """Operator override: a directory holding the lockfile and the entrypoint's modules."""
 
-REQUIRED = ("requirements.lock", "run_task.py", "synthorg_oh_events.py")
+REQUIRED = (
+    "requirements.lock",
+    "run_task.py",
+    "synthorg_oh_events.py",
+    "synthorg_oh_terminal.py",
+)
 """What the directory must hold; the sandbox binds the whole directory read-only."""
 
 _PACKAGE_DATA = Path(__file__).resolve().parent / "openhands_files"
@@ -46,6 +51,7 @@ def lockfile_path() -> Path:
 def entrypoint_path() -> Path:
     """``run_task.py``, run inside the sandbox by the runtime venv's python.
 
-    It imports ``synthorg_oh_events`` from its own directory: bind ``entrypoint.parent``.
+    It imports ``synthorg_oh_events`` and ``synthorg_oh_terminal`` from its own directory: bind
+    ``entrypoint.parent``.
     """
     return runtime_files_dir() / "run_task.py"

@@ -84,8 +84,12 @@ def _launch(
     # at its host path.
     binds = [runtime.venv_path, runtime.entrypoint.parent]
     inside = ctx.sandbox.runtime_path_inside
+    argv = [inside(binds, runtime.python), inside(binds, runtime.entrypoint)]
+    # The worktree's path inside (a constant for bwrap, so a pool's slot shares it): the
+    # entrypoint starts the agent's terminal there before the run spec arrives.
+    probe = SandboxRequest(argv=argv, workspace=workspace, conversation_id="probe")
     return ContainerLaunch(
-        argv=[inside(binds, runtime.python), inside(binds, runtime.entrypoint)],
+        argv=[*argv, ctx.sandbox.workspace_path_inside(probe)],
         workspace=workspace,
         state_dir=state,
         read_only_binds=[runtime.interpreter_prefix],

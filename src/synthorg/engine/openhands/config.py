@@ -29,7 +29,7 @@ class OpenHandsLoopConfig(BaseModel):
     pool_size: int = Field(
         default=1,
         ge=0,
-        description="Sandboxes `serve` and `run --loop openhands` keep started, the SDK "
+        description="Sandboxes `serve`, `worker` and `run --loop openhands` keep started, the SDK "
         "imported, each for one run (bwrap as root with a worktree quota); 0 = none.",
     )
 
