@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import stat
 from pathlib import Path
@@ -12,6 +13,7 @@ from fastapi import FastAPI
 
 from synthorg.errors import ConfigError, NotFoundError, UsageError
 from synthorg.server import KeyStore, Role
+from synthorg.server.state import authenticated, get_state, require
 
 from .conftest import Keys, client_for
 
@@ -160,3 +162,13 @@ async def test_bearer_scheme_is_required(app: FastAPI, keys: Keys) -> None:
             "/api/conversations", headers={"Authorization": f"bearer {keys.viewer}"}
         )
         assert ok.status_code == 200
+
+
+def test_auth_dependencies_need_no_per_request_introspection_or_thread(app: FastAPI) -> None:
+    """With any ``dependency_overrides`` entry FastAPI re-inspects every dependency's
+    signature on every request, and it runs each plain-function dependency in a worker thread:
+    the app (console included) sets no override and the auth dependencies are coroutines."""
+    assert app.dependency_overrides == {}
+    checks = [getattr(require(role), "dependency", None) for role in Role]
+    for call in (get_state, authenticated, *checks):
+        assert inspect.iscoroutinefunction(call), call

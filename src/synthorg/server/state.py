@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Annotated, Protocol
 
@@ -49,6 +49,10 @@ class Authenticator(Protocol):
         ...
 
 
+Credentials = HTTPAuthorizationCredentials | None
+"""The request's ``Authorization: Bearer`` credentials, if it sent any."""
+
+
 @dataclass
 class ServerState:
     """The app's collaborators (one per app, on ``app.state.server``)."""
@@ -61,6 +65,12 @@ class ServerState:
     subscribers: SubscriberLimit = field(init=False)
     starting: set[str] = field(default_factory=set)
     idempotency: IdempotencyKeys = field(init=False)
+    request_auth: Callable[[Request, ServerState, Credentials], Principal] = field(
+        default=lambda request, state, credentials: bearer_principal(state, credentials)
+    )
+    """Who sent a REST request (or 401): a bearer key; the console adds its session cookie.
+    Set here, not through FastAPI's ``dependency_overrides``: with any override set, FastAPI
+    re-inspects every dependency's signature on every request (~1 ms of CPU per request)."""
 
     def __post_init__(self) -> None:
         self.idempotency = IdempotencyKeys(self.store)
@@ -106,7 +116,7 @@ class ServerState:
         self.metrics.commands.labels("start").inc()
 
 
-def get_state(request: Request) -> ServerState:
+async def get_state(request: Request) -> ServerState:
     """The ServerState of the app serving this request."""
     state: ServerState = request.app.state.server
     return state
@@ -117,11 +127,8 @@ State = Annotated[ServerState, Depends(get_state)]
 _bearer = HTTPBearer(auto_error=False, description="An API key: Authorization: Bearer <key>.")
 
 
-def authenticated(
-    state: State,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
-    """The caller, or 401."""
+def bearer_principal(state: ServerState, credentials: Credentials) -> Principal:
+    """The caller of a bearer key, or 401."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise HTTPException(
             401,
@@ -137,11 +144,23 @@ def authenticated(
     return principal
 
 
+# The dependencies are coroutines: FastAPI runs a plain function in a worker thread, a hop
+# per dependency per request. Nothing here blocks: the key file is stat()ed and re-read only
+# when it changed, sessions are in memory.
+async def authenticated(
+    request: Request,
+    state: State,
+    credentials: Annotated[Credentials, Depends(_bearer)],
+) -> Principal:
+    """The caller, or 401."""
+    return state.request_auth(request, state, credentials)
+
+
 def require(role: Role) -> object:
     """A dependency: the caller holding ``role``, or 403. Key administration also needs a key
     not scoped to projects (a scoped admin could otherwise mint itself an unscoped key)."""
 
-    def check(principal: Annotated[Principal, Depends(authenticated)]) -> Principal:
+    async def check(principal: Annotated[Principal, Depends(authenticated)]) -> Principal:
         if not principal.can(role):
             raise HTTPException(
                 403, f"{principal.name} lacks the {role.value} role needed for this request"

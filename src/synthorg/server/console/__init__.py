@@ -12,7 +12,7 @@ from synthorg.server.console.headers import SecurityHeaders, content_security_po
 from synthorg.server.console.routes import STATIC, router
 from synthorg.server.console.sessions import SessionStore
 from synthorg.server.console.throttle import SignInThrottle
-from synthorg.server.state import ServerState, authenticated
+from synthorg.server.state import ServerState
 
 
 def install_console(app: FastAPI, state: ServerState) -> None:
@@ -27,7 +27,7 @@ def install_console(app: FastAPI, state: ServerState) -> None:
         state.settings.signin_max_failures, state.settings.signin_window_s
     )
     state.auth = SessionAuthenticator(state.auth, sessions)
-    app.dependency_overrides[authenticated] = cookie_or_bearer
+    state.request_auth = cookie_or_bearer
     app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
     app.add_middleware(SocketSession)

@@ -13,15 +13,13 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Collection
 from http.cookies import SimpleCookie
-from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
-from fastapi.security import HTTPAuthorizationCredentials
+from fastapi import HTTPException, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from synthorg.server.auth import ApiKey, Principal, Role
 from synthorg.server.console.sessions import Session, SessionStore, same_token
-from synthorg.server.state import Authenticator, State, _bearer, authenticated
+from synthorg.server.state import Authenticator, Credentials, ServerState, bearer_principal
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 CSRF_HEADER = "X-CSRF-Token"
@@ -59,19 +57,15 @@ def session_of(request: Request, sessions: SessionStore) -> tuple[str, Session] 
     return None if session is None else (token, session)
 
 
-def cookie_or_bearer(
-    request: Request,
-    state: State,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
-    """Replaces ``authenticated``: a bearer key as before, else a session cookie whose CSRF
-    token every mutating call must echo in ``X-CSRF-Token``."""
+def cookie_or_bearer(request: Request, state: ServerState, credentials: Credentials) -> Principal:
+    """The server's ``request_auth`` with the console: a bearer key as before, else a session
+    cookie whose CSRF token every mutating call must echo in ``X-CSRF-Token``."""
     if credentials is not None:
-        return authenticated(state, credentials)
+        return bearer_principal(state, credentials)
     sessions: SessionStore = request.app.state.console_sessions
     found = session_of(request, sessions)
     if found is None:
-        return authenticated(state, None)  # the usual 401
+        return bearer_principal(state, None)  # the usual 401
     _, session = found
     if request.method in MUTATING and not same_token(
         request.headers.get(CSRF_HEADER), session.csrf
