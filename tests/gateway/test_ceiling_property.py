@@ -22,7 +22,7 @@ import httpx
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from synthorg.gateway.service import Ticket
+from synthorg.gateway.ticket import Ticket
 from synthorg.gateway.wire import Usage
 from synthorg.store.protocol import ExecutionUsage
 
