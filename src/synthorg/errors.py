@@ -28,3 +28,10 @@ class BoundaryError(SynthOrgError):
 
     Always raised ``from`` the underlying cause so the original error is kept.
     """
+
+
+class UnavailableError(SynthOrgError):
+    """Something the request needs is unreachable for now (a frozen or cut-off worker).
+
+    The message is written for the caller: what was not confirmed, and what to do (retry).
+    """

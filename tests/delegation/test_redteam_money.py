@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from synthorg.domain import ConversationRecord, ConversationStatus, TerminationReason
-from synthorg.gateway.service import Ticket
+from synthorg.gateway.ticket import Ticket
 from synthorg.server import KeyStore, Role, ServerSettings, create_app
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions

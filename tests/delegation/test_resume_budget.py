@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.domain import ConversationStatus, ObservationEvent, TerminationReason
-from synthorg.gateway.service import Ticket
+from synthorg.gateway.ticket import Ticket
 from synthorg.service.delegation import ledger_spend
 from synthorg.service.tree import run_tree
 from tests.delegation.conftest import Booter, crashing_host

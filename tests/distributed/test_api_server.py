@@ -1,6 +1,6 @@
 """`synthorg serve` with engine temporal: runs started, controlled and watched through the API
 while a `synthorg worker` holds them; the API server can die and come back mid-run; a cancel
-whose holder is frozen falls back to Temporal's cancellation."""
+whose holder is frozen falls back to Temporal's cancellation, a pause or steer answers 503."""
 
 from __future__ import annotations
 
@@ -188,6 +188,17 @@ async def test_runs_through_the_api_server_land_obey_control_and_outlive_it(
         await api.aclose()
 
 
+async def _endless_run(world: TemporalWorld, api: httpx.AsyncClient, name: str) -> str:
+    """Create an endless run through the API; its id once it has made an observation."""
+    body = {"repository": str(world.repo(name)), "prompt": DEMO_TASK, "loop": "react"}
+    body |= {"model": "endless", "max_turns": 10_000}
+    created = await api.post("/api/conversations", json=body)
+    assert created.status_code == 201, created.text
+    cid = str(created.json()["id"])
+    await _until(lambda: events(api, cid, kind="observation"), f"{cid} has an observation")
+    return cid
+
+
 @pytest.mark.timeout(900)
 async def test_cancel_of_a_run_whose_holder_is_frozen_falls_back_to_temporal(
     world: TemporalWorld,
@@ -198,12 +209,7 @@ async def test_cancel_of_a_run_whose_holder_is_frozen_falls_back_to_temporal(
     api = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=300)
     frozen: Proc | None = None
     try:
-        body = {"repository": str(world.repo("frozen")), "prompt": DEMO_TASK, "loop": "react"}
-        body |= {"model": "endless", "max_turns": 10_000}
-        created = await api.post("/api/conversations", json=body)
-        assert created.status_code == 201, created.text
-        cid = created.json()["id"]
-        await _until(lambda: events(api, cid, kind="observation"), f"{cid} has an observation")
+        cid = await _endless_run(world, api, "frozen")
         workers.append(await start_worker(world))  # where the run goes once cancelled
         frozen = workers[0]
         os.kill(frozen.proc.pid, signal.SIGSTOP)
@@ -219,6 +225,40 @@ async def test_cancel_of_a_run_whose_holder_is_frozen_falls_back_to_temporal(
     finally:
         if frozen is not None:
             os.kill(frozen.proc.pid, signal.SIGCONT)
+        await api.aclose()
+
+
+@pytest.mark.timeout(900)
+async def test_pause_and_steer_of_a_run_whose_holder_is_frozen_answer_503(
+    world: TemporalWorld,
+) -> None:
+    """The only worker holds the run and is frozen, so nothing can answer for the run: pause
+    and a steering message each answer 503 saying the holder is unreachable (not a 500 once
+    Temporal's update call gives up), and the run is not shown paused."""
+    key = KeyStore(world.home / "server" / "keys.json").create("olga", {Role.OPERATOR})[1]
+    worker = await start_worker(world)
+    server, url = await _start_api(world)
+    api = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=300)
+    frozen = False
+    try:
+        cid = await _endless_run(world, api, "held")
+        os.kill(worker.proc.pid, signal.SIGSTOP)
+        frozen = True
+
+        for what, path, payload in (
+            ("pause", "pause", None),
+            ("steer", "messages", {"text": "turn left"}),
+        ):
+            answer = await api.post(f"/api/conversations/{cid}/{path}", json=payload)
+            assert answer.status_code == 503, f"{what}: {answer.text}\n{server.output}"
+            refusal = answer.json()
+            assert refusal["code"] == "unavailable", refusal
+            assert "unreachable" in refusal["detail"] and what in refusal["detail"], refusal
+        shown = (await api.get(f"/api/conversations/{cid}")).json()
+        assert shown["active"] and shown["status"] == "running", shown
+    finally:
+        if frozen:
+            os.kill(worker.proc.pid, signal.SIGCONT)
         await api.aclose()
 
 

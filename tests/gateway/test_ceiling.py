@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from synthorg.gateway.scripted import ScriptedTurn
-from synthorg.gateway.service import Ticket
+from synthorg.gateway.ticket import Ticket
 from synthorg.gateway.wire import ChatMessage
 from synthorg.store.protocol import ExecutionStatus
 

@@ -26,10 +26,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from .batch import Spec, body, reply, send_all, specs, within_one_request
 from .cluster import Cluster, cluster
 from .fake_upstream import Reply
 from .harness import FAKE_MODEL, FAKE_PRICE
-from .test_ceiling_property import Spec, _body, _send, reply, specs
 
 pytestmark = pytest.mark.postgres
 
@@ -68,22 +68,17 @@ async def test_workers_together_overshoot_by_one_request_at_most(
             children = [await world.conversation(None, root) for _ in range(2)]
             runs = [await world.open_run(c, ceiling) for c in (root, *children)]
 
-        async def send(worker: int, token: str) -> int:
-            async with world.http(worker, token) as http:
-                return await _send(http, _stalling(f"n{secrets.token_hex(6)}"))
-
-        async with asyncio.timeout(180):
-            statuses = await asyncio.gather(
-                *(send(w, token) for w, (_, token) in enumerate(runs) for _ in range(4))
-            )
+        sends = [
+            ((w, token), _stalling(f"n{secrets.token_hex(6)}"))
+            for w, (_, token) in enumerate(runs)
+            for _ in range(4)
+        ]
+        statuses = await send_all(lambda key: world.http(*key), sends, 180)
         admitted = sum(1 for s in statuses if s not in REFUSED)
         rows = await world.ledger(sorted({e for e, _ in runs}), admitted)
     spent = sum((row.cost_usd for row in rows), Decimal(0))
     assert admitted >= 3, statuses
-    assert spent <= ceiling + worst, (
-        f"{workers} workers spent ${spent} against a ceiling of ${ceiling}: more than one "
-        f"request (${worst}) over"
-    )
+    within_one_request(spent, ceiling, [worst] * admitted)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["sigkill", "sigstop"])
@@ -221,8 +216,8 @@ async def test_spend_across_workers_stays_within_one_reservation(
     what the whole batch could cost."""
     world = three
     by_nonce = {f"n{secrets.token_hex(6)}": item for item in batch}
-    bodies = {nonce: _body(nonce, item[0]) for nonce, item in by_nonce.items()}
-    could = sum((world.worst(body) for body in bodies.values()), Decimal(0))
+    bodies = {nonce: body(nonce, item[0]) for nonce, item in by_nonce.items()}
+    could = sum((world.worst(b) for b in bodies.values()), Decimal(0))
     ceiling = max(Decimal("0.01"), (could * share).quantize(Decimal("0.01")))
     if tree:
         root = await world.conversation(ceiling)
@@ -232,21 +227,14 @@ async def test_spend_across_workers_stays_within_one_reservation(
         runs = [await world.open_run(await world.conversation(None), ceiling)] * 3
     world.upstream.fake.plan = partial(reply, {n: item[0] for n, item in by_nonce.items()})
 
-    async def send(nonce: str, item: tuple[Spec, int, int, float]) -> tuple[int, Decimal]:
-        _, run, worker, delay = item
-        body = bodies[nonce]
-        if delay:
-            await asyncio.sleep(delay)  # a later arrival (an input of the example, not a wait)
-        async with world.http(worker, runs[run][1]) as http:
-            return await _send(http, body), world.worst(body)
-
-    async with asyncio.timeout(240):
-        sent = await asyncio.gather(*(send(n, item) for n, item in by_nonce.items()))
-    admitted = [worst for status, worst in sent if status not in REFUSED]
+    # Each request by one of the runs through one of the workers, some a little later.
+    sends = [((worker, runs[run][1]), bodies[n]) for n, (_, run, worker, _) in by_nonce.items()]
+    delays = [delay for _, _, _, delay in by_nonce.values()]
+    statuses = await send_all(lambda key: world.http(*key), sends, 240, delays)
+    admitted = [
+        world.worst(b) for (_, b), s in zip(sends, statuses, strict=True) if s not in REFUSED
+    ]
     rows = await world.ledger(sorted({e for e, _ in runs}), len(admitted))
     spent = sum((row.cost_usd for row in rows), Decimal(0))
     assert sum(row.requests for row in rows) == len(admitted)
-    if admitted:
-        assert spent <= ceiling + max(admitted), (
-            f"spent ${spent} against ${ceiling}; largest reservation ${max(admitted)}"
-        )
+    within_one_request(spent, ceiling, admitted)

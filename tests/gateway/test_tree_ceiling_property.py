@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from synthorg.domain import ConversationRecord
 from synthorg.gateway.signer import RunBinding
 
+from .batch import Spec, body, drive, specs, within_one_reservation
 from .harness import FAKE_MODEL, FakeHarness, tree_conversation
-from .test_ceiling_property import Spec, _body, drive, specs, within_one_reservation
 
 _CENT = Decimal("0.000001")
 
@@ -95,7 +95,7 @@ async def test_a_delegation_tree_stays_within_one_request_of_its_roots_ceiling(
         for spec in batch:
             nonce = f"n{secrets.token_hex(6)}"
             by_nonce[nonce] = spec
-            sends.append((token, _body(nonce, spec)))
+            sends.append((token, body(nonce, spec)))
     usages, tickets = await drive(fake, by_nonce, sends, [e for e, _ in runs], 180)
 
     # The runs of the tree together: one request over at most, not one per run.

@@ -21,7 +21,7 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.exceptions import ApplicationError, CancelledError, TemporalError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from synthorg.distributed.client import chosen, control, start_exclusive, start_run
 from synthorg.distributed.config import DistributedConfig
@@ -29,7 +29,13 @@ from synthorg.distributed.names import DELETE_WORKFLOW, ROLLBACK_WORKFLOW, WORKF
 from synthorg.domain import ConversationRecord, ExecutionResult, Task, new_id
 from synthorg.engine import EngineConfig
 from synthorg.engine.control import Decision
-from synthorg.errors import BoundaryError, ConflictError, NotFoundError, UsageError
+from synthorg.errors import (
+    BoundaryError,
+    ConflictError,
+    NotFoundError,
+    UnavailableError,
+    UsageError,
+)
 from synthorg.logging import get_logger
 from synthorg.service.options import RunOptions
 from synthorg.service.repositories import RepositoryRefused
@@ -41,8 +47,9 @@ REFRESH_S = 2.0
 """How often the server lists the runs open in Temporal (runs another server started)."""
 CREATE_S = 120.0
 """How long a create waits for a worker to prepare the conversation (none polling: 502)."""
-CANCEL_UPDATE_S = 10.0
-"""A cancel the holder has not answered in this long falls back to Temporal cancellation."""
+CONTROL_UPDATE_S = 10.0
+"""A control command the holder has not answered in this long finds it unreachable (frozen,
+overloaded or cut off): a cancel falls back to Temporal cancellation, the others answer 503."""
 
 _REFUSALS: dict[str, type[Exception]] = {
     "Usage": UsageError,
@@ -162,32 +169,25 @@ class TemporalRunService:
 
     # -- control: the workflow's update, answered by the holding worker ------------------
     async def steer(self, conversation_id: str, text: str) -> None:
-        await control(self._client, conversation_id, {"action": "steer", "text": text})
+        await self._control(conversation_id, {"action": "steer", "text": text})
 
     async def pause(self, conversation_id: str, *, by: str) -> None:
-        await control(self._client, conversation_id, {"action": "pause", "by": by})
+        await self._control(conversation_id, {"action": "pause", "by": by})
 
     async def interrupt(self, conversation_id: str, *, by: str) -> None:
-        await control(self._client, conversation_id, {"action": "interrupt", "by": by})
+        await self._control(conversation_id, {"action": "interrupt", "by": by})
 
     async def cancel(self, conversation_id: str, *, by: str) -> None:
         """The holder stops the run (sandbox included) and records who cancelled; a holder
         that does not answer (dead, or no run claimed yet) gets Temporal's cancellation."""
-        bound = asyncio.timeout(CANCEL_UPDATE_S)
         try:
-            async with bound:
-                await control(self._client, conversation_id, {"action": "cancel", "by": by})
-        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-            # The SDK turns the bound's cancellation of the update into its own error, which
-            # the bound then lets through: a TimeoutError never arrives alone.
-            if not bound.expired():
-                raise
+            await self._control(conversation_id, {"action": "cancel", "by": by})
+        except HolderUnreachable:
             _log.warning("CANCEL_BY_TEMPORAL", conversation_id=conversation_id, by=by)
             await self._client.get_workflow_handle(conversation_id).cancel()
 
     async def decide(self, conversation_id: str, decision: Decision) -> None:
-        await control(
-            self._client,
+        await self._control(
             conversation_id,
             {
                 "action": "decide",
@@ -197,6 +197,28 @@ class TemporalRunService:
                 "reason": decision.reason,
             },
         )
+
+    async def _control(self, conversation_id: str, command: dict[str, Any]) -> str:
+        """The holder's answer to ``command``; HolderUnreachable when none comes in time
+        (Temporal's update call would otherwise wait for a frozen holder, then fail)."""
+        bound = asyncio.timeout(CONTROL_UPDATE_S)
+        try:
+            async with bound:
+                return await control(self._client, conversation_id, command)
+        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
+            # The SDK turns the bound's cancellation of the update into its own error, which
+            # the bound then lets through: a TimeoutError never arrives alone. The same error
+            # without the bound expiring is Temporal's own deadline: no holder answered either.
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # our caller is being cancelled: not an answer to give
+            raise HolderUnreachable(conversation_id, str(command["action"])) from exc
+        except RPCError as exc:
+            # No worker completes the run's workflow tasks (its holder, frozen, had them):
+            # Temporal refuses the update at once ("Workflow Task in failed state").
+            if exc.status is not RPCStatusCode.FAILED_PRECONDITION:
+                raise
+            raise HolderUnreachable(conversation_id, str(command["action"])) from exc
 
     # -- rollback and delete: the embedded service's own, on a worker ----------------------
     async def rollback(self, conversation_id: str, n: int, *, by: str) -> None:
@@ -264,6 +286,19 @@ async def _outcome(handle: WorkflowHandle[Any, Any]) -> dict[str, Any] | None:
     except (WorkflowFailureError, RPCError, TemporalError):
         return None
     return result
+
+
+class HolderUnreachable(UnavailableError):
+    """The worker holding the run did not answer a control command in time (503)."""
+
+    def __init__(self, conversation_id: str, action: str) -> None:
+        super().__init__(
+            f"the worker holding the run of conversation {conversation_id} is unreachable: it "
+            f"did not answer within {CONTROL_UPDATE_S:g} s (frozen, overloaded or cut off), so "
+            f"the {action} is not confirmed. It still takes effect if that worker answers soon; "
+            "if the worker is gone, Temporal moves the run to another worker after its "
+            "heartbeat timeout. Check the conversation's status and send it again."
+        )
 
 
 def _refused(exc: WorkflowFailureError, what: str) -> NoReturn:

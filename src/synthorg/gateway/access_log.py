@@ -7,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from synthorg.gateway.service import Ticket
+    from synthorg.gateway.ticket import Ticket
 
 ACCESS_LOGGER = logging.getLogger("synthorg.gateway.access")
 

@@ -19,8 +19,10 @@ from synthorg.gateway.estimate import Ending
 from synthorg.gateway.metrics import GatewayMetrics
 from synthorg.gateway.providers import build_providers
 from synthorg.gateway.providers.base import Provider, ProviderError
-from synthorg.gateway.service import Gateway, GatewayRefusal, Ticket
+from synthorg.gateway.refusals import GatewayRefusal
+from synthorg.gateway.service import Gateway
 from synthorg.gateway.signer import GatewaySigner, load_or_create_key
+from synthorg.gateway.ticket import Ticket
 from synthorg.gateway.wire import ChatChunk, ChatRequest, error_body
 from synthorg.store.protocol import LedgerStore
 

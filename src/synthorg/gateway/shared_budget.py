@@ -3,7 +3,7 @@
 Used when the ledger is a ``SharedBudgetLedger`` (PostgreSQL): every admitted request holds its
 worst case in the ledger until it is settled, so gateways in any number of processes (workers,
 a zombie and its successor) admit against the same spend and holds. The rule they apply is the
-one the in-process admission applies (``Gateway._shared_rule``); this module does the I/O.
+one the in-process admission applies (``admission._shared_rule``); this module does the I/O.
 """
 
 from __future__ import annotations

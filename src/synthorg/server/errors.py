@@ -19,6 +19,7 @@ from synthorg.errors import (
     ConflictError,
     NotFoundError,
     SynthOrgError,
+    UnavailableError,
     UsageError,
 )
 from synthorg.logging import get_logger
@@ -44,6 +45,7 @@ _STATUS: tuple[tuple[type[SynthOrgError], int, str], ...] = (
     (UsageError, 400, "bad_request"),
     (ConfigError, 400, "bad_request"),
     (BoundaryError, 502, "upstream_failure"),
+    (UnavailableError, 503, "unavailable"),
 )
 
 _HTTP_CODES = {
@@ -56,6 +58,7 @@ _HTTP_CODES = {
     413: "payload_too_large",
     422: "unprocessable",
     429: "too_many_requests",
+    503: "unavailable",
 }
 
 
@@ -79,9 +82,10 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, SynthOrgError)
         status, code = status_of(exc)
         detail = str(exc)
-        if status >= 500:
+        if status >= 500 and not isinstance(exc, UnavailableError):
             # A failure of ours or of a boundary (git, the store): its text holds command
             # lines and server paths, so it goes to the log and the client gets a reference.
+            # (An UnavailableError's message is written for the caller: it says what to do.)
             ref = secrets.token_hex(6)
             log.error("REQUEST_FAILED", path=request.url.path, error=detail, code=code, ref=ref)
             detail = f"the server could not complete the request (reference {ref} in its log)"

@@ -65,7 +65,9 @@ async def control(
 
 
 @router.post(
-    "/messages", response_model=MessageResult, responses=responses(400, 401, 403, 404, 409)
+    "/messages",
+    response_model=MessageResult,
+    responses=responses(400, 401, 403, 404, 409, 503),
 )
 async def send_message(
     conversation_id: Identifier,
@@ -108,7 +110,7 @@ def _control_route(action: ControlAction) -> None:
         endpoint,
         methods=["POST"],
         response_model=ControlResult,
-        responses=responses(401, 403, 404, 409),
+        responses=responses(401, 403, 404, 409, 503),
     )
 
 
@@ -147,7 +149,9 @@ async def get_pending(conversation_id: Identifier, state: State, principal: View
 
 
 @router.post(
-    "/confirmation", response_model=DecisionResult, responses=responses(400, 401, 403, 404, 409)
+    "/confirmation",
+    response_model=DecisionResult,
+    responses=responses(400, 401, 403, 404, 409, 503),
 )
 async def decide(
     conversation_id: Identifier, body: DecisionRequest, state: State, principal: Approver
