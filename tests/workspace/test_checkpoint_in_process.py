@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.objects import refs_under
 from synthorg.workspace.worktrees import WorktreeManager
@@ -119,3 +121,22 @@ async def test_checkpoint_refs_read_in_process_are_the_ones_git_lists(
     assert (await CheckpointStore().create(ws)).index == 8
     got = await CheckpointStore().get(ws, 1)
     assert got == await CheckpointStore(in_process=False).get(ws, 1) == first[1]
+
+
+@pytest.mark.parametrize("in_process", [True, False])
+async def test_a_ref_lock_left_by_a_killed_writer_does_not_stop_the_next_checkpoint(
+    tmp_path: Path, home: Path, in_process: bool
+) -> None:
+    # A run SIGKILLed while creating checkpoint n leaves refs/.../n.lock behind (neither
+    # libgit2 nor git can remove it then); the resumed run's next checkpoint is n again. Seen
+    # in the kill campaign (tests/faults/test_kills.py): the resume crashed on the lock.
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    ws = await WorktreeManager(home).create(repo, "conv-killed")
+    stale = repo / ".git" / "refs" / "synthorg" / "checkpoints" / "conv-killed" / "0.lock"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("")
+    made = await CheckpointStore(in_process=in_process).create(ws)
+    assert made.index == 0
+    assert git(repo, "rev-parse", made.ref).strip() == made.sha
+    assert not stale.exists()

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
 
 from synthorg.errors import ConflictError
 from synthorg.workspace import refs
 from synthorg.workspace.checkout import Checkout
 from synthorg.workspace.errors import CheckpointNotFoundError
 from synthorg.workspace.git import GitError, GitOutput, run_git
-from synthorg.workspace.locks import in_process_lock
+from synthorg.workspace.locks import exclusive, in_process_lock
 from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import Checkpoint, Workspace
 from synthorg.workspace.objects import (
@@ -18,7 +19,13 @@ from synthorg.workspace.objects import (
     commit_and_create_ref,
     refs_under,
 )
-from synthorg.workspace.snapshot import SnapshotIndex, head_sha, open_git, require_git
+from synthorg.workspace.snapshot import (
+    SnapshotIndex,
+    head_sha,
+    open_git,
+    require_git,
+    state_dir,
+)
 
 # Snapshot commits get a fixed identity so they never depend on (or fail for lack of) the
 # host's git config; they are bookkeeping, not anyone's work.
@@ -63,7 +70,15 @@ class CheckpointStore:
                 message = f"synthorg checkpoint {n} of conversation {cid}"
                 ref = refs.checkpoint_ref(cid, n)
                 try:
-                    sha = await self._commit(checkout, snap.tree, snap.head, message, ref)
+                    async with exclusive(state_dir(common) / "checkpoints" / f"{cid}.lock"):
+                        # Every checkpoint writer of this conversation holds this flock
+                        # (freed when its process dies; a mirror installs the conversation's
+                        # refs only while building its worktree, before any checkpoint), so
+                        # a ref lock file found under it was left by a writer killed
+                        # mid-write: stale. Left alone, a resumed run never gets checkpoint n.
+                        with contextlib.suppress(FileNotFoundError):
+                            (common / f"{ref}.lock").unlink()
+                        sha = await self._commit(checkout, snap.tree, snap.head, message, ref)
                 except RefTaken:
                     self._next.pop(key, None)  # someone else took n: rescan
                     continue

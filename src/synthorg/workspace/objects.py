@@ -62,7 +62,7 @@ def commit_and_create_ref(
             repo.references.create(ref, oid, force=False)
         except pygit2.AlreadyExistsError as exc:
             raise RefTaken(str(exc)) from exc
-        except pygit2.GitError as exc:
+        except (pygit2.GitError, OSError) as exc:  # libgit2's OS-class errors are OSError
             if "lock" in str(exc).lower():
                 raise RefTaken(str(exc)) from exc
             raise InProcessUnavailable(str(exc)) from exc
