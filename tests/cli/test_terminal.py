@@ -5,6 +5,7 @@ Each test runs the real command in a subprocess with a scripted model and the bw
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
 import re
@@ -78,7 +79,9 @@ def test_confirm_without_a_terminal_fails_fast_and_creates_nothing(tmp_path: Pat
     assert from_stdin.returncode == 2 and "--task-file -" in from_stdin.stderr
 
 
-def _read_until(fd: int, pattern: str, deadline: float, seen: list[str]) -> str:
+def _read_until(
+    fd: int, pattern: str, deadline: float, seen: list[str], chunk_size: int = 65536
+) -> str:
     """Read the pty/pipe ``fd`` until ``pattern`` appears in everything read so far."""
     while pattern not in "".join(seen):
         left = deadline - time.monotonic()
@@ -86,7 +89,7 @@ def _read_until(fd: int, pattern: str, deadline: float, seen: list[str]) -> str:
         ready, _, _ = select.select([fd], [], [], left)
         if ready:
             try:
-                chunk = os.read(fd, 65536)
+                chunk = os.read(fd, chunk_size)
             except OSError:  # the pty closes when the process exits
                 chunk = b""
             assert chunk, f"ended before {pattern!r}:\n{''.join(seen)}"
@@ -164,18 +167,26 @@ def test_ctrl_c_during_start_up_prints_no_traceback(tmp_path: Path) -> None:
     args = ["--repo", str(repo), "-c", str(config)]
     # -X importtime reports each import as it completes: interrupt while the run's machinery
     # is still being imported, then again while the service boots.
+    # The child's stderr is a one-page pipe the test stops reading at the marker: the child
+    # then blocks at its next import line, so the signal lands inside start-up however busy
+    # the machine is (a plain pipe let a descheduled test signal a run that had finished).
     for marker in ("synthorg.cli.signals", "synthorg.service.boot"):
+        read_end, write_end = os.pipe()
+        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
         run = subprocess.Popen(
             [*SYNTHORG[:1], "-X", "importtime", *SYNTHORG[1:], "run", "go", *args],
             env=cli_env(tmp_path / "home"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=write_end,
         )
-        assert run.stderr is not None
+        os.close(write_end)
         seen: list[str] = []
-        _read_until(run.stderr.fileno(), f" {marker}\n", time.monotonic() + 120, seen)
-        run.send_signal(signal.SIGINT)
-        _out, err = run.communicate(timeout=120)
+        with open(read_end, "rb") as err_pipe:
+            _read_until(read_end, f" {marker}\n", time.monotonic() + 120, seen, chunk_size=512)
+            assert run.poll() is None, "the run got past start-up before the signal"
+            run.send_signal(signal.SIGINT)
+            err = err_pipe.read()
+        run.wait(timeout=120)
         text = "".join(seen) + err.decode(errors="replace")
         assert "Traceback" not in text, text[-3000:]
         assert run.returncode in (1, 130), (run.returncode, text[-2000:])
