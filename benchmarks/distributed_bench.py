@@ -34,7 +34,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -45,9 +44,8 @@ from typing import Any
 
 import httpx
 import psutil
-import psycopg
 
-from support import free_port, temporal_dev_server
+from support import free_port, temporal_on_postgres
 from synthorg.distributed.client import control, start_run
 from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.worker import connect
@@ -65,7 +63,6 @@ from synthorg.store import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the scripted models live in tests/
-PG = "postgresql://postgres@127.0.0.1:5432/test"
 HEARTBEAT_S = 10.0
 """The run-loop heartbeat timeout (the default): long enough that a loaded worker's
 heartbeats (sent every 2.5 s) never miss it, short enough that failover is seconds."""
@@ -554,70 +551,69 @@ async def main(
     only_control: bool = False,
 ) -> None:
     configure_logging("WARNING")
-    schema = f"bench_{secrets.token_hex(4)}"
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    root = Path(tempfile.mkdtemp(prefix="distbench-"))
-    address = f"127.0.0.1:{free_port()}"
-    server = temporal_dev_server(root / "temporal.db", address)
-    bench = Bench(root, f"{PG}?options=-csearch_path%3D{schema}", address)
     options = RunOptions(loop="react")
-    try:
-        for _ in range(600):
-            try:
-                await connect(bench.distributed)
-                break
-            except RuntimeError:
-                await asyncio.sleep(0.2)
-        print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus")
-        if only_control:
-            await control_through_the_api(bench, control_rounds)
-            return
-        if failover_only:
-            await _failover_round(bench)
-            return
-        # Overhead: one at a time, alternating so load drifts hit both alike.
-        worker = bench.start_worker()
-        embedded_s: list[float] = []
-        temporal_s: list[float] = []
-        async with bench.embedded() as service:
-            await bench.embedded_runs(service, 1, options)  # warm-up
-            await bench.temporal_runs(1, options)
-            bench.orchestration.clear()
-            for _ in range(runs):
-                embedded_s += await bench.embedded_runs(service, 1, options)
-                temporal_s += await bench.temporal_runs(1, options)
-            e, t = statistics.median(embedded_s), statistics.median(temporal_s)
-            orchestration = statistics.median(bench.orchestration)
-            print(
-                f"orchestration added by Temporal per run (wall minus the activities doing "
-                f"the embedded work, from the workflow history): p50 "
-                f"{orchestration * 1000:.0f} ms, max {max(bench.orchestration) * 1000:.0f} ms"
-            )
-            print(
-                f"overhead: embedded p50 {e * 1000:.0f} ms, temporal p50 {t * 1000:.0f} ms, "
-                f"added {(t - e) * 1000:.0f} ms per run ({t / e:.2f}x), {runs} runs each"
-            )
-        del worker
-        bench.stop_workers()
-        await through_the_api(bench, server.pid, runs, burst)
-        bench.stop_workers()
+    async with temporal_on_postgres("distbench") as scratch:
+        bench = Bench(scratch.root, scratch.store_url, scratch.address)
+        try:
+            await _rounds(bench, scratch.server_pid, options, runs, burst,
+                          failover_only, control_rounds, only_control)  # fmt: skip
+        finally:
+            bench.stop_workers()
+            _remove(scratch.root, bench.quota)
+
+
+async def _rounds(
+    bench: Bench,
+    server_pid: int,
+    options: RunOptions,
+    runs: int,
+    burst: int,
+    failover_only: bool,
+    control_rounds: int,
+    only_control: bool,
+) -> None:
+    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus")
+    if only_control:
         await control_through_the_api(bench, control_rounds)
-        latency = sorted(await control_latency(bench, 40))
-        print(
-            f"control (steer update -> holding worker -> answered): p50 "
-            f"{statistics.median(latency) * 1000:.0f} ms, p95 "
-            f"{latency[int(len(latency) * 0.95) - 1] * 1000:.0f} ms, max "
-            f"{latency[-1] * 1000:.0f} ms over {len(latency)}"
-        )
+        return
+    if failover_only:
         await _failover_round(bench)
-    finally:
-        bench.stop_workers()
-        server.terminate()
-        server.wait(30)
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
-        _remove(root, bench.quota)
+        return
+    # Overhead: one at a time, alternating so load drifts hit both alike.
+    worker = bench.start_worker()
+    embedded_s: list[float] = []
+    temporal_s: list[float] = []
+    async with bench.embedded() as service:
+        await bench.embedded_runs(service, 1, options)  # warm-up
+        await bench.temporal_runs(1, options)
+        bench.orchestration.clear()
+        for _ in range(runs):
+            embedded_s += await bench.embedded_runs(service, 1, options)
+            temporal_s += await bench.temporal_runs(1, options)
+        e, t = statistics.median(embedded_s), statistics.median(temporal_s)
+        orchestration = statistics.median(bench.orchestration)
+        print(
+            f"orchestration added by Temporal per run (wall minus the activities doing "
+            f"the embedded work, from the workflow history): p50 "
+            f"{orchestration * 1000:.0f} ms, max {max(bench.orchestration) * 1000:.0f} ms"
+        )
+        print(
+            f"overhead: embedded p50 {e * 1000:.0f} ms, temporal p50 {t * 1000:.0f} ms, "
+            f"added {(t - e) * 1000:.0f} ms per run ({t / e:.2f}x), {runs} runs each"
+        )
+    del worker
+    bench.stop_workers()
+    await through_the_api(bench, server_pid, runs, burst)
+    bench.stop_workers()
+    await control_through_the_api(bench, control_rounds)
+    latency = sorted(await control_latency(bench, 40))
+    print(
+        f"control (steer update -> holding worker -> answered): p50 "
+        f"{statistics.median(latency) * 1000:.0f} ms, p95 "
+        f"{latency[int(len(latency) * 0.95) - 1] * 1000:.0f} ms, max "
+        f"{latency[-1] * 1000:.0f} ms over {len(latency)}"
+    )
+    await _failover_round(bench)
 
 
 async def _failover_round(bench: Bench) -> None:

@@ -29,20 +29,14 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import psutil
-import psycopg
 from openhands_loop_bench import ROOT, _config, _repo, _runtime, _stamps, _until_idle
 
-from support import free_port, temporal_dev_server
-from synthorg.distributed.config import DistributedConfig
-from synthorg.distributed.worker import connect
-
-PG = "postgresql://postgres@127.0.0.1:5432/test"
+from support import temporal_on_postgres
 
 
 def _env(home: Path, stamps: Path) -> dict[str, str]:
@@ -125,67 +119,54 @@ def temporal_config(path: Path, store: str, address: str, queue: str, repos: Pat
 
 async def main(reps: int) -> None:
     runtime = _runtime(None)
-    schema = f"ohw_{secrets.token_hex(4)}"
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    root = Path(tempfile.mkdtemp(prefix="oh-worker-bench-"))
-    address = f"127.0.0.1:{free_port()}"
-    server = temporal_dev_server(root / "temporal.db", address)
-    worker = None
-    try:
-        for _ in range(600):
-            try:
-                await connect(DistributedConfig(address=address))
-                break
-            except RuntimeError:
-                await asyncio.sleep(0.2)
-        homes = {side: root / side for side in ("embedded", "temporal")}
-        for home in homes.values():
-            home.mkdir()
-            (home / "runtimes").symlink_to(runtime.venv_path.parents[1])
-        repos = root / "repos"
-        embedded_config = _config(root / "embedded.toml", pool_size=1)
-        store = f"{PG}?options=-csearch_path%3D{schema}"
-        queue = f"ohw-{secrets.token_hex(3)}"
-        config = temporal_config(root / "temporal.toml", store, address, queue, repos)
-        worker_stamps = root / "worker-stamps"
-        worker = start_worker(config, homes["temporal"], worker_stamps)
-        print(f"load average at start {os.getloadavg()}")
-        sides: dict[str, list[float]] = {"embedded": [], "temporal": []}
-        for n in range(-1, reps):  # -1: an uncounted warm-up per side (bytecode, Temporal)
-            embedded = float(
-                one_shot(
-                    embedded_config, homes["embedded"], _repo(repos / f"e{n}"), root / f"e{n}"
-                )["first_request"]
+    async with temporal_on_postgres("ohw") as scratch:
+        root = scratch.root
+        worker = None
+        try:
+            homes = {side: root / side for side in ("embedded", "temporal")}
+            for home in homes.values():
+                home.mkdir()
+                (home / "runtimes").symlink_to(runtime.venv_path.parents[1])
+            repos = root / "repos"
+            embedded_config = _config(root / "embedded.toml", pool_size=1)
+            queue = f"ohw-{secrets.token_hex(3)}"
+            config = temporal_config(
+                root / "temporal.toml", scratch.store_url, scratch.address, queue, repos
             )
-            await settled_slot(worker.pid)
-            run = one_shot(
-                config, homes["temporal"], _repo(repos / f"t{n}"), worker_stamps,
-                "--engine", "temporal",
-            )  # fmt: skip
-            temporal = float(run["first_request"])
-            header = float(run["header"])
-            print(
-                f"rep {n}: embedded {embedded:.2f} s, temporal {temporal:.2f} s (of it, until "
-                f"the command printed the started workflow's header {header:.2f} s)"
-            )
-            if n >= 0:
-                sides["embedded"].append(embedded)
-                sides["temporal"].append(temporal)
-        e, t = (statistics.median(sides[k]) for k in ("embedded", "temporal"))
-        print(f"load average at end {os.getloadavg()}")
-        print(f"one-shot run -> first model request, medians of {reps}:")
-        print(f"  embedded (its own pool, started at boot) {e:.2f} s")
-        print(f"  temporal (a worker's settled pool)       {t:.2f} s  ratio {t / e:.3f}x")
-    finally:
-        if worker is not None:
-            worker.send_signal(signal.SIGTERM)
-            worker.wait(120)
-        server.terminate()
-        server.wait(30)
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
-        shutil.rmtree(root, ignore_errors=True)
+            worker_stamps = root / "worker-stamps"
+            worker = start_worker(config, homes["temporal"], worker_stamps)
+            print(f"load average at start {os.getloadavg()}")
+            sides: dict[str, list[float]] = {"embedded": [], "temporal": []}
+            for n in range(-1, reps):  # -1: an uncounted warm-up per side (bytecode, Temporal)
+                embedded = float(
+                    one_shot(
+                        embedded_config, homes["embedded"], _repo(repos / f"e{n}"), root / f"e{n}"
+                    )["first_request"]
+                )
+                await settled_slot(worker.pid)
+                run = one_shot(
+                    config, homes["temporal"], _repo(repos / f"t{n}"), worker_stamps,
+                    "--engine", "temporal",
+                )  # fmt: skip
+                temporal = float(run["first_request"])
+                header = float(run["header"])
+                print(
+                    f"rep {n}: embedded {embedded:.2f} s, temporal {temporal:.2f} s (of it, until "
+                    f"the command printed the started workflow's header {header:.2f} s)"
+                )
+                if n >= 0:
+                    sides["embedded"].append(embedded)
+                    sides["temporal"].append(temporal)
+            e, t = (statistics.median(sides[k]) for k in ("embedded", "temporal"))
+            print(f"load average at end {os.getloadavg()}")
+            print(f"one-shot run -> first model request, medians of {reps}:")
+            print(f"  embedded (its own pool, started at boot) {e:.2f} s")
+            print(f"  temporal (a worker's settled pool)       {t:.2f} s  ratio {t / e:.3f}x")
+        finally:
+            if worker is not None:
+                worker.send_signal(signal.SIGTERM)
+                worker.wait(120)
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

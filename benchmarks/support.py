@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+
+PG = "postgresql://postgres@127.0.0.1:5432/test"
+"""The benchmarks' PostgreSQL database (loopback, trust auth, as on these machines)."""
 
 
 def free_port() -> int:
@@ -38,3 +47,47 @@ def temporal_dev_server(db: Path, address: str) -> subprocess.Popen[bytes]:
          "--metrics-port", str(free_port()), "--db-filename", str(db), "--log-level", "error"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class TemporalScratch:
+    """A Temporal dev server and a fresh PostgreSQL schema for one benchmark run."""
+
+    root: Path
+    """A new temporary directory (the dev server's db is in it); the caller removes it."""
+    address: str
+    """The dev server's ``host:port``, already answering."""
+    store_url: str
+    """The PostgreSQL store URL whose search path is the fresh schema."""
+    server_pid: int
+    """The dev server's pid (to freeze or kill it)."""
+
+
+@contextlib.asynccontextmanager
+async def temporal_on_postgres(prefix: str) -> AsyncIterator[TemporalScratch]:
+    """A dev server that answers and a schema of its own; both gone on exit (not ``root``)."""
+    import psycopg
+
+    from synthorg.distributed.config import DistributedConfig
+    from synthorg.distributed.worker import connect
+
+    schema = f"{prefix}_{secrets.token_hex(4)}"
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    root = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+    address = f"127.0.0.1:{free_port()}"
+    server = temporal_dev_server(root / "temporal.db", address)
+    try:
+        for _ in range(600):
+            try:
+                await connect(DistributedConfig(address=address))
+                break
+            except RuntimeError:
+                await asyncio.sleep(0.2)
+        store = f"{PG}?options=-csearch_path%3D{schema}"
+        yield TemporalScratch(root, address, store, server.pid)
+    finally:
+        server.terminate()
+        server.wait(30)
+        with psycopg.connect(PG, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
