@@ -169,6 +169,7 @@ async def test_over_tls_the_cookie_is_secure_and_host_bound(
 
     import uvicorn
 
+    from synthorg.server.websocket_protocol import ClosingSafeWebSocketProtocol
     from tests.support import free_port
 
     cert, key = _self_signed(tmp_path)
@@ -181,6 +182,7 @@ async def test_over_tls_the_cookie_is_secure_and_host_bound(
             log_level="warning",
             ssl_certfile=cert,
             ssl_keyfile=key,
+            ws=ClosingSafeWebSocketProtocol,  # as synthorg serve runs it
         )
     )
     task = asyncio.create_task(server.serve())

@@ -104,13 +104,15 @@ async def _serve(
 async def _uvicorn(app: object, wanted: ServerSettings) -> None:
     import uvicorn
 
+    from synthorg.server.websocket_protocol import ClosingSafeWebSocketProtocol
+
     server = uvicorn.Server(
         uvicorn.Config(
             app,  # type: ignore[arg-type]
             host=wanted.host,
             port=wanted.port,
             lifespan="on",
-            ws="websockets-sansio",
+            ws=ClosingSafeWebSocketProtocol,
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=30,
