@@ -93,3 +93,9 @@ def members(node: RunNode) -> list[RunNode]:
 async def subtree_spend(store: TreeStore, conversation_id: str) -> Decimal:
     """What the conversation and everything it delegated spent: what its budget has paid for."""
     return (await run_tree(store, conversation_id)).tree_cost_usd
+
+
+async def committed_spend(store: TreeStore, conversation_id: str) -> Decimal:
+    """What the conversation's budget has already paid for: a new run's ceiling is the
+    budget less this (``RunGrant.of``)."""
+    return await subtree_spend(store, conversation_id)
