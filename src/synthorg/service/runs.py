@@ -230,8 +230,9 @@ class LocalRunService:
             )
         execution_id = new_id("exec")
         # The budget is the conversation's: a resumed run gets what its earlier runs, and the
-        # children they delegated, left (the ledger's figures: a run the host died in never
-        # reported its own). Its own usage alone is what its record continues from.
+        # children they delegated, left (the ledger's figures and its outstanding holds: a run
+        # the host died in never reported its own). Its own usage alone is what its record
+        # continues from, read after the grant billed the holds whose lease ran out.
         spent = await committed_spend(self.store, record.id)
         prior_usage = await ledger_usage(self.store, record.id)
         grant = RunGrant.of(record, execution_id, spent=spent)

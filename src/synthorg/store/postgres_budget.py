@@ -6,9 +6,9 @@ Under it an admission bills the holds whose lease ran out (their holder died mid
 upstream may have billed up to the whole reservation, as for any incomplete request), reads
 spend and live holds in one statement and stores its own hold (a new run's grant reads its
 conversation's spend plus holds the same way, under the same lock). Settling is one statement
-that deletes the hold and adds the bill, so no reader ever sees the hold gone and the cost missing;
-a hold that has already expired (and been billed in full) is never used twice: its late settle
-adds only what the bill exceeds it by.
+that deletes the hold and adds the bill, so no reader ever sees the hold gone and the cost
+missing; a hold that has already expired (and been billed in full) is never used twice: its
+late settle adds only what the bill exceeds it by.
 """
 
 from __future__ import annotations
