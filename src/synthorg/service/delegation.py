@@ -37,7 +37,7 @@ from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
 from synthorg.service.options import RunOptions
 from synthorg.service.provisioning import RunSetup
-from synthorg.service.tree import committed_spend, subtree_spend
+from synthorg.service.tree import committed_spend, run_tree
 from synthorg.service.tree import ledger_spend as ledger_spend  # re-exported (tests)
 from synthorg.store.protocol import Store
 from synthorg.workspace.checkpoints import CheckpointStore
@@ -407,8 +407,9 @@ class RunDelegator:
         for child in children:
             record = await self._hub.store.get_conversation(child.record.id)
             if record.execution_id is not None:
-                child.spent = await subtree_spend(self._hub.store, record.id)
-                child.committed = await committed_spend(self._hub.store, record.id)
+                tree = await run_tree(self._hub.store, record.id)
+                child.spent = tree.tree_cost_usd
+                child.committed = await committed_spend(self._hub.store, record.id, tree)
             self._spent[record.id] = child.spent
         if before is not None:
             # Measured as the parent's grant measured it: a dead run's hold counted in both.
