@@ -91,6 +91,8 @@ class Cluster:
     store: Store
     gateway: Gateway
     upstream: HeldUpstream
+    store_url: str
+    config_file: Path
     procs: list[asyncio.subprocess.Process] = field(default_factory=list)
     bases: list[str] = field(default_factory=list)
 
@@ -137,6 +139,29 @@ class Cluster:
                     return rows
                 await asyncio.sleep(0.05)  # polling the ledger another process writes
 
+    async def spawn(self, workers: int) -> None:
+        """Start ``workers`` more worker gateways (``bases`` grows by as many)."""
+        started = []
+        for _ in range(workers):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "tests.gateway.gateway_proc",
+                self.store_url,
+                str(self.config_file),
+                cwd=REPO,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+            self.procs.append(proc)
+            started.append(proc)
+        async with asyncio.timeout(300):  # imports take long on a loaded machine
+            for proc in started:
+                assert proc.stdout is not None
+                line = (await proc.stdout.readline()).decode().split()
+                assert line[:1] == ["ready"], f"worker gateway did not start: {line}"
+                self.bases.append(line[1])
+
     async def stop(self, worker: int) -> None:
         """Stop worker ``worker`` gracefully (its requests in flight are answered and written)."""
         proc = self.procs[worker]
@@ -160,26 +185,9 @@ async def cluster(
             app = create_gateway_app(config, signer_for(config), store)  # writes the key first
             config_file = home / "gateway.json"
             config_file.write_text(config.model_dump_json())
-            world = Cluster(home, store, app.gateway, upstream)
+            world = Cluster(home, store, app.gateway, upstream, store_url, config_file)
             try:
-                for _ in range(workers):
-                    proc = await asyncio.create_subprocess_exec(
-                        sys.executable,
-                        "-m",
-                        "tests.gateway.gateway_proc",
-                        store_url,
-                        str(config_file),
-                        cwd=REPO,
-                        stdin=asyncio.subprocess.PIPE,
-                        stdout=asyncio.subprocess.PIPE,
-                    )
-                    world.procs.append(proc)
-                async with asyncio.timeout(300):  # imports take long on a loaded machine
-                    for proc in world.procs:
-                        assert proc.stdout is not None
-                        line = (await proc.stdout.readline()).decode().split()
-                        assert line[:1] == ["ready"], f"worker gateway did not start: {line}"
-                        world.bases.append(line[1])
+                await world.spawn(workers)
                 yield world
             finally:
                 upstream.release.set()

@@ -37,8 +37,8 @@ from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
 from synthorg.service.options import RunOptions
 from synthorg.service.provisioning import RunSetup
+from synthorg.service.tree import committed_spend, run_tree
 from synthorg.service.tree import ledger_spend as ledger_spend  # re-exported (tests)
-from synthorg.service.tree import subtree_spend
 from synthorg.store.protocol import Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.merge import ChildCommit, MergeOutcome, merge_children
@@ -114,8 +114,10 @@ class _Child:
     failure: str | None = None
     spent: Decimal = Decimal(0)
     """What it and its own children spent, from the ledger."""
+    committed: Decimal = Decimal(0)
+    """That and what their runs still hold (``committed_spend``): what the parent pays."""
     prior: Decimal = Decimal(0)
-    """Of which before this delegate call."""
+    """What was committed before this delegate call."""
 
 
 class RunDelegator:
@@ -150,7 +152,7 @@ class RunDelegator:
         # What children made before (an earlier run, or the same call earlier in this run)
         # already spent is already out of this run's ceiling: only new spend comes off it.
         for child in children:
-            child.prior = await subtree_spend(self._hub.store, child.record.id)
+            child.prior = await committed_spend(self._hub.store, child.record.id)
         before = (await self._hub.gateway.usage(execution_id)).cost_ceiling_usd
         carved = sum((c.ceiling or Decimal(0) for c in children), Decimal(0))
         if before is not None:
@@ -405,10 +407,13 @@ class RunDelegator:
         for child in children:
             record = await self._hub.store.get_conversation(child.record.id)
             if record.execution_id is not None:
-                child.spent = await subtree_spend(self._hub.store, record.id)
+                tree = await run_tree(self._hub.store, record.id)
+                child.spent = tree.tree_cost_usd
+                child.committed = await committed_spend(self._hub.store, record.id, tree)
             self._spent[record.id] = child.spent
         if before is not None:
-            spent = sum((c.spent - c.prior for c in children), Decimal(0))
+            # Measured as the parent's grant measured it: a dead run's hold counted in both.
+            spent = sum((c.committed - c.prior for c in children), Decimal(0))
             await self._hub.gateway.set_ceiling(
                 self._setup.execution_id, max(before - spent, Decimal(0))
             )

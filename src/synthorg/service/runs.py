@@ -52,7 +52,7 @@ from synthorg.service.options import RunOptions
 from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
-from synthorg.service.tree import ledger_usage, members, run_tree, subtree_spend
+from synthorg.service.tree import committed_spend, ledger_usage, members, run_tree
 from synthorg.store.errors import ConversationOwnedError
 from synthorg.store.protocol import ExecutionStatus, Store
 from synthorg.workspace.checkpoints import CheckpointStore
@@ -230,10 +230,11 @@ class LocalRunService:
             )
         execution_id = new_id("exec")
         # The budget is the conversation's: a resumed run gets what its earlier runs, and the
-        # children they delegated, left (the ledger's figures: a run the host died in never
-        # reported its own). Its own usage alone is what its record continues from.
+        # children they delegated, left (the ledger's figures and its outstanding holds: a run
+        # the host died in never reported its own). Its own usage alone is what its record
+        # continues from, read after the grant billed the holds whose lease ran out.
+        spent = await committed_spend(self.store, record.id)
         prior_usage = await ledger_usage(self.store, record.id)
-        spent = await subtree_spend(self.store, record.id)
         grant = RunGrant.of(record, execution_id, spent=spent)
         bearer = await self._minter.open(grant)
         if self._isolation_warnings:

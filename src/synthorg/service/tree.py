@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from synthorg.domain import ConversationRecord, ConversationStatus, TerminationReason, TokenUsage
-from synthorg.store.protocol import ExecutionUsage
+from synthorg.store.protocol import ExecutionUsage, SharedBudgetLedger
 
 MAX_NODES = 1000
 """Largest tree returned (depth and fan-out are capped by config; this bounds a bad store)."""
@@ -90,6 +90,19 @@ def members(node: RunNode) -> list[RunNode]:
     return [node, *(member for child in node.children for member in members(child))]
 
 
-async def subtree_spend(store: TreeStore, conversation_id: str) -> Decimal:
-    """What the conversation and everything it delegated spent: what its budget has paid for."""
-    return (await run_tree(store, conversation_id)).tree_cost_usd
+async def committed_spend(
+    store: TreeStore, conversation_id: str, tree: RunNode | None = None
+) -> Decimal:
+    """What the conversation's budget has paid for or promised: its subtree's ledger spend
+    and, on a shared ledger, every hold its runs still have. A new run's ceiling is the budget
+    less this (``RunGrant.of``), so a run that died holding a request is charged for it.
+
+    A child's share is enforced here and in the carve, not by admission: the shared rule keeps
+    its two budgets (the execution's and the tree's), and this read runs once per run, where a
+    third budget would read a subtree in every admission's locked transaction. ``tree``, when
+    given, is the conversation's ``run_tree`` just read.
+    """
+    tree = tree or await run_tree(store, conversation_id)
+    if not isinstance(store, SharedBudgetLedger):  # embedded (SQLite): no holds in the ledger
+        return tree.tree_cost_usd
+    return await store.committed_budget(conversation_id, [m.id for m in members(tree)])

@@ -4,10 +4,11 @@ One budget (a delegation tree, named by its root; else the conversation) has one
 advisory transaction lock on its key, so admissions of that budget in any process take turns.
 Under it an admission bills the holds whose lease ran out (their holder died mid-request; the
 upstream may have billed up to the whole reservation, as for any incomplete request), reads
-spend and live holds in one statement and stores its own hold. Settling is one statement that
-deletes the hold and adds the bill, so no reader ever sees the hold gone and the cost missing;
-a hold that has already expired (and been billed in full) is never used twice: its late settle
-adds only what the bill exceeds it by.
+spend and live holds in one statement and stores its own hold (a new run's grant reads its
+conversation's spend plus holds the same way, under the same lock). Settling is one statement
+that deletes the hold and adds the bill, so no reader ever sees the hold gone and the cost
+missing; a hold that has already expired (and been billed in full) is never used twice: its
+late settle adds only what the bill exceeds it by.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ _LOCK = (
 )
 """Lock the budget of a conversation (its tree's root, else itself); returns the key."""
 
-_FIGURES = """
+_BILL_EXPIRED = """
 WITH gone AS (
     DELETE FROM budget_reservations
     WHERE budget_key = %(key)s AND expires_at < clock_timestamp()
@@ -45,7 +46,15 @@ WITH gone AS (
         tokens_in = e.tokens_in + per.tin, tokens_out = e.tokens_out + per.tout,
         requests = e.requests + per.n, updated_at = now()
     FROM per WHERE e.execution_id = per.execution_id RETURNING e.execution_id
-), expired AS (
+)"""
+"""Bill the budget's expired holds in full to their executions (the incomplete bill): the one
+expiry, run under the budget's lock by every statement that reads its figures. The statement
+it opens reads the snapshot taken after the lock, where expired holds are still holds and not
+yet cost."""
+
+_FIGURES = (
+    _BILL_EXPIRED  # noqa: S608  (constants only; every value is a bound parameter)
+    + """, expired AS (
     SELECT coalesce(sum(amount), 0) AS total,
         coalesce(sum(amount) FILTER (WHERE execution_id = %(eid)s), 0) AS own
     FROM per
@@ -61,10 +70,22 @@ SELECT e.*, e.cost_usd + expired.own AS spent,
         WHERE r.budget_key = %(key)s) - expired.total AS tree_held
 FROM executions e, expired WHERE e.execution_id = %(eid)s
 """
-"""Bill the budget's expired holds in full to their executions (the incomplete bill) and read
-the spend and live holds of the execution and of its tree. Every part reads the one snapshot
-taken after the lock, where expired holds are still holds and not yet cost: the figures move
-them from one to the other."""
+)
+"""Bill the expired holds and read the spend and live holds of the execution and of its tree:
+the figures move the expired holds from held to spent."""
+
+_COMMITTED = (
+    _BILL_EXPIRED  # noqa: S608  (constants only; every value is a bound parameter)
+    + """
+SELECT (SELECT coalesce(sum(x.cost_usd), 0) FROM executions x
+        WHERE x.conversation_id = ANY(%(members)s))
+    + (SELECT coalesce(sum(r.amount), 0) FROM budget_reservations r
+        JOIN executions x ON x.execution_id = r.execution_id
+        WHERE x.conversation_id = ANY(%(members)s))
+"""
+)
+"""Bill the expired holds and read what the members' runs spent plus every hold they have:
+in the snapshot an expired hold is still a hold, so it is counted once either way."""
 
 _HOLD = (
     "INSERT INTO budget_reservations (reservation_id, budget_key, execution_id, holder, amount,"
@@ -138,6 +159,16 @@ class PostgresBudget:
                 ),
             )
             return True
+
+    async def committed_budget(self, conversation_id: str, members: Sequence[str]) -> Decimal:
+        async with self._conn() as conn, conn.transaction():
+            cur = await conn.execute(_LOCK, (conversation_id, conversation_id))
+            locked = await cur.fetchone()
+            assert locked is not None
+            cur = await conn.execute(_COMMITTED, {"key": locked[0], "members": list(members)})
+            row = await cur.fetchone()
+            assert row is not None
+            return Decimal(str(row[0]))
 
     async def settle_reservation(
         self, hold: BudgetHold, *, tokens_in: int, tokens_out: int, cost_usd: Decimal

@@ -322,6 +322,12 @@ class SharedBudgetLedger(Protocol):
         """Store ``hold`` if ``admit`` accepts the figures; False when it declined (wait)."""
         ...
 
+    async def committed_budget(self, conversation_id: str, members: Sequence[str]) -> Decimal:
+        """Under the budget's lock of ``conversation_id``, bill its expired holds (as
+        ``reserve_budget`` does) and return what the runs of ``members`` (conversation ids)
+        spent plus what they hold now, read in one snapshot."""
+        ...
+
     async def settle_reservation(
         self, hold: BudgetHold, *, tokens_in: int, tokens_out: int, cost_usd: Decimal
     ) -> ExecutionUsage:
