@@ -1,0 +1,173 @@
+"""`synthorg run` hands its run to this data dir's running `synthorg serve` (its local socket),
+follows it as it follows its own, and runs in its own process when no trusted serve answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from synthorg.localsock import serve_socket
+from synthorg.service.demo import create_demo_repo
+from tests.cli.cli_support import SYNTHORG, cli_env, sandboxes_of
+from tests.cli.serving import serving
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
+EMBEDDED = "engine: embedded (this process)"
+
+
+def _setup(tmp_path: Path, *, latency_ms: int = 0) -> tuple[Path, Path, Path]:
+    home = tmp_path / "home"
+    repo = create_demo_repo(tmp_path / "calc")
+    config = tmp_path / "synthorg.toml"
+    config.write_text(
+        '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\nmodels = ["m"]\n'
+        f'script = "tests.service.scripts:progress_five"\nlatency_ms = {latency_ms}\n'
+        f'[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n'
+        f"[server]\nrepository_roots = [{json.dumps(str(tmp_path))}]\n"
+    )
+    return home, repo, config
+
+
+def _run(home: Path, repo: Path, config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SYNTHORG, "run", "write five lines", "--repo", str(repo), "-c", str(config), *extra],
+        env=cli_env(home),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def _conversation(output: str) -> str:
+    found = re.search(r"conversation (conv-[0-9a-f]+)", output)
+    assert found, output
+    return found.group(1)
+
+
+def _on_serve(home: Path, conversation_id: str) -> dict[str, object]:
+    """The conversation as the serve's local socket reports it."""
+    transport = httpx.HTTPTransport(uds=str(serve_socket(home)))
+    with httpx.Client(transport=transport, base_url="http://serve", timeout=30) as client:
+        reply = client.get(f"/v1/conversations/{conversation_id}")
+    assert reply.status_code == 200, reply.text
+    body: dict[str, object] = reply.json()
+    return body
+
+
+def test_the_run_is_executed_by_the_running_serve(tmp_path: Path) -> None:
+    home, repo, config = _setup(tmp_path)
+    with serving(home, config) as serve:
+        done = _run(home, repo, config)
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, output
+        # The pid the kernel names as the socket's peer (SO_PEERCRED), not one the serve says.
+        assert f"engine: via serve pid {serve.proc.pid} ({serve_socket(home)})" in output
+        assert re.search(r"termination\s+.\s*completed", output), output
+        assert "▶ terminal" in output and "confirmed-5" in output  # the live events
+        conversation = _conversation(output)
+        # The serve process created it and its gate landed the commit.
+        serve.wait_for('"CONVERSATION_CREATED"', conversation)
+        serve.wait_for('"COMMIT_GATE"', conversation)
+        shown = _on_serve(home, conversation)
+        assert shown["status"] == "finished" and not shown["secrets"]  # secrets stay there
+
+        # --resume --message go through the serve too.
+        resumed = subprocess.run(
+            [*SYNTHORG, "run", "--resume", conversation, "--message", "again", "-c", str(config)],
+            env=cli_env(home),
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert f"via serve pid {serve.proc.pid}" in resumed.stdout, resumed.stdout
+        assert "user: again" in resumed.stdout, resumed.stdout
+
+        # --engine embedded keeps the run in this process.
+        here = _run(home, repo, config, "--engine", "embedded")
+        assert here.returncode == 0, here.stdout + here.stderr
+        assert EMBEDDED in here.stdout
+        assert _conversation(here.stdout) not in serve.log()
+
+
+def test_ctrl_c_cancels_the_run_on_the_serve(tmp_path: Path) -> None:
+    home, repo, config = _setup(tmp_path, latency_ms=200)
+    with serving(home, config) as serve:
+        run = subprocess.Popen(
+            [*SYNTHORG, "run", "write five lines", "--repo", str(repo), "-c", str(config)],
+            env=cli_env(home),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert run.stdout is not None
+        lines: list[str] = []
+        for line in run.stdout:
+            lines.append(line)
+            if line.strip() == "│ confirmed-1":  # the observation, not the command echoing it
+                break
+        assert sandboxes_of(home), "the serve should be running it inside a sandbox"
+        run.send_signal(signal.SIGINT)
+        rest, _ = run.communicate(timeout=120)
+        output = "".join(lines) + rest
+        assert run.returncode == 1, output
+        assert f"via serve pid {serve.proc.pid}" in output
+        assert "cancelling" in output and re.search(r"termination\s+.\s*cancelled", output)
+        conversation = _conversation(output)
+        assert _on_serve(home, conversation)["status"] == "cancelled"
+        assert serve.proc.poll() is None, "the serve goes on serving"
+        assert not sandboxes_of(home)
+
+
+def test_a_stale_socket_falls_back_to_this_process_and_a_new_serve_replaces_it(
+    tmp_path: Path,
+) -> None:
+    home, repo, config = _setup(tmp_path)
+    with serving(home, config) as serve:
+        serve.proc.send_signal(signal.SIGKILL)
+        serve.proc.wait(30)
+    assert serve_socket(home).is_socket(), "a killed serve leaves its socket file behind"
+
+    done = _run(home, repo, config)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"no serve answers on {serve_socket(home)}" in done.stdout
+    assert "running in this process" in done.stdout and EMBEDDED in done.stdout
+
+    strict = _run(home, repo, config, "--engine", "serve")
+    assert strict.returncode == 2 and "no serve answers" in strict.stderr, strict.stderr
+
+    with serving(home, config) as again:
+        handed = _run(home, repo, config)
+        assert handed.returncode == 0, handed.stdout + handed.stderr
+        assert f"via serve pid {again.proc.pid}" in handed.stdout
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to plant another uid's socket")
+@pytest.mark.parametrize("planted", ["open-directory", "other-uid"])
+def test_a_planted_socket_is_refused(tmp_path: Path, planted: str) -> None:
+    home, repo, config = _setup(tmp_path)
+    path = serve_socket(home)
+    path.parent.mkdir(parents=True, mode=0o700)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(8)  # it would accept: only the checks before connecting refuse it
+        if planted == "open-directory":
+            path.parent.chmod(0o777)
+            why = "others may write in"
+        else:
+            os.chown(path, 999, 999)
+            why = "it belongs to uid 999"
+        done = _run(home, repo, config)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"refusing the serve socket {path}" in done.stdout and why in done.stdout
+        assert EMBEDDED in done.stdout
+        strict = _run(home, repo, config, "--engine", "serve")
+        assert strict.returncode == 2 and "refusing the serve socket" in strict.stderr
