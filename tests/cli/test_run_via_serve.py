@@ -15,9 +15,14 @@ import httpx
 import pytest
 
 from synthorg.localsock import serve_socket
+from synthorg.runtime import OpenHandsRuntime
 from synthorg.service.demo import create_demo_repo
 from tests.cli.cli_support import SYNTHORG, cli_env, sandboxes_of
 from tests.cli.serving import serving
+from tests.engine.openhands.e2e_support import make_home
+from tests.runtime.conftest import openhands_runtime
+
+__all__ = ["openhands_runtime"]
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
@@ -171,3 +176,35 @@ def test_a_planted_socket_is_refused(tmp_path: Path, planted: str) -> None:
         assert EMBEDDED in done.stdout
         strict = _run(home, repo, config, "--engine", "serve")
         assert strict.returncode == 2 and "refusing the serve socket" in strict.stderr
+
+
+@pytest.mark.openhands
+@pytest.mark.timeout(900)
+def test_an_openhands_run_through_the_serve_takes_its_pooled_sandbox(
+    tmp_path: Path, openhands_runtime: OpenHandsRuntime
+) -> None:
+    home = make_home(tmp_path, openhands_runtime.venv_path)
+    repo = create_demo_repo(tmp_path / "calc")
+    config = tmp_path / "synthorg.toml"
+    config.write_text(
+        '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\nmodels = ["m"]\n'
+        'script = "synthorg.engine.openhands.scripts:openhands_fix_script"\n'
+        '[run]\nmodel = "m"\n[openhands]\npool_size = 1\n'
+        f"[server]\nrepository_roots = [{json.dumps(str(tmp_path))}]\n"
+    )
+    with serving(home, config, SYNTHORG_LOG_LEVEL="DEBUG") as serve:
+        done = subprocess.run(
+            [*SYNTHORG, "run", "Fix the failing test.", "--repo", str(repo), "-c", str(config)]
+            + ["--loop", "openhands", "--engine", "serve"],
+            env=cli_env(home),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, output
+        assert f"via serve pid {serve.proc.pid}" in output and "loop: openhands" in output
+        # The pool hands a slot over only once it is started: a run that came earlier waits
+        # for it rather than start cold, so this holds however busy the machine is.
+        serve.wait_for('"sandbox.pool_hit"', _conversation(output))
+        assert '"sandbox.pool_miss"' not in serve.log()
