@@ -17,7 +17,7 @@ import pytest
 from synthorg.localsock import serve_socket
 from synthorg.runtime import OpenHandsRuntime
 from synthorg.service.demo import create_demo_repo
-from tests.cli.cli_support import SYNTHORG, cli_env, sandboxes_of
+from tests.cli.cli_support import SYNTHORG, cli_env, sandboxes_of, started_until
 from tests.cli.serving import serving
 from tests.engine.openhands.e2e_support import make_home
 from tests.runtime.conftest import openhands_runtime
@@ -106,19 +106,11 @@ def test_the_run_is_executed_by_the_running_serve(tmp_path: Path) -> None:
 def test_ctrl_c_cancels_the_run_on_the_serve(tmp_path: Path) -> None:
     home, repo, config = _setup(tmp_path, latency_ms=200)
     with serving(home, config) as serve:
-        run = subprocess.Popen(
+        run, lines = started_until(
             [*SYNTHORG, "run", "write five lines", "--repo", str(repo), "-c", str(config)],
-            env=cli_env(home),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            cli_env(home),
+            "│ confirmed-1",  # the observation, not the command echoing it
         )
-        assert run.stdout is not None
-        lines: list[str] = []
-        for line in run.stdout:
-            lines.append(line)
-            if line.strip() == "│ confirmed-1":  # the observation, not the command echoing it
-                break
         assert sandboxes_of(home), "the serve should be running it inside a sandbox"
         run.send_signal(signal.SIGINT)
         rest, _ = run.communicate(timeout=120)
@@ -194,8 +186,19 @@ def test_an_openhands_run_through_the_serve_takes_its_pooled_sandbox(
     )
     with serving(home, config, SYNTHORG_LOG_LEVEL="DEBUG") as serve:
         done = subprocess.run(
-            [*SYNTHORG, "run", "Fix the failing test.", "--repo", str(repo), "-c", str(config)]
-            + ["--loop", "openhands", "--engine", "serve"],
+            [
+                *SYNTHORG,
+                "run",
+                "Fix the failing test.",
+                "--repo",
+                str(repo),
+                "-c",
+                str(config),
+                "--loop",
+                "openhands",
+                "--engine",
+                "serve",
+            ],
             env=cli_env(home),
             capture_output=True,
             text=True,

@@ -3,16 +3,15 @@ the data dir is not mounted there, and the agent runs as another uid the serve r
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
 import pytest
-from fastapi import FastAPI
 
 from synthorg.localsock import probe
 from synthorg.sandbox import BwrapSandbox
 from synthorg.server.local import serve_local
+from tests.server.test_local import hello_app
 
 from .helpers import attack
 
@@ -35,22 +34,11 @@ print(json.dumps(out))
 """
 
 
-def _app() -> FastAPI:
-    app = FastAPI()
-    app.state.stopping = asyncio.Event()
-
-    @app.get("/v1/hello")
-    async def hello() -> dict[str, int]:
-        return {"pid": os.getpid()}
-
-    return app
-
-
 async def test_a_sandboxed_command_cannot_connect_to_the_serve_socket(
     bwrap: BwrapSandbox, workspace: Path
 ) -> None:
     home = workspace.parents[1]  # the fake data dir the workspace lives in
-    async with serve_local(home, _app()) as path:
+    async with serve_local(home, hello_app()) as path:
         assert path is not None
         assert probe(path).pid == os.getpid()  # it answers on the host
         seen = await attack(bwrap, workspace, CONNECT.format(path=str(path)))
