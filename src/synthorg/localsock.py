@@ -91,3 +91,29 @@ def probe(path: Path, timeout: float = CONNECT_TIMEOUT_S) -> Peer:
     if uid not in trusted_uids():
         raise PermissionError(f"the process listening on {path} runs as uid {uid}")
     return Peer(pid=pid, uid=uid)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A serve of this data dir that answers on its local socket."""
+
+    path: Path
+    peer: Peer
+
+
+def find_serve(home: Path) -> tuple[Found | None, str | None]:
+    """The serve listening for ``home``'s operator, or None and why not (None: no socket)."""
+    path = serve_socket(home)
+    if not path.exists() and not path.is_symlink():
+        return None, None
+    refusal = untrusted_because(path)
+    if refusal is not None:
+        return None, f"refusing the serve socket {path}: {refusal}"
+    try:
+        peer = probe(path)
+    except PermissionError as exc:
+        return None, f"refusing the serve socket {path}: {exc}"
+    except OSError as exc:
+        why = "a stale socket: no serve is running" if not isinstance(exc, TimeoutError) else ""
+        return None, f"no serve answers on {path} ({why or 'it did not accept in time'})"
+    return Found(path=path, peer=peer), None

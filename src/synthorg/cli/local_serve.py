@@ -10,8 +10,6 @@ over HTTP on the unix socket, so ``synthorg run`` follows either one the same wa
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import httpx
@@ -24,7 +22,7 @@ from synthorg.errors import (
     UnavailableError,
     UsageError,
 )
-from synthorg.localsock import Peer, probe, serve_socket, untrusted_because
+from synthorg.localsock import Found
 
 if TYPE_CHECKING:
     from synthorg.domain import ConversationRecord, ExecutionResult, StoredEvent, Task
@@ -36,32 +34,6 @@ HELLO_TIMEOUT_S = 15.0
 still starting answers once its restart reconciliation is done)."""
 _TIMEOUT = httpx.Timeout(30.0)
 _UNBOUNDED = httpx.Timeout(30.0, read=None)  # waiting for a run's end, following its log
-
-
-@dataclass(frozen=True, slots=True)
-class Found:
-    """A serve of this data dir that answers on its local socket."""
-
-    path: Path
-    peer: Peer
-
-
-def find_serve(home: Path) -> tuple[Found | None, str | None]:
-    """The serve listening for ``home``'s operator, or None and why not (None: no socket)."""
-    path = serve_socket(home)
-    if not path.exists() and not path.is_symlink():
-        return None, None
-    refusal = untrusted_because(path)
-    if refusal is not None:
-        return None, f"refusing the serve socket {path}: {refusal}"
-    try:
-        peer = probe(path)
-    except PermissionError as exc:
-        return None, f"refusing the serve socket {path}: {exc}"
-    except OSError as exc:
-        why = "a stale socket: no serve is running" if not isinstance(exc, TimeoutError) else ""
-        return None, f"no serve answers on {path} ({why or 'it did not accept in time'})"
-    return Found(path=path, peer=peer), None
 
 
 class LocalServe:

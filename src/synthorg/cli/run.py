@@ -21,9 +21,9 @@ from synthorg.domain import Complexity, ConfirmationPolicy
 from synthorg.errors import SynthOrgError
 
 if TYPE_CHECKING:
-    from synthorg.cli.local_serve import Found
     from synthorg.domain import ConversationRecord, ExecutionResult, StoredEvent, Task
     from synthorg.engine.control import Decision
+    from synthorg.localsock import Found
     from synthorg.service.options import RunOptions
     from synthorg.settings import Settings
 
@@ -140,7 +140,7 @@ def _engine(settings: Settings, chosen: str | None) -> str:
 
 def _local_serve(settings: Settings, *, required: bool) -> Found | None:
     """The serve of this data dir to hand the run to; None (said why) to run here."""
-    from synthorg.cli.local_serve import find_serve
+    from synthorg.localsock import find_serve
 
     found, why = find_serve(settings.home)
     if found is None and required:

@@ -162,21 +162,25 @@ def create_local_app(
 async def _until[T](stopping: asyncio.Event, items: AsyncIterator[T]) -> AsyncIterator[T]:
     """``items`` until ``stopping`` is set (a server going away ends its streams at once)."""
     stop = asyncio.ensure_future(stopping.wait())
+    step: asyncio.Future[T] | None = None
     try:
         while True:
             step = asyncio.ensure_future(anext(items))
             await asyncio.wait((step, stop), return_when=asyncio.FIRST_COMPLETED)
             if not step.done():
-                step.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                    await step
                 return
             try:
-                yield step.result()
+                item = step.result()
             except StopAsyncIteration:
                 return
+            step = None
+            yield item
     finally:
         stop.cancel()
+        if step is not None and not step.done():  # stopping, or the client went away
+            step.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await step
         aclose = getattr(items, "aclose", None)
         if aclose is not None:
             await aclose()
