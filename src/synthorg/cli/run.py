@@ -287,7 +287,13 @@ async def _run_and_report(
         record = await engine.store.get_conversation(resume)
     _print_header(record, engine)
     after = await engine.store.last_seq(record.id)
-    await service.start(record.id, message=message)
+    try:
+        await service.start(record.id, message=message)
+    except asyncio.CancelledError:
+        # Ctrl-C while the start was on its way: on a serve the run may have begun anyway.
+        with contextlib.suppress(SynthOrgError):
+            await service.cancel(record.id, by="cli")
+        raise
     printer = _Printer(engine, record.id)
     printing = asyncio.create_task(printer.follow(after))
     try:
