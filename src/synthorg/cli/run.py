@@ -146,8 +146,13 @@ def _local_serve(settings: Settings, *, required: bool) -> Found | None:
     if found is None and required:
         fail(why or "no `synthorg serve` runs for this data dir (start one, or --engine auto)")
     if why is not None:
-        console.print(Text(f"{visible(why)}: running in this process"), style="yellow")
+        _running_here(why)
     return found
+
+
+def _running_here(why: str) -> None:
+    """The one line saying the run goes on in this process instead of a serve."""
+    console.print(Text(f"{visible(why)}: running in this process"), style="yellow")
 
 
 def require_answers(confirm: ConfirmationPolicy, task_from_stdin: bool) -> None:
@@ -217,7 +222,7 @@ async def execute_via_serve(
             except BoundaryError as exc:
                 if required:
                     raise
-                console.print(Text(f"{visible(str(exc))}: running in this process"), style="yellow")
+                _running_here(str(exc))
                 return None
             where = f"via serve pid {found.peer.pid} ({found.path})"
             try:
@@ -226,8 +231,7 @@ async def execute_via_serve(
             except RepositoryRefused as exc:
                 if required:
                     raise
-                line = f"serve pid {found.peer.pid} refuses this repository ({exc})"
-                console.print(Text(f"{visible(line)}: running in this process"), style="yellow")
+                _running_here(f"serve pid {found.peer.pid} refuses this repository ({exc})")
                 return None
             engine = _Engine(serve, serve, str(hello["sandbox"]), where)
             result, _ = await _run_and_report(
