@@ -124,6 +124,26 @@ def test_ctrl_c_cancels_the_run_on_the_serve(tmp_path: Path) -> None:
         assert not sandboxes_of(home)
 
 
+def test_a_serve_stopped_mid_run_ends_it_resumable_and_the_terminal_shows_how(
+    tmp_path: Path,
+) -> None:
+    home, repo, config = _setup(tmp_path, latency_ms=200)
+    with serving(home, config) as serve:
+        run, lines = started_until(
+            [*SYNTHORG, "run", "write five lines", "--repo", str(repo), "-c", str(config)],
+            cli_env(home),
+            "│ confirmed-1",
+        )
+        serve.proc.send_signal(signal.SIGTERM)  # what systemd does to stop it
+        rest, _ = run.communicate(timeout=120)
+        output = "".join(lines) + rest
+        assert serve.proc.wait(60) in (0, -signal.SIGTERM)
+    # The serve lets the terminal read the end before it goes: the summary, not a lost server.
+    assert run.returncode == 1, output
+    assert re.search(r"termination\s+.\s*shutdown", output), output
+    assert re.search(r"status\s+.\s*paused", output) and "lost serve" not in output, output
+
+
 def test_a_stale_socket_falls_back_to_this_process_and_a_new_serve_replaces_it(
     tmp_path: Path,
 ) -> None:

@@ -3,7 +3,6 @@ foreign directories refused, a stale socket replaced, and streams that end with 
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from synthorg.server.local import serve_local
 def hello_app() -> FastAPI:
     """A stand-in for the local app: it answers /v1/hello with this pid."""
     app = FastAPI()
-    app.state.stopping = asyncio.Event()
 
     @app.get("/v1/hello")
     async def hello() -> dict[str, int]:

@@ -42,6 +42,9 @@ class LocalServe:
     def __init__(self, client: httpx.AsyncClient, found: Found) -> None:
         self._client = client
         self.found = found
+        self._ended: dict[str, tuple[ConversationRecord, int]] = {}
+        """What ``wait`` brought with a run's result: the conversation and its last seq as
+        they were at the run's end (a stopping serve may be gone a moment later)."""
 
     @classmethod
     def client(cls, found: Found) -> httpx.AsyncClient:
@@ -77,7 +80,7 @@ class LocalServe:
 
     async def wait(self, conversation_id: str) -> ExecutionResult | None:
         """The run's result, once it has ended on the serve."""
-        from synthorg.domain import ExecutionResult
+        from synthorg.domain import ConversationRecord, ExecutionResult
 
         try:
             reply = await self._call(
@@ -85,7 +88,9 @@ class LocalServe:
             )
         except NotFoundError:
             return None
-        return ExecutionResult.model_validate(reply)
+        record = ConversationRecord.model_validate(reply["record"])
+        self._ended[conversation_id] = (record, int(reply["last_seq"]))
+        return ExecutionResult.model_validate(reply["result"])
 
     async def cancel(self, conversation_id: str, *, by: str) -> None:
         """Cancel the run on the serve."""
@@ -106,11 +111,15 @@ class LocalServe:
         """The conversation as the serve's store has it (without secrets)."""
         from synthorg.domain import ConversationRecord
 
+        if conversation_id in self._ended:
+            return self._ended[conversation_id][0]
         reply = await self._call("GET", f"/v1/conversations/{conversation_id}")
         return ConversationRecord.model_validate(reply)
 
     async def last_seq(self, conversation_id: str) -> int:
         """The seq of its last event."""
+        if conversation_id in self._ended:
+            return self._ended[conversation_id][1]
         reply = await self._call("GET", f"/v1/conversations/{conversation_id}/last-seq")
         return int(reply["seq"])
 

@@ -81,7 +81,7 @@ async def _serve(
             await _uvicorn(app, wanted)
         return
 
-    from synthorg.server.local import create_local_app, serve_local
+    from synthorg.server.local import Followers, create_local_app, serve_local
     from synthorg.service.boot import boot
     from synthorg.service.loops import default_provisioner, default_registry
 
@@ -99,16 +99,22 @@ async def _serve(
             started.set()  # the local socket answers from now on (reconciliation is done)
             components.warm_up()
 
+        # `synthorg run` on this host hands its run here (the local operator's socket).
+        followers = Followers()
+        local = create_local_app(
+            components.service,
+            components.store,
+            sandbox=components.sandbox.name,
+            ready=started,
+            followers=followers,
+        )
         app = create_app(
             wanted,
             store=components.store,
             run_service=components.service,
             auth=auth,
             on_started=on_started,
-        )
-        # `synthorg run` on this host hands its run here (the local operator's socket).
-        local = create_local_app(
-            components.service, components.store, sandbox=components.sandbox.name, ready=started
+            after_shutdown=followers.gone,
         )
         async with serve_local(settings.home, local):
             await _uvicorn(app, wanted)

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from fastapi import FastAPI, Response
@@ -36,6 +36,8 @@ from synthorg.store import Store
 log = get_logger("synthorg.server")
 
 _READY_TIMEOUT_S = 60.0
+_FOLLOWERS_S = 10.0
+"""How long a stopping serve lets the terminals following its runs read how they ended."""
 
 
 class Hello(BaseModel):
@@ -81,18 +83,58 @@ class Seq(BaseModel):
     seq: int = Field(description="0 for an empty log.")
 
 
+class Ended(BaseModel):
+    """How a run ended, with what the terminal shows after it (read once the run was over)."""
+
+    result: ExecutionResult = Field(description="The run's result.")
+    record: ConversationRecord = Field(description="The conversation after the run.")
+    last_seq: int = Field(description="The last seq of its log after the run.")
+
+
+class Followers:
+    """Terminals following a run here (an open event stream, a wait for the result): a serve
+    that is stopping lets them read how their runs ended before it goes (uvicorn ends the
+    process right after the app's shutdown)."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._none = asyncio.Event()
+        self._none.set()
+
+    @contextlib.contextmanager
+    def one(self) -> Iterator[None]:
+        """Held while one terminal follows."""
+        self._count += 1
+        self._none.clear()
+        try:
+            yield
+        finally:
+            self._count -= 1
+            if not self._count:
+                self._none.set()
+
+    async def gone(self) -> None:
+        """Until every follower has let go (at most _FOLLOWERS_S)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_FOLLOWERS_S):
+                await self._none.wait()
+
+
 def _shown(record: ConversationRecord) -> ConversationRecord:
     return record.model_copy(update={"secrets": {}})  # secrets never leave the server
 
 
 def create_local_app(
-    service: LocalRunService, store: Store, *, sandbox: str, ready: asyncio.Event
+    service: LocalRunService,
+    store: Store,
+    *,
+    sandbox: str,
+    ready: asyncio.Event,
+    followers: Followers,
 ) -> FastAPI:
     """The app behind the local socket. ``ready``: set once the server has started (restart
-    reconciliation done); requests wait for it."""
-    stopping = asyncio.Event()
+    reconciliation done); requests wait for it. ``followers``: who follows a run here."""
     app = FastAPI(title="SynthOrg local operator socket", openapi_url=None, docs_url=None)
-    app.state.stopping = stopping
     install_error_handlers(app)
 
     async def started() -> None:
@@ -122,8 +164,10 @@ def create_local_app(
         await store.get_conversation(conversation_id)  # 404 before the stream starts
 
         async def lines() -> AsyncIterator[bytes]:
-            async for stored in _until(stopping, store.tail(conversation_id, after=after)):
-                yield stored.model_dump_json().encode() + b"\n"
+            # Ends when the client goes away (Starlette cancels the stream on disconnect).
+            with followers.one():
+                async for stored in store.tail(conversation_id, after=after):
+                    yield stored.model_dump_json().encode() + b"\n"
 
         return StreamingResponse(lines(), media_type="application/x-ndjson")
 
@@ -134,11 +178,15 @@ def create_local_app(
         return Response(status_code=204)
 
     @app.post("/v1/conversations/{conversation_id}/wait")
-    async def wait(conversation_id: Identifier) -> ExecutionResult:
-        result = await service.wait(conversation_id)
-        if result is None:
-            raise NotFoundError(f"no run of {conversation_id} was started by this server")
-        return result
+    async def wait(conversation_id: Identifier) -> Ended:
+        with followers.one():
+            result = await service.wait(conversation_id)
+            if result is None:
+                raise NotFoundError(f"no run of {conversation_id} was started by this server")
+            record = _shown(await store.get_conversation(conversation_id))
+            return Ended(
+                result=result, record=record, last_seq=await store.last_seq(conversation_id)
+            )
 
     @app.post("/v1/conversations/{conversation_id}/cancel", status_code=204)
     async def cancel(conversation_id: Identifier, body: Cancel) -> Response:
@@ -157,33 +205,6 @@ def create_local_app(
         return Response(status_code=204)
 
     return app
-
-
-async def _until[T](stopping: asyncio.Event, items: AsyncIterator[T]) -> AsyncIterator[T]:
-    """``items`` until ``stopping`` is set (a server going away ends its streams at once)."""
-    stop = asyncio.ensure_future(stopping.wait())
-    step: asyncio.Future[T] | None = None
-    try:
-        while True:
-            step = asyncio.ensure_future(anext(items))
-            await asyncio.wait((step, stop), return_when=asyncio.FIRST_COMPLETED)
-            if not step.done():
-                return
-            try:
-                item = step.result()
-            except StopAsyncIteration:
-                return
-            step = None
-            yield item
-    finally:
-        stop.cancel()
-        if step is not None and not step.done():  # stopping, or the client went away
-            step.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                await step
-        aclose = getattr(items, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 @contextlib.asynccontextmanager
@@ -223,9 +244,6 @@ async def serve_local(
             app, name="local", uds=path, host=None, port=None, peer_uids=trusted_uids()
         ) as listeners:
             log.info("SERVE_LOCAL_SOCKET", path=str(path))
-            try:
-                yield listeners.uds
-            finally:
-                app.state.stopping.set()
+            yield listeners.uds
     finally:
         os.close(lock)  # the lock goes with it
