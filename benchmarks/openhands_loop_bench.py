@@ -21,6 +21,10 @@ agent, tools, terminal backend, prices) against the same gateway with the same s
   (serve-pool: the server has been idle since its last run, its pooled sandbox has imported
   the SDK), each timed from ``create`` to the first model request. It prints the idle pooled
   sandbox's memory (USS and PSS of its process tree).
+- with ``--pool``, also run-serve: ``synthorg run --loop openhands`` handed to a running
+  ``synthorg serve`` (a real subprocess, pool of one) over its local socket, timed from the
+  spawn of ``synthorg run`` to the first model request the serve's gateway receives, each
+  time after the serve's pooled sandbox has settled (imported the SDK, every thread asleep).
 
 Cold start = spawn -> first model request at the gateway (``oh_first_request`` stamps each
 request). The direct side is the SDK's own cold start: interpreter, ``import openhands.sdk``
@@ -373,6 +377,7 @@ def cli_run(
         str(repo),
     ]
     argv += ["--loop", "openhands", "--max-turns", str(TURNS + 5), "-c", str(config)]
+    argv += ["--engine", "embedded"]  # this process, whatever serve might run for `home`
     started = time.time()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     with ProcWatch(runtime.python, proc.pid) as watch:
@@ -394,6 +399,71 @@ def cli_run(
         out["conversation"] = phases["conversation_built"] - phases["sdk_imported"]
         out["to_request"] = first_request - phases["conversation_built"]
     return out
+
+
+def _cli_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
+    env.update(SYNTHORG_HOME=str(home), PYTHONPATH=f"{ROOT / 'src'}:{ROOT / 'benchmarks'}")
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+class ServeProcess:
+    """A real ``synthorg serve`` over ``home`` (pool of one): its pid, its gateway's stamps."""
+
+    def __init__(self, home: Path, config: Path, tmp: Path) -> None:
+        self.home = home
+        self.stamps = tmp / "serve-stamps"
+        self.log = tmp / "serve.log"
+        env = _cli_env(home)
+        env.update(
+            OH_BENCH_STAMPS=str(self.stamps), OH_BENCH_TURNS=str(TURNS), SYNTHORG_LOG_LEVEL="INFO"
+        )
+        argv = [sys.executable, "-m", "synthorg.cli.app", "serve", "--port", "0"]
+        with self.log.open("wb") as sink:
+            self.proc = subprocess.Popen(
+                [*argv, "-c", str(config)], env=env, stdout=subprocess.DEVNULL, stderr=sink
+            )
+        deadline = time.monotonic() + 300
+        while b'"SERVER_STARTED"' not in self.log.read_bytes():
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "serve never started"
+            time.sleep(0.1)  # a benchmark's wait for a log line; nothing to block on
+
+    async def settled(self) -> None:
+        """Until the serve's pooled sandbox has imported the SDK and sleeps."""
+        import psutil
+
+        while True:
+            slots = [p for p in psutil.Process(self.proc.pid).children() if p.name() == "bwrap"]
+            if slots:
+                break
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            await asyncio.sleep(0.1)
+        for slot in slots:
+            await _until_idle(slot.pid)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(60)
+
+
+async def serve_run(serve: ServeProcess, config: Path, tmp: Path, n: int) -> dict[str, float]:
+    """``synthorg run --loop openhands`` handed to the running serve: spawn -> first request."""
+    await serve.settled()
+    repo = _repo(tmp / f"via-serve-{n}")
+    argv = [sys.executable, "-m", "synthorg.cli.app", "run", "Write progress.txt"]
+    argv += ["--repo", str(repo), "--loop", "openhands", "--max-turns", str(TURNS + 5)]
+    argv += ["-c", str(config), "--engine", "serve"]
+    before = len(_stamps(serve.stamps))
+    started = time.time()
+    done = await asyncio.to_thread(
+        subprocess.run, argv, env=_cli_env(serve.home), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"via serve pid {serve.proc.pid}" in done.stdout, done.stdout[:2000]
+    return {"cold_start": _stamps(serve.stamps)[before] - started, "wall": time.time() - started}
 
 
 def _tree(pid: int) -> list[Any]:
@@ -463,12 +533,13 @@ def _median(runs: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def _config(path: Path, pool_size: int = 0) -> Path:
+def _config(path: Path, pool_size: int = 0, roots: tuple[Path, ...] = ()) -> Path:
     path.write_text(
         '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\n'
         f'models = ["{MODEL}"]\nscript = "{SCRIPT}"\n'
         f"[gateway.prices.{MODEL}]\ninput_per_mtok_usd = 3\noutput_per_mtok_usd = 15\n"
         f'[run]\nmodel = "{MODEL}"\n[openhands]\npool_size = {pool_size}\n'
+        f"[server]\nrepository_roots = {json.dumps([str(root) for root in roots])}\n"
     )
     return path
 
@@ -501,7 +572,15 @@ async def main(
         pooled_home = tmp / "pooled-home"
         pooled_home.mkdir()
         (pooled_home / "runtimes").symlink_to(runtime.venv_path.parents[1])
+        serve = None
+        if pool:
+            serve_home = tmp / "serve-home"
+            serve_home.mkdir()
+            (serve_home / "runtimes").symlink_to(runtime.venv_path.parents[1])
+            serve_config = _config(tmp / "bench-serve.toml", pool_size=1, roots=(tmp,))
+            serve = ServeProcess(serve_home, serve_config, tmp)
         sides: dict[str, list[dict[str, float]]] = {
+            "run-serve": [],
             "cli-pool": [],
             "serve-cold": [],
             "serve-pool": [],
@@ -512,50 +591,58 @@ async def main(
         cli: list[dict[str, float]] = []
         no_pyc: list[dict[str, float]] | None = [] if without_bytecode else None
         files = phase_files(tmp) if split_sandbox else None
-        async with (
-            boot(settings, registry=default_registry(), provisioner=default_provisioner) as c,
-            boot(
-                _settings(pooled_home),
-                registry=default_registry(),
-                provisioner=default_provisioner,
-                openhands_pool="kept" if pool else "none",
-            ) as pooled,
-        ):
-            assert c.gateway_endpoints.uds_path is not None
-            server = await _forward_tcp(c.gateway_endpoints.uds_path)
-            port = server.sockets[0].getsockname()[1]
-            tcp_base_url = f"http://127.0.0.1:{port}/v1"
-            async with server:
-                print("warm-up (not counted): one run per side fills the bytecode caches")
-                await direct_run(c, tcp_base_url, runtime, tmp, -1)
-                await asyncio.to_thread(cli_run, runtime, home, config, tmp, -1, files)
-                for n in range(reps):
-                    direct.append(await direct_run(c, tcp_base_url, runtime, tmp, n))
-                    cli.append(
-                        await asyncio.to_thread(cli_run, runtime, home, config, tmp, n, files)
-                    )
-                    if pool:
-                        sides["cli-pool"].append(
-                            await asyncio.to_thread(
-                                cli_run, runtime, home, pool_config, tmp, n + 1000, files
-                            )
+        try:
+            async with (
+                boot(settings, registry=default_registry(), provisioner=default_provisioner) as c,
+                boot(
+                    _settings(pooled_home),
+                    registry=default_registry(),
+                    provisioner=default_provisioner,
+                    openhands_pool="kept" if pool else "none",
+                ) as pooled,
+            ):
+                assert c.gateway_endpoints.uds_path is not None
+                server = await _forward_tcp(c.gateway_endpoints.uds_path)
+                port = server.sockets[0].getsockname()[1]
+                tcp_base_url = f"http://127.0.0.1:{port}/v1"
+                async with server:
+                    print("warm-up (not counted): one run per side fills the bytecode caches")
+                    await direct_run(c, tcp_base_url, runtime, tmp, -1)
+                    await asyncio.to_thread(cli_run, runtime, home, config, tmp, -1, files)
+                    for n in range(reps):
+                        direct.append(await direct_run(c, tcp_base_url, runtime, tmp, n))
+                        cli.append(
+                            await asyncio.to_thread(cli_run, runtime, home, config, tmp, n, files)
                         )
-                        sides["serve-cold"].append(await service_run(c, tmp, f"cold-{n}"))
-                        if n == 0:
-                            await service_run(pooled, tmp, "pool-warm-up")  # not counted
-                        sides["serve-pool"].append(await service_run(pooled, tmp, f"pool-{n}"))
-                        sides["memory"].append(sides["serve-pool"][-1])
-                        print(f"  pool {[(k, v[-1]) for k, v in sides.items()]}")
-                    if per_turn:
-                        adapter.append(await adapter_run(c, tmp, n))
-                    if no_pyc is not None:
-                        no_pyc.append(
-                            await direct_run(
-                                c, tcp_base_url, runtime, tmp, f"nopyc{n}", bytecode=False
+                        if pool:
+                            sides["cli-pool"].append(
+                                await asyncio.to_thread(
+                                    cli_run, runtime, home, pool_config, tmp, n + 1000, files
+                                )
                             )
-                        )
-                        print(f"  direct without bytecode {no_pyc[-1]}")
-                    print(f"rep {n + 1}/{reps}: cli {cli[-1]}\n  direct {direct[-1]}")
+                            sides["serve-cold"].append(await service_run(c, tmp, f"cold-{n}"))
+                            if n == 0:
+                                await service_run(pooled, tmp, "pool-warm-up")  # not counted
+                            sides["serve-pool"].append(await service_run(pooled, tmp, f"pool-{n}"))
+                            sides["memory"].append(sides["serve-pool"][-1])
+                            assert serve is not None
+                            if n == 0:
+                                await serve_run(serve, serve_config, tmp, -1)  # not counted
+                            sides["run-serve"].append(await serve_run(serve, serve_config, tmp, n))
+                            print(f"  pool {[(k, v[-1]) for k, v in sides.items()]}")
+                        if per_turn:
+                            adapter.append(await adapter_run(c, tmp, n))
+                        if no_pyc is not None:
+                            no_pyc.append(
+                                await direct_run(
+                                    c, tcp_base_url, runtime, tmp, f"nopyc{n}", bytecode=False
+                                )
+                            )
+                            print(f"  direct without bytecode {no_pyc[-1]}")
+                        print(f"rep {n + 1}/{reps}: cli {cli[-1]}\n  direct {direct[-1]}")
+        finally:
+            if serve is not None:
+                serve.stop()
     print(f"\nOpenHands cold start: spawn -> first model request, {reps} runs each (medians)")
     print(
         _row(
@@ -572,7 +659,7 @@ async def main(
     print(f"cold-start ratio synthorg run / direct SDK: {ratio:.3f}x (target: cli <= 2 s idle)")
     if pool:
         direct_start = _median(direct, "cold_start")
-        for name in ("cli-pool", "serve-cold", "serve-pool"):
+        for name in ("cli-pool", "serve-cold", "serve-pool", "run-serve"):
             median = _median(sides[name], "cold_start")
             ratio = median / direct_start
             print(f"{name:10} cold_start {median:6.2f}s  ratio / direct SDK {ratio:.3f}x")

@@ -17,6 +17,7 @@ BASICS = (
     "synthorg.errors",
     "synthorg.logging",
     "synthorg.paths",
+    "synthorg.localsock",
     "synthorg.domain",
     "synthorg.serving",
     "synthorg.extras",  # which optional extra installs a missing import
@@ -27,9 +28,10 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "domain": (),
     "errors": (),
     "paths": (),
+    "localsock": (),
     "logging": (),
     "extras": (),
-    "serving": ("synthorg.errors",),
+    "serving": ("synthorg.errors", "synthorg.localsock"),
     "engine": (
         *BASICS,
         "synthorg.store.protocol",

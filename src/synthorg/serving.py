@@ -21,6 +21,7 @@ from typing import Any, Literal
 import uvicorn
 
 from synthorg.errors import BoundaryError, UsageError
+from synthorg.localsock import peer_credentials
 
 _START_TIMEOUT_S = 10.0
 _STOP_TIMEOUT_S = 5.0
@@ -53,6 +54,34 @@ class _EmbeddedServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+def _peer_checked(base: type[asyncio.Protocol], uids: frozenset[int]) -> type[asyncio.Protocol]:
+    """``base`` (uvicorn's HTTP protocol) refusing unix-socket peers whose uid is not in
+    ``uids``: closed at accept, before a byte of the request is read."""
+
+    class PeerChecked(base):  # type: ignore[misc,valid-type]
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None and sock.family == socket.AF_UNIX:
+                try:
+                    uid = peer_credentials(sock)[1]
+                except OSError:
+                    uid = -1
+                if uid not in uids:
+                    transport.abort()
+                    return
+            super().connection_made(transport)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if getattr(self, "transport", None) is not None:  # refused: never made
+                super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if getattr(self, "transport", None) is not None:
+                super().data_received(data)
+
+    return PeerChecked
 
 
 def bind_tcp(host: str, port: int) -> socket.socket:
@@ -100,8 +129,13 @@ async def serve_asgi(
     http: Literal["h11", "httptools"] = "httptools",
     log_level: str = "warning",
     keep_alive_s: int = KEEP_ALIVE_S,
+    peer_uids: frozenset[int] | None = None,
 ) -> AsyncIterator[Listeners]:
-    """Serve ``app`` until the block exits. ``port=None`` (or ``host=None``) means no TCP."""
+    """Serve ``app`` until the block exits. ``port=None`` (or ``host=None``) means no TCP.
+
+    ``peer_uids``: only processes of these uids may talk on the unix socket (checked with
+    SO_PEERCRED at accept); None: whoever the socket's permissions let connect.
+    """
     serve_tcp = host is not None and port is not None
     if uds is None and not serve_tcp:
         raise UsageError(f"{name}: serving needs a unix socket path, a TCP port, or both")
@@ -119,7 +153,7 @@ async def serve_asgi(
             lifespan="on",
             log_level=log_level,
             access_log=False,
-            http=http,
+            http=http if peer_uids is None else _peer_checked(_protocol(http), peer_uids),
             ws="none",
             loop="none",
             timeout_graceful_shutdown=int(_STOP_TIMEOUT_S),
@@ -157,6 +191,14 @@ async def serve_asgi(
         if bound_uds is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(bound_uds)
+
+
+def _protocol(http: str) -> type[asyncio.Protocol]:
+    from uvicorn.config import HTTP_PROTOCOLS
+    from uvicorn.importer import import_from_string
+
+    protocol: type[asyncio.Protocol] = import_from_string(HTTP_PROTOCOLS[http])
+    return protocol
 
 
 class LazyAsgi:

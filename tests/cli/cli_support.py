@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,3 +36,20 @@ def scripted_config(path: Path, script: str, *, latency_ms: int = 0) -> Path:
 def sandboxes_of(home: Path) -> list[psutil.Process]:
     """bwrap processes of this data dir (by host-side cwd: bwrap's argv names no host path)."""
     return sandboxes_in(home)
+
+
+def started_until(
+    argv: list[str], env: dict[str, str], line: str
+) -> tuple[subprocess.Popen[str], list[str]]:
+    """A command started with its output piped, read until a line that is exactly ``line``
+    (stripped) or its end: the process and the lines read so far."""
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    for read in proc.stdout:
+        lines.append(read)
+        if read.strip() == line:
+            break
+    return proc, lines

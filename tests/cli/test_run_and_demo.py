@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from synthorg.service.demo import create_demo_repo
-from tests.cli.cli_support import SYNTHORG, cli_env, sandboxes_of
+from tests.cli.cli_support import SYNTHORG, cli_env, sandboxes_of, started_until
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
@@ -57,21 +56,11 @@ def test_ctrl_c_sigterm_or_sighup_cancels_cleanly_and_resume_continues(
         '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\nmodels = ["m"]\n'
         'script = "tests.service.scripts:progress_five"\nlatency_ms = 200\n[run]\nmodel = "m"\n'
     )
-    run = subprocess.Popen(
+    run, lines = started_until(
         [*SYNTHORG, "run", "write five lines", "--repo", str(repo), "-c", str(config)],
-        env=cli_env(home),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        cli_env(home),
+        "│ confirmed-1",  # the observation, not the command echoing it
     )
-    assert run.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = run.stdout.readline()
-        lines.append(line)
-        if line.strip() == "│ confirmed-1":  # the observation, not the command echoing it
-            break
     assert sandboxes_of(home), "the run should be working inside a sandbox"
     run.send_signal(sig)
     rest, _ = run.communicate(timeout=60)

@@ -5,7 +5,9 @@ Each test runs the real command in a subprocess with a scripted model and the bw
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import json
 import os
 import pty
 import re
@@ -19,6 +21,7 @@ import pytest
 
 from synthorg.service.demo import create_demo_repo
 from tests.cli.cli_support import RAW_CONTROL, SYNTHORG, cli_env, sandboxes_of, scripted_config
+from tests.cli.serving import serving
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
@@ -97,17 +100,42 @@ def _read_until(
     return "".join(seen)
 
 
+@pytest.mark.parametrize("engine", ["embedded", "serve"])
 @pytest.mark.parametrize(("answer", "ends"), [(b"n\n", "completed"), (b"\x04", "cancelled")])
 def test_confirm_risky_asks_for_a_write_hidden_behind_find(
-    tmp_path: Path, answer: bytes, ends: str
+    tmp_path: Path, answer: bytes, ends: str, engine: str
 ) -> None:
-    """`n` rejects the action and the run goes on; end of input (Ctrl-D) cancels the run."""
+    """`n` rejects the action and the run goes on; end of input (Ctrl-D) cancels the run; the
+    same when the run is handed to a running serve (the prompt and the answer stay here)."""
     repo = create_demo_repo(tmp_path / "calc")
     config = scripted_config(tmp_path / "c.toml", "tests.cli.scripts:hidden_write")
+    with config.open("a") as more:
+        more.write(f"[server]\nrepository_roots = [{json.dumps(str(tmp_path))}]\n")
     home = tmp_path / "home"
+    with contextlib.ExitStack() as stack:
+        serve = stack.enter_context(serving(home, config)) if engine == "serve" else None
+        out = _confirm_at_a_terminal(home, repo, config, answer, ends, engine)
+        if serve is not None:
+            assert f"engine: via serve pid {serve.proc.pid}" in out, out
+    worktree = next((home / "worktrees").glob("*/*"))
+    assert not (worktree / "found.txt").exists(), "a refused action ran"
+    conversation = re.search(r"conversation (conv-[0-9a-f]+)", out)
+    assert conversation, out
+    shown = _run(["conversations", "show", conversation.group(1)], home)
+    assert "waiting_confirmation" not in shown.stdout, shown.stdout
+    if ends == "completed":
+        assert "rejected" in out and (worktree / "progress.txt").exists()
+    else:
+        assert "stdin was closed" in out
+
+
+def _confirm_at_a_terminal(
+    home: Path, repo: Path, config: Path, answer: bytes, ends: str, engine: str
+) -> str:
+    argv = [*SYNTHORG, "run", "go", "--repo", str(repo), "-c", str(config), "--engine", engine]
     primary, secondary = pty.openpty()
     run = subprocess.Popen(
-        [*SYNTHORG, "run", "go", "--repo", str(repo), "-c", str(config), "--confirm", "risky"],
+        [*argv, "--confirm", "risky"],
         env=cli_env(home),
         stdin=secondary,
         stdout=secondary,
@@ -127,16 +155,7 @@ def test_confirm_risky_asks_for_a_write_hidden_behind_find(
         os.close(primary)
     out = re.sub(r"\x1b\[[0-9;]*m", "", out)  # a terminal gets our colours
     assert re.search(rf"termination\s+\S\s*{ends}", out), out
-    worktree = next((home / "worktrees").glob("*/*"))
-    assert not (worktree / "found.txt").exists(), "a refused action ran"
-    conversation = re.search(r"conversation (conv-[0-9a-f]+)", out)
-    assert conversation, out
-    shown = _run(["conversations", "show", conversation.group(1)], home)
-    assert "waiting_confirmation" not in shown.stdout, shown.stdout
-    if ends == "completed":
-        assert "rejected" in out and (worktree / "progress.txt").exists()
-    else:
-        assert "stdin was closed" in out
+    return out
 
 
 def test_a_task_longer_than_an_argument_can_be_comes_from_stdin(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rich.text import Text
 
@@ -14,9 +14,15 @@ from synthorg.cli.untrusted import visible
 
 if TYPE_CHECKING:
     from synthorg.domain import PendingAction
-    from synthorg.service.protocol import RunService
+    from synthorg.engine import Decision
 
 APPROVER = "cli-user"
+
+
+class Decides(Protocol):
+    """Where a decision goes: the run service here, or a local serve's."""
+
+    async def decide(self, conversation_id: str, decision: Decision) -> None: ...
 
 
 def require_terminal(policy: str, *, task_from_stdin: bool) -> None:
@@ -49,9 +55,7 @@ async def read_line() -> str | None:
     return data.decode(errors="replace") if data else None
 
 
-async def ask(
-    service: RunService, conversation_id: str, pending: tuple[PendingAction, ...]
-) -> bool:
+async def ask(service: Decides, conversation_id: str, pending: tuple[PendingAction, ...]) -> bool:
     """Ask whether to run ``pending``; deliver the decision. False when stdin ended (no answer)."""
     from synthorg.engine import Decision
 

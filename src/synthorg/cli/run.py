@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import typer
 from rich.text import Text
@@ -19,10 +21,13 @@ from synthorg.domain import Complexity, ConfirmationPolicy
 from synthorg.errors import SynthOrgError
 
 if TYPE_CHECKING:
-    from synthorg.domain import ConversationRecord, ExecutionResult, Task
-    from synthorg.service.boot import Components
+    from synthorg.domain import ConversationRecord, ExecutionResult, StoredEvent, Task
+    from synthorg.engine.control import Decision
+    from synthorg.localsock import Found
     from synthorg.service.options import RunOptions
     from synthorg.settings import Settings
+
+ENGINES = ("auto", "embedded", "serve", "temporal")
 
 
 def run(
@@ -51,7 +56,10 @@ def run(
     resume: str | None = typer.Option(None, help="Continue this conversation id."),
     message: str | None = typer.Option(None, help="With --resume: a message for the agent."),
     engine: str | None = typer.Option(
-        None, help="embedded (this process) or temporal (on workers); default [distributed]."
+        None,
+        help="auto (this data dir's running `synthorg serve` if one answers, else this "
+        "process), embedded (this process), serve (the running serve, or fail), temporal "
+        "(on workers). Default: auto, or temporal when [distributed] engine says so.",
     ),
     config: Path | None = ConfigOption,
 ) -> None:
@@ -94,7 +102,8 @@ def run(
             if str(repo).startswith("project:")
             else str(repo.expanduser().resolve()),
         )
-    if _engine(settings, engine) == "temporal":
+    engine = _engine(settings, engine)
+    if engine == "temporal":
         from synthorg.cli.run_temporal import execute_temporal_run
 
         with terminate_like_interrupt():
@@ -102,19 +111,48 @@ def run(
                 execute_temporal_run(settings, task_model, options, resume, message)
             )
         raise typer.Exit(0 if outcome.get("termination_reason") == "completed" else 1)
-    with terminate_like_interrupt():
-        result, _ = run_async(execute_run(settings, task_model, options, resume, message))
+    result = None
+    if engine != "embedded":
+        found = _local_serve(settings, required=engine == "serve")
+        if found is not None:
+            with terminate_like_interrupt():
+                result = run_async(
+                    execute_via_serve(
+                        found, task_model, options, resume, message, required=engine == "serve"
+                    )
+                )
+    if result is None:
+        with terminate_like_interrupt():
+            result, _ = run_async(execute_run(settings, task_model, options, resume, message))
     raise typer.Exit(0 if result.termination_reason is TerminationReason.COMPLETED else 1)
 
 
 def _engine(settings: Settings, chosen: str | None) -> str:
-    """The engine for this run: the option, else ``[distributed] engine``."""
+    """The engine for this run: the option, else auto (or temporal: ``[distributed]``)."""
     from synthorg.distributed.config import distributed_config
 
-    engine = chosen or distributed_config(settings).engine
-    if engine not in ("embedded", "temporal"):
-        fail(f"--engine must be embedded or temporal, not {engine!r}")
+    configured = distributed_config(settings).engine
+    engine = chosen or ("temporal" if configured == "temporal" else "auto")
+    if engine not in ENGINES:
+        fail(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     return engine
+
+
+def _local_serve(settings: Settings, *, required: bool) -> Found | None:
+    """The serve of this data dir to hand the run to; None (said why) to run here."""
+    from synthorg.localsock import find_serve
+
+    found, why = find_serve(settings.home)
+    if found is None and required:
+        fail(why or "no `synthorg serve` runs for this data dir (start one, or --engine auto)")
+    if why is not None:
+        _running_here(why)
+    return found
+
+
+def _running_here(why: str) -> None:
+    """The one line saying the run goes on in this process instead of a serve."""
+    console.print(Text(f"{visible(why)}: running in this process"), style="yellow")
 
 
 def require_answers(confirm: ConfirmationPolicy, task_from_stdin: bool) -> None:
@@ -152,28 +190,115 @@ async def execute_run(
             # Started at boot, the sandbox's SDK import overlaps the rest of the start-up.
             openhands_pool="once" if options.loop == "openhands" else "none",
         ) as components:
-            return await _run_and_report(components, task, options, resume, message, after_the_run)
+            here = _Engine(
+                components.service,
+                components.store,
+                components.sandbox.name,
+                "embedded (this process)",
+            )
+            return await _run_and_report(here, task, options, resume, message, after_the_run)
+
+
+async def execute_via_serve(
+    found: Found,
+    task: Task | None,
+    options: RunOptions,
+    resume: str | None,
+    message: str | None,
+    *,
+    required: bool,
+) -> ExecutionResult | None:
+    """The run handed to the local serve, followed here as ``execute_run`` follows its own;
+    None (said why) when the serve refused it before anything started and it may run here."""
+    from synthorg.cli.local_serve import LocalServe
+    from synthorg.errors import BoundaryError
+    from synthorg.service.repositories import RepositoryRefused
+
+    with contextlib.ExitStack() as after_the_run:
+        async with LocalServe.client(found) as client:
+            serve = LocalServe(client, found)
+            try:
+                hello = await serve.hello()
+            except BoundaryError as exc:
+                if required:
+                    raise
+                _running_here(str(exc))
+                return None
+            where = f"via serve pid {found.peer.pid} ({found.path})"
+            try:
+                # Created first: a refusal of the serve's own rules leaves nothing behind.
+                record = None if task is None else await serve.create(task, options)
+            except RepositoryRefused as exc:
+                if required:
+                    raise
+                _running_here(f"serve pid {found.peer.pid} refuses this repository ({exc})")
+                return None
+            engine = _Engine(serve, serve, str(hello["sandbox"]), where)
+            result, _ = await _run_and_report(
+                engine, record or task, options, resume, message, after_the_run
+            )
+            return result
+
+
+class _Controls(Protocol):
+    """What the terminal asks of a run service (the embedded one, or a serve's)."""
+
+    async def create(self, task: Task, options: RunOptions) -> ConversationRecord: ...
+    async def start(self, conversation_id: str, *, message: str | None = None) -> None: ...
+    async def wait(self, conversation_id: str) -> ExecutionResult | None: ...
+    async def cancel(self, conversation_id: str, *, by: str) -> None: ...
+    async def decide(self, conversation_id: str, decision: Decision) -> None: ...
+
+
+class _Log(Protocol):
+    """What the terminal reads of the store (its own, or a serve's)."""
+
+    async def get_conversation(self, conversation_id: str) -> ConversationRecord: ...
+    async def last_seq(self, conversation_id: str) -> int: ...
+    def tail(self, conversation_id: str, *, after: int = 0) -> AsyncIterator[StoredEvent]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Engine:
+    """Where the run executes, as the terminal drives and shows it."""
+
+    service: _Controls
+    store: _Log
+    sandbox: str
+    where: str
+    """Shown in the header: "embedded (this process)" or "via serve pid N (socket)"."""
 
 
 async def _run_and_report(
-    components: Components,
-    task: Task | None,
+    engine: _Engine,
+    task: Task | ConversationRecord | None,
     options: RunOptions,
     resume: str | None,
     message: str | None,
     after_the_run: contextlib.ExitStack,
 ) -> tuple[ExecutionResult, ConversationRecord]:
-    """The run in the foreground: header, live events, the summary."""
-    service = components.service
-    if task is not None:
+    """The run in the foreground: header, live events, the summary. ``task``: the task to
+    create a conversation for, or the conversation already created for it."""
+    from synthorg.domain import ConversationRecord
+
+    service = engine.service
+    if isinstance(task, ConversationRecord):
+        record = task
+    elif task is not None:
         record = await service.create(task, options)
     else:
         assert resume is not None
-        record = await components.store.get_conversation(resume)
-    _print_header(record, components)
-    after = await components.store.last_seq(record.id)
-    await service.start(record.id, message=message)
-    printer = _Printer(components, record.id)
+        record = await engine.store.get_conversation(resume)
+    _print_header(record, engine)
+    after = await engine.store.last_seq(record.id)
+    try:
+        await service.start(record.id, message=message)
+    except asyncio.CancelledError:
+        # Ctrl-C while the start was on its way: on a serve the run may have begun anyway.
+        with contextlib.suppress(SynthOrgError):
+            await service.cancel(record.id, by="cli")
+        raise
+    printer = _Printer(engine, record.id)
     printing = asyncio.create_task(printer.follow(after))
     try:
         result = await service.wait(record.id)
@@ -189,7 +314,7 @@ async def _run_and_report(
     finally:
         await printer.catch_up(printing)
     assert result is not None
-    final = await components.store.get_conversation(record.id)
+    final = await engine.store.get_conversation(record.id)
     _print_summary(final, result)
     return result, final
 
@@ -197,8 +322,8 @@ async def _run_and_report(
 class _Printer:
     """Prints the live tail and answers confirmation requests until the run's last event."""
 
-    def __init__(self, components: Components, conversation_id: str) -> None:
-        self._components = components
+    def __init__(self, engine: _Engine, conversation_id: str) -> None:
+        self._engine = engine
         self._id = conversation_id
         self._printed = 0
         self._last: int | None = None
@@ -208,8 +333,8 @@ class _Printer:
         from synthorg.cli.confirm import ask
         from synthorg.cli.render import event_line
 
-        service = self._components.service
-        async for stored in self._components.store.tail(self._id, after=after):
+        service = self._engine.service
+        async for stored in self._engine.store.tail(self._id, after=after):
             console.print(event_line(stored))
             self._printed = stored.seq
             if self._last is not None and self._printed >= self._last:
@@ -227,7 +352,7 @@ class _Printer:
         """Let the tail print up to the last stored event, then stop it (always: a store that
         went away must not leave the tail's failure to surface later as a traceback)."""
         try:
-            self._last = await self._components.store.last_seq(self._id)
+            self._last = await self._engine.store.last_seq(self._id)
             if self._printed < self._last and not printing.done():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._caught_up.wait(), timeout=10)
@@ -238,7 +363,7 @@ class _Printer:
                 await printing
 
 
-def _print_header(record: ConversationRecord, components: Components) -> None:
+def _print_header(record: ConversationRecord, engine: _Engine) -> None:
     from rich.panel import Panel
 
     scripted = record.provider == "scripted" or record.model.startswith("scripted")
@@ -256,7 +381,8 @@ def _print_header(record: ConversationRecord, components: Components) -> None:
     path = visible(workspace.path if workspace else "?", newlines=False)
     branch = visible((workspace.branch if workspace else None) or "(none)", newlines=False)
     body.append(f"\nworkspace: {path}   branch: {branch}")
-    body.append(f"\nsandbox: {components.sandbox.name}   budget: {budget}")
+    body.append(f"\nsandbox: {visible(engine.sandbox)}   budget: {budget}")
+    body.append(f"\nengine: {visible(engine.where, newlines=False)}")
     console.print(Panel.fit(body, title="synthorg run"))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,6 +81,7 @@ async def _serve(
             await _uvicorn(app, wanted)
         return
 
+    from synthorg.server.local import Followers, create_local_app, serve_local
     from synthorg.service.boot import boot
     from synthorg.service.loops import default_provisioner, default_registry
 
@@ -91,14 +93,31 @@ async def _serve(
         warm_mcp=False,
         openhands_pool="kept",
     ) as components:
+        started = asyncio.Event()
+
+        def on_started() -> None:
+            started.set()  # the local socket answers from now on (reconciliation is done)
+            components.warm_up()
+
+        # `synthorg run` on this host hands its run here (the local operator's socket).
+        followers = Followers()
+        local = create_local_app(
+            components.service,
+            components.store,
+            sandbox=components.sandbox.name,
+            ready=started,
+            followers=followers,
+        )
         app = create_app(
             wanted,
             store=components.store,
             run_service=components.service,
             auth=auth,
-            on_started=components.warm_up,
+            on_started=on_started,
+            after_shutdown=followers.gone,
         )
-        await _uvicorn(app, wanted)
+        async with serve_local(settings.home, local):
+            await _uvicorn(app, wanted)
 
 
 async def _uvicorn(app: object, wanted: ServerSettings) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -29,14 +29,17 @@ def create_app(
     run_service: RunService,
     auth: Authenticator,
     on_started: Callable[[], None] | None = None,
+    after_shutdown: Callable[[], Awaitable[None]] | None = None,
 ) -> FastAPI:
     """The agent server app.
 
     On start-up it reconciles the store (conversations a dead process left running become
     error, their open tool calls get an error observation); on shutdown it stops every
     active run with SHUTDOWN, leaving the conversations resumable. ``on_started`` runs once
-    start-up is done (background warm-ups that should not delay it). The store and the
-    service belong to the caller, who closes them after the app has stopped.
+    start-up is done (background warm-ups that should not delay it); ``after_shutdown`` is
+    awaited once the runs have stopped (the last moment the process is sure to live: uvicorn
+    re-raises a SIGTERM right after). The store and the service belong to the caller, who
+    closes them after the app has stopped.
     """
     state = ServerState(
         settings=settings, store=store, service=run_service, auth=auth, metrics=ServerMetrics()
@@ -59,6 +62,8 @@ def create_app(
         finally:
             log.info("SERVER_SHUTDOWN")
             await run_service.shutdown()
+            if after_shutdown is not None:
+                await after_shutdown()
 
     app = FastAPI(
         title="SynthOrg agent server",
