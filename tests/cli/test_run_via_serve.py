@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 EMBEDDED = "engine: embedded (this process)"
 
 
-def _setup(tmp_path: Path, *, latency_ms: int = 0) -> tuple[Path, Path, Path]:
+def _setup(tmp_path: Path, *, latency_ms: int = 0, roots: bool = True) -> tuple[Path, Path, Path]:
     home = tmp_path / "home"
     repo = create_demo_repo(tmp_path / "calc")
     config = tmp_path / "synthorg.toml"
@@ -37,7 +37,7 @@ def _setup(tmp_path: Path, *, latency_ms: int = 0) -> tuple[Path, Path, Path]:
         '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\nmodels = ["m"]\n'
         f'script = "tests.service.scripts:progress_five"\nlatency_ms = {latency_ms}\n'
         f'[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n'
-        f"[server]\nrepository_roots = [{json.dumps(str(tmp_path))}]\n"
+        + (f"[server]\nrepository_roots = [{json.dumps(str(tmp_path))}]\n" if roots else "")
     )
     return home, repo, config
 
@@ -142,6 +142,24 @@ def test_a_serve_stopped_mid_run_ends_it_resumable_and_the_terminal_shows_how(
     assert run.returncode == 1, output
     assert re.search(r"termination\s+.\s*shutdown", output), output
     assert re.search(r"status\s+.\s*paused", output) and "lost serve" not in output, output
+
+
+def test_the_serves_repository_roots_do_not_bind_the_local_operator(tmp_path: Path) -> None:
+    """A serve with no roots (its API clients may name no repository) still runs what the
+    terminal names, as the terminal's own process would; its data dir stays refused."""
+    home, repo, config = _setup(tmp_path, roots=False)
+    with serving(home, config) as serve:
+        done = _run(home, repo, config)
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, output
+        assert f"engine: via serve pid {serve.proc.pid}" in output
+        assert "running in this process" not in output
+
+        inside = home / "worktrees"
+        refused = _run(home, inside, config, "--engine", "serve")
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "overlaps SynthOrg's data dir" in refused.stdout + refused.stderr
+        assert not re.search(r"conversation conv-", refused.stdout), refused.stdout
 
 
 def test_a_stale_socket_falls_back_to_this_process_and_a_new_serve_replaces_it(

@@ -4,8 +4,9 @@ A small app on ``SYNTHORG_HOME/run/serve.sock`` (see ``synthorg.localsock`` for 
 connects is the local operator), apart from the public API: it is never on TCP, it needs no
 API key, and it offers exactly what the terminal's run does with the run service — create,
 start, follow the log, wait for the result, cancel, decide — so ``synthorg run`` follows a
-run here as it follows one in its own process. The server's own rules (its repository
-roots, its loops and models) apply as to any other client.
+run here as it follows one in its own process. The server's own rules (its loops and models,
+its protected paths) apply as to any other client; its ``repository_roots`` do not, since
+the caller could run on any path in its own process (``RepositoryPolicy.for_terminal``).
 """
 
 from __future__ import annotations
@@ -134,6 +135,9 @@ def create_local_app(
 ) -> FastAPI:
     """The app behind the local socket. ``ready``: set once the server has started (restart
     reconciliation done); requests wait for it. ``followers``: who follows a run here."""
+    # The caller is this host's terminal (the kernel vouched for its uid): it may name any
+    # repository it could run in its own process, never the server's protected paths.
+    terminal = service.repositories.for_terminal()
     app = FastAPI(title="SynthOrg local operator socket", openapi_url=None, docs_url=None)
     install_error_handlers(app)
 
@@ -149,7 +153,7 @@ def create_local_app(
     @app.post("/v1/conversations")
     async def create(body: NewRun) -> ConversationRecord:
         await started()
-        return _shown(await service.create(body.task, body.options))
+        return _shown(await service.create(body.task, body.options, repositories=terminal))
 
     @app.get("/v1/conversations/{conversation_id}")
     async def get(conversation_id: Identifier) -> ConversationRecord:
@@ -174,7 +178,7 @@ def create_local_app(
     @app.post("/v1/conversations/{conversation_id}/start", status_code=204)
     async def start(conversation_id: Identifier, body: Start) -> Response:
         await started()
-        await service.start(conversation_id, message=body.message)
+        await service.start(conversation_id, message=body.message, repositories=terminal)
         return Response(status_code=204)
 
     @app.post("/v1/conversations/{conversation_id}/wait")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from synthorg.domain import ExecutionResult, TerminationReason
 from synthorg.engine import RunControl
 from synthorg.errors import ConflictError
+from synthorg.service.repositories import RepositoryPolicy
 
 ENDED_KEPT = 256
 """Ended runs whose result ``wait`` still returns."""
@@ -26,6 +27,8 @@ class ActiveRun:
     """The loop has returned: teardown and ``finish_run`` follow, and a stop no longer cancels."""
     task: asyncio.Task[ExecutionResult] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    repositories: RepositoryPolicy | None = None
+    """The rule of whoever started it when not this process's (the local operator's)."""
 
 
 class ActiveRuns:

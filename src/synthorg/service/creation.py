@@ -48,12 +48,18 @@ class ConversationCreator:
     clock: Callable[[], datetime]
 
     async def create(
-        self, task: Task, options: RunOptions, *, conversation_id: str | None = None
+        self,
+        task: Task,
+        options: RunOptions,
+        *,
+        conversation_id: str | None = None,
+        repositories: RepositoryPolicy | None = None,
     ) -> ConversationRecord:
         """Persist a new conversation with its worktree (not started).
 
         ``conversation_id`` is chosen by the caller only when something else is keyed by it
-        first (a Temporal workflow id); it must be a valid id and not taken.
+        first (a Temporal workflow id); it must be a valid id and not taken. ``repositories``:
+        the caller's rule when it is not this process's (the local operator's).
         """
         loop_type = select_loop_type(task, self.engine, forced=options.loop)
         if loop_type not in self.registry.buildable:
@@ -67,7 +73,7 @@ class ConversationCreator:
             raise NotOffered(str(exc)) from exc
         model = options.model or self.defaults.model
         provider = options.provider or self._provider_for(model)
-        repo = self.repositories.check(task.repository)
+        repo = (repositories or self.repositories).check(task.repository)
         if not repo.is_dir():
             raise NotOffered(f"repository {repo} is not a directory")
         if conversation_id is None:

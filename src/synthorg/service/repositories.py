@@ -10,7 +10,10 @@ Beyond that, a *remote* caller (the agent server) may only name repositories und
 configured ``[server] repository_roots`` or a project registered in ``[mcp] projects``; with
 neither configured every repository is refused. A person at the terminal (``synthorg run
 --repo PATH``, ``synthorg demo``) already has the access of the user running SynthOrg, so
-the path they type counts as their choice (``roots=None``).
+the path they type counts as their choice (``roots=None``). So does a person at a terminal
+of this host whose ``synthorg run`` hands its run to a running ``synthorg serve`` through the
+local operator's socket: the kernel vouches they are the server's own user or root
+(``synthorg.localsock``), who could run it in their own process anyway (``for_terminal``).
 
 A task may name a configured remote project instead of a path (``project:NAME``, see
 ``workspace.remote``): it works on this process's mirror of the project, which the operator
@@ -70,6 +73,11 @@ class RepositoryPolicy:
             roots=tuple(roots),
             projects=tuple(projects),
         )
+
+    def for_terminal(self) -> RepositoryPolicy:
+        """The same protected paths and mirrors, any other path: a person at this host's
+        terminal (the local operator), not a remote caller."""
+        return replace(self, roots=None, projects=())
 
     def protecting(self, paths: Iterable[Path]) -> RepositoryPolicy:
         """The same policy with more protected paths."""

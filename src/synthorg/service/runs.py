@@ -121,22 +121,38 @@ class LocalRunService:
 
     # -- creation -------------------------------------------------------------------------
     async def create(
-        self, task: Task, options: RunOptions, *, conversation_id: str | None = None
+        self,
+        task: Task,
+        options: RunOptions,
+        *,
+        conversation_id: str | None = None,
+        repositories: RepositoryPolicy | None = None,
     ) -> ConversationRecord:
-        """Persist a new conversation with its worktree (not started)."""
-        return await self._creator.create(task, options, conversation_id=conversation_id)
+        """Persist a new conversation with its worktree (not started). ``repositories``: the
+        caller's rule when it is not this process's (the local operator's)."""
+        return await self._creator.create(
+            task, options, conversation_id=conversation_id, repositories=repositories
+        )
 
     # -- runs -------------------------------------------------------------------------------
     def is_active(self, conversation_id: str) -> bool:
         """Whether a run of this conversation is in progress in this process."""
         return self._runs.is_active(conversation_id)
 
-    async def start(self, conversation_id: str, *, message: str | None = None) -> None:
-        """Start (or continue) a run in the background; ConflictError if one is active."""
+    async def start(
+        self,
+        conversation_id: str,
+        *,
+        message: str | None = None,
+        repositories: RepositoryPolicy | None = None,
+    ) -> None:
+        """Start (or continue) a run in the background; ConflictError if one is active.
+        ``repositories``: the caller's rule when it is not this process's."""
         if self._shutdown.is_set():
             raise ConflictError("the service is shutting down; no new runs")
         # Claim the conversation before the first await: concurrent starts must not both pass.
         active = self._runs.claim(conversation_id)
+        active.repositories = repositories
         ownership = None
         try:
             # Across processes: one live owner (refused naming it; a dead one is reconciled).
@@ -149,7 +165,8 @@ class LocalRunService:
             record = await self.store.get_conversation(conversation_id)
             if self._ownership.fence:
                 await self._supersede(record)
-            self.repositories.check(record.task.repository)  # resume: the rule holds now too
+            # Resume: the rule (the caller's) holds now too.
+            (repositories or self.repositories).check(record.task.repository)
             if message:
                 await self.store.append(conversation_id, MessageEvent(role="user", text=message))
         except BaseException:
@@ -220,8 +237,9 @@ class LocalRunService:
 
     async def _run_inner(self, record: ConversationRecord, active: ActiveRun) -> ExecutionResult:
         try:
+            policy = active.repositories or self.repositories
             workspace = await self.worktrees.resume(
-                self.repositories.check(record.task.repository), record.id, record.workspace
+                policy.check(record.task.repository), record.id, record.workspace
             )
         except GateRefusedError as exc:  # a worktree that is not the recorded one: run nothing
             refusal = ErrorEvent(message=str(exc), code=exc.code, non_retryable=True)
