@@ -232,3 +232,19 @@ async def test_a_gate_without_diffstat_lands_the_same_commit_with_no_diff_tree(
         assert bool(result.diffstat) == bool(stats) == (name == "with"), (name, stats)
         trees.append(git(repo, "rev-parse", f"{result.sha}^{{tree}}").strip())
     assert trees[0] == trees[1]
+
+
+async def test_a_scan_taken_before_head_moved_is_not_landed(tmp_path: Path, home: Path) -> None:
+    """The NO_OP check's scan stands in for the gate's own only while HEAD is where it was."""
+    repo, ws = await _workspace(tmp_path, home)
+    (ws.path / "app.py").write_text("x = 42\n")
+    scanned, _ = await views.scan_changes(ws)
+    gate = CommitGate("Gate Bot", "gate@example.test")
+    first = await gate.land(ws, SUMMARY, scanned=scanned)
+    assert first.committed and git(repo, "show", f"{first.sha}:app.py") == "x = 42\n"
+    (ws.path / "app.py").write_text("x = 43\n")  # after the first landing moved HEAD
+
+    second = await gate.land(ws, SUMMARY, scanned=scanned)  # that scan is stale now
+
+    assert second.committed and git(repo, "show", f"{second.sha}:app.py") == "x = 43\n"
+    assert git(repo, "rev-parse", f"{second.sha}^").strip() == first.sha
