@@ -248,3 +248,28 @@ async def test_a_scan_taken_before_head_moved_is_not_landed(tmp_path: Path, home
 
     assert second.committed and git(repo, "show", f"{second.sha}:app.py") == "x = 43\n"
     assert git(repo, "rev-parse", f"{second.sha}^").strip() == first.sha
+
+
+async def test_the_landed_index_is_the_scans_own_with_no_git_reset(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small tree's private index holds exactly the landed tree, with fresh stat data: it
+    becomes the worktree's index (what ``git reset --mixed HEAD`` gave), no process spent."""
+    repo, ws = await _workspace(tmp_path, home)
+    (ws.path / "app.py").write_text("x = 42\n")
+    (ws.path / "new_module.py").write_text("y = 2\n")
+    (ws.path / "run.log").write_text("ignored\n")
+    log = tmp_path / "git-argv.log"
+    monkeypatch.setenv("PATH", logging_git(tmp_path / "bin", log))
+    result = await CommitGate(diffstat=False).land(ws, SUMMARY)
+    assert result.committed
+    assert not [line for line in log.read_text().splitlines() if "reset" in line.split()]
+    assert git(ws.path, "status", "--porcelain") == ""
+    assert (
+        git(ws.path, "write-tree").strip()
+        == git(repo, "rev-parse", f"{result.sha}^{{tree}}").strip()
+    )
+    # Racy-clean entries stay detectable: a same-size edit right after landing is seen.
+    (ws.path / "app.py").write_text("x = 43\n")
+    assert git(ws.path, "status", "--porcelain") == " M app.py\n"
+    assert not (ws.git_dir / "index.lock").exists() if ws.git_dir else False

@@ -170,8 +170,12 @@ class CommitGate:
             # Compare-and-swap: if HEAD moved under us, fail rather than drop a commit.
             reflog = f"synthorg gate: {summary.task_id}"
             await checkout.run_retrying(["update-ref", "-m", reflog, "HEAD", sha, snap.head or ""])
-            # The index now lags HEAD; make it match (stat data of unchanged files is kept).
-            await checkout.run_retrying(["reset", "--quiet", "--mixed", "HEAD"])
+            # The index now lags HEAD; make it match (stat data of unchanged files is kept):
+            # the scan's own index is that, when it still holds exactly the landed tree.
+            async with SnapshotIndex(checkout).locked() as index:
+                adopted = index.adopt_as_index(snap.tree)
+            if not adopted:
+                await checkout.run_retrying(["reset", "--quiet", "--mixed", "HEAD"])
             stat = ""
             if self.diffstat:
                 shown = await checkout.run(

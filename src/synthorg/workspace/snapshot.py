@@ -270,6 +270,40 @@ class SnapshotIndex:
         except InProcessUnavailable:
             return None
 
+    def adopt_as_index(self, tree: str) -> bool:
+        """Make this private index the checkout's own when it holds exactly ``tree``, as
+        ``git reset --mixed`` to a commit of ``tree`` would (its stat data is fresh). False,
+        touching nothing, when that is not known (split, changed since, or git is writing the
+        checkout's index): then ask git. Hold ``locked()``.
+
+        Written as git writes an index: into ``index.lock``, renamed over ``index``. The copy
+        keeps the private index's mtime: git's racy-clean check compares entries against it.
+        """
+        stamp = _index_stamp(self.path)
+        if self.split or stamp is None or _TREES.get(self._journal_key) != (stamp, tree):
+            return False
+        if not libgit2_readable(self.path):  # still split from an earlier write, or unusual
+            return False
+        own = self.co.dirs.git_dir / "index"
+        lock = own.with_name("index.lock")
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            return False  # another git holds it
+        try:
+            with os.fdopen(fd, "wb") as out, self.path.open("rb") as source:
+                shutil.copyfileobj(source, out)
+                written = os.fstat(source.fileno())
+            if _index_stamp(lock) != stamp:
+                raise OSError("the private index changed while it was copied")
+            os.utime(lock, ns=(written.st_atime_ns, written.st_mtime_ns))
+            os.replace(lock, own)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+            raise
+        return True
+
     async def snapshot(self, *, full: bool = False) -> Snapshot:
         """Capture the worktree (tracked and untracked, not ignored) as a tree."""
         head = await self.add_all(full=full)
