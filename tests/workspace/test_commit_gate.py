@@ -232,3 +232,44 @@ async def test_a_gate_without_diffstat_lands_the_same_commit_with_no_diff_tree(
         assert bool(result.diffstat) == bool(stats) == (name == "with"), (name, stats)
         trees.append(git(repo, "rev-parse", f"{result.sha}^{{tree}}").strip())
     assert trees[0] == trees[1]
+
+
+async def test_a_scan_taken_before_head_moved_is_not_landed(tmp_path: Path, home: Path) -> None:
+    """The NO_OP check's scan stands in for the gate's own only while HEAD is where it was."""
+    repo, ws = await _workspace(tmp_path, home)
+    (ws.path / "app.py").write_text("x = 42\n")
+    scanned, _ = await views.scan_changes(ws)
+    gate = CommitGate("Gate Bot", "gate@example.test")
+    first = await gate.land(ws, SUMMARY, scanned=scanned)
+    assert first.committed and git(repo, "show", f"{first.sha}:app.py") == "x = 42\n"
+    (ws.path / "app.py").write_text("x = 43\n")  # after the first landing moved HEAD
+
+    second = await gate.land(ws, SUMMARY, scanned=scanned)  # that scan is stale now
+
+    assert second.committed and git(repo, "show", f"{second.sha}:app.py") == "x = 43\n"
+    assert git(repo, "rev-parse", f"{second.sha}^").strip() == first.sha
+
+
+async def test_the_landed_index_is_the_scans_own_with_no_git_reset(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small tree's private index holds exactly the landed tree, with fresh stat data: it
+    becomes the worktree's index (what ``git reset --mixed HEAD`` gave), no process spent."""
+    repo, ws = await _workspace(tmp_path, home)
+    (ws.path / "app.py").write_text("x = 42\n")
+    (ws.path / "new_module.py").write_text("y = 2\n")
+    (ws.path / "run.log").write_text("ignored\n")
+    log = tmp_path / "git-argv.log"
+    monkeypatch.setenv("PATH", logging_git(tmp_path / "bin", log))
+    result = await CommitGate(diffstat=False).land(ws, SUMMARY)
+    assert result.committed
+    assert not [line for line in log.read_text().splitlines() if "reset" in line.split()]
+    assert git(ws.path, "status", "--porcelain") == ""
+    assert (
+        git(ws.path, "write-tree").strip()
+        == git(repo, "rev-parse", f"{result.sha}^{{tree}}").strip()
+    )
+    # Racy-clean entries stay detectable: a same-size edit right after landing is seen.
+    (ws.path / "app.py").write_text("x = 43\n")
+    assert git(ws.path, "status", "--porcelain") == " M app.py\n"
+    assert not (ws.git_dir / "index.lock").exists() if ws.git_dir else False

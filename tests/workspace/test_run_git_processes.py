@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.workspace.checkpoints import CheckpointStore
+from synthorg.workspace.git import run_git_sync
 from synthorg.workspace.journal import JOURNALS
 from synthorg.workspace.snapshot import journal_key
 from synthorg.workspace.worktrees import WorktreeManager
@@ -127,3 +128,48 @@ async def test_the_in_process_probe_answers_as_git_does(tmp_path: Path) -> None:
             out.text.splitlines()
         ), path
     assert await probe_repo(tmp_path) == "not a git repository"
+
+
+async def test_a_small_trees_checkpoint_writes_its_tree_in_process(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its private index is not split, so libgit2 reads it: no ``git write-tree``, and the
+    tree git would write (a symlink, an executable, a nested repository's gitlink)."""
+    repo = tmp_path / "proj"
+    make_repo(repo, {"a.txt": b"a\n", "d/b.txt": b"b\n"})
+    ws = await WorktreeManager(home).create(repo, "conv-tree")
+    (ws.path / "a.txt").write_text("edited\n")
+    (ws.path / "run.sh").write_text("#!/bin/sh\n")
+    (ws.path / "run.sh").chmod(0o755)
+    (ws.path / "link").symlink_to("a.txt")
+    nested = ws.path / "sub"
+    make_repo(nested, {"s.txt": b"s\n"})
+    log = tmp_path / "argv.log"
+    monkeypatch.setenv("PATH", logging_git(tmp_path / "bin", log))
+    made = await CheckpointStore().create(ws)
+    assert "write-tree" not in " ".join(log.read_text().split()), log.read_text()
+    assert ws.git_dir is not None
+    by_git = run_git_sync(
+        ["write-tree"],
+        ws.path,
+        env={"GIT_INDEX_FILE": str(ws.git_dir / "synthorg" / "snapshot.index")},
+    )
+    assert made.tree == by_git.text.strip()
+    listing = git(repo, "ls-tree", "-r", made.tree)
+    assert "120000 blob" in listing and "100755 blob" in listing and "160000 commit" in listing
+    await WorktreeManager(home).remove(ws, delete_branch=True)
+
+
+async def test_a_big_trees_index_stays_split_and_git_writes_its_tree(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "proj"
+    make_repo(repo, {f"f/{n}.txt": b"x\n" for n in range(2100)})
+    ws = await WorktreeManager(home).create(repo, "conv-big")
+    (ws.path / "f" / "0.txt").write_text("edited\n")
+    log = tmp_path / "argv.log"
+    monkeypatch.setenv("PATH", logging_git(tmp_path / "bin", log))
+    made = await CheckpointStore().create(ws)
+    assert "write-tree" in log.read_text() and "core.splitIndex=true" in log.read_text()
+    assert git(repo, "show", f"{made.tree}:f/0.txt") == "edited\n"
+    await WorktreeManager(home).remove(ws, delete_branch=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from synthorg.domain import ConversationRecord, ExecutionResult
 from synthorg.engine import LandingRefused
 from synthorg.logging import get_logger
@@ -10,23 +12,44 @@ from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
 from synthorg.workspace.git import GitError
 from synthorg.workspace.models import GateSummary, Workspace
+from synthorg.workspace.snapshot import Snapshot
 
 _log = get_logger("synthorg.service")
 
 
-async def workspace_changed(workspace: Workspace) -> bool | None:
+@dataclass(slots=True)
+class LandingScan:
+    """One run's NO_OP check's scan of its worktree, handed to the landing that follows.
+
+    Both come after the run's sandbox is gone, so nothing of the run can write the worktree
+    in between: scanning it again (a ``git add -A`` and a ``write-tree``) finds the same.
+    """
+
+    snapshot: Snapshot | None = None
+    """The full scan by content, once the check has taken it."""
+
+
+async def workspace_changed(workspace: Workspace, scan: LandingScan | None = None) -> bool | None:
     """Whether the worktree's content differs from the conversation's base (the NO_OP rule);
-    None without git, where there is no base to compare with."""
+    None without git, where there is no base to compare with. ``scan`` keeps the scan."""
     if not workspace.is_git:
         return None
     try:
-        return bool(await views.changes(workspace))
+        snapshot, found = await views.scan_changes(workspace)
     except GateRefusedError:
         return True  # a tampered worktree: not NO_OP; landing refuses it, saying why
+    if scan is not None:
+        scan.snapshot = snapshot
+    return bool(found)
 
 
 async def land(
-    gate: CommitGate, record: ConversationRecord, workspace: Workspace, result: ExecutionResult
+    gate: CommitGate,
+    record: ConversationRecord,
+    workspace: Workspace,
+    result: ExecutionResult,
+    *,
+    scan: LandingScan | None = None,
 ) -> ExecutionResult:
     """Commit the run's changes through the gate; LandingRefused when it refuses them."""
     summary = GateSummary(
@@ -38,7 +61,9 @@ async def land(
         cost_usd=result.usage.cost_usd,
     )
     try:
-        outcome = await gate.land(workspace, summary)
+        outcome = await gate.land(
+            workspace, summary, scanned=scan.snapshot if scan is not None else None
+        )
     except GateRefusedError as exc:  # secrets, core dumps, oversize files, a tampered worktree
         raise LandingRefused(str(exc), code=exc.code) from exc
     except GitError as exc:  # the worktree's content broke host git (e.g. its .gitmodules)

@@ -47,7 +47,7 @@ from synthorg.service.active import ActiveRun, ActiveRuns
 from synthorg.service.bearers import GatewayMinter
 from synthorg.service.config import RunDefaults
 from synthorg.service.creation import ConversationCreator
-from synthorg.service.landing import land, workspace_changed
+from synthorg.service.landing import LandingScan, land, workspace_changed
 from synthorg.service.options import RunOptions
 from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
@@ -319,13 +319,15 @@ class LocalRunService:
                 active.closing = True  # a stop from now on would only lose the result
         finally:
             await asyncio.shield(self._minter.close(execution_id, "run ended"))
-        # After the sandbox is gone: nothing in it can change the worktree under the gate.
+        # After the sandbox is gone: nothing in it can change the worktree under the gate, so
+        # the NO_OP check's scan is the one the gate lands.
+        scan = LandingScan()
         return await asyncio.shield(
             self._runner.finish_run(
                 context,
                 result,
-                changed=partial(workspace_changed, workspace),
-                land=partial(land, self.gate, record, workspace),
+                changed=partial(workspace_changed, workspace, scan),
+                land=partial(land, self.gate, record, workspace, scan=scan),
             )
         )
 

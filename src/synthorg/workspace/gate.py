@@ -20,7 +20,7 @@ from synthorg.workspace.locks import in_process_lock
 from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import GateResult, GateSummary, Workspace
 from synthorg.workspace.objects import InProcessUnavailable, gitlink_paths, write_commit
-from synthorg.workspace.snapshot import SnapshotIndex, open_git
+from synthorg.workspace.snapshot import Snapshot, SnapshotIndex, head_sha, open_git
 from synthorg.workspace.views import tree_changes
 
 DEFAULT_SECRET_PATTERNS = (
@@ -116,13 +116,18 @@ class CommitGate:
             if _matches(p, self.secret_patterns) and not _matches(p, self.allowed_patterns)
         ]
 
-    async def land(self, ws: Workspace, summary: GateSummary) -> GateResult:
+    async def land(
+        self, ws: Workspace, summary: GateSummary, *, scanned: Snapshot | None = None
+    ) -> GateResult:
         """Commit everything the run left in the worktree (tracked and untracked, not ignored).
 
         Landing is decided by content: a full scan of the worktree against HEAD, never a
-        cached view. Raises a ``GateRefusedError`` (committing nothing) for a worktree whose
-        ``.git`` or repository changed, secret files, core dumps and files over the size
-        limit. A workspace that is not a SynthOrg worktree is never committed to.
+        cached view. ``scanned`` is such a scan taken after the run's sandbox was gone (the
+        NO_OP check's, just before): used as it is while HEAD has not moved since, for a
+        second scan could only find the same content. Raises a ``GateRefusedError``
+        (committing nothing) for a worktree whose ``.git`` or repository changed, secret
+        files, core dumps and files over the size limit. A workspace that is not a SynthOrg
+        worktree is never committed to.
         """
         if not ws.is_worktree or not ws.is_git:
             return GateResult(
@@ -139,8 +144,11 @@ class CommitGate:
                     f"worktree {ws.path} is not on branch {branch} (HEAD is "
                     f"{on or 'detached'}): check that branch out and land again"
                 )
-            async with SnapshotIndex(checkout).locked() as index:
-                snap = await index.snapshot(full=True)
+            if scanned is not None and scanned.head == await head_sha(checkout):
+                snap = scanned
+            else:
+                async with SnapshotIndex(checkout).locked() as index:
+                    snap = await index.snapshot(full=True)
             base = snap.head or _EMPTY_TREE
             changed = await tree_changes(checkout, base, snap.tree)
             nested = await _gitlinks(checkout, snap.tree)
@@ -162,8 +170,12 @@ class CommitGate:
             # Compare-and-swap: if HEAD moved under us, fail rather than drop a commit.
             reflog = f"synthorg gate: {summary.task_id}"
             await checkout.run_retrying(["update-ref", "-m", reflog, "HEAD", sha, snap.head or ""])
-            # The index now lags HEAD; make it match (stat data of unchanged files is kept).
-            await checkout.run_retrying(["reset", "--quiet", "--mixed", "HEAD"])
+            # The index now lags HEAD; make it match (stat data of unchanged files is kept):
+            # the scan's own index is that, when it still holds exactly the landed tree.
+            async with SnapshotIndex(checkout).locked() as index:
+                adopted = index.adopt_as_index(snap.tree)
+            if not adopted:
+                await checkout.run_retrying(["reset", "--quiet", "--mixed", "HEAD"])
             stat = ""
             if self.diffstat:
                 shown = await checkout.run(

@@ -84,6 +84,25 @@ def write_commit(
         repo.free()
 
 
+def write_index_tree(common_dir: Path, index: Path) -> str:
+    """The tree ``GIT_INDEX_FILE=<index> git write-tree`` would write, written in-process.
+
+    Reads only the index file (host-written, in the checkout's git dir) and writes tree
+    objects into the recorded shared git dir: no work tree is read. The caller checks first
+    that libgit2 can read the index (``index_file.libgit2_readable``); ``InProcessUnavailable``
+    when it still cannot (the caller runs ``git write-tree``).
+    """
+    import pygit2
+
+    repo = _open_bare(common_dir)
+    try:
+        return str(pygit2.Index(str(index)).write_tree(repo))
+    except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+    finally:
+        repo.free()
+
+
 def _create_commit(
     repo: pygit2.Repository,
     tree: str,

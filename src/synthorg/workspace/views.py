@@ -10,7 +10,7 @@ from datetime import datetime
 
 from synthorg.workspace.checkout import Checkout
 from synthorg.workspace.models import ChangeStatus, CommitInfo, FileChange, Workspace
-from synthorg.workspace.snapshot import head_sha, open_git, snapshot_tree
+from synthorg.workspace.snapshot import Snapshot, head_sha, open_git, snapshot_tree
 
 _STATUS: dict[str, ChangeStatus] = {
     "A": "added",
@@ -99,9 +99,14 @@ async def tree_changes(checkout: Checkout, base: str, tree: str) -> list[FileCha
 
 async def changes(ws: Workspace) -> list[FileChange]:
     """Every path that differs between the base ref and the worktree (untracked included)."""
+    return (await scan_changes(ws))[1]
+
+
+async def scan_changes(ws: Workspace) -> tuple[Snapshot, list[FileChange]]:
+    """The worktree scanned by content, and every path in which it differs from the base ref."""
     checkout = await open_git(ws)
     snap = await snapshot_tree(checkout)
-    return await tree_changes(checkout, _base(ws), snap.tree)
+    return snap, await tree_changes(checkout, _base(ws), snap.tree)
 
 
 async def diff(ws: Workspace, path: str | None = None) -> str:
