@@ -32,12 +32,13 @@ print("listening", flush=True)
 while True:
     conn, _ = listener.accept()
     data = conn.recv(65536)
-    print("request", data.split(b"\r\n")[0].decode(), flush=True)
-    body = b'{"pid": 1, "sandbox": "impostor"}'
-    conn.sendall(
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
-        b"connection: close\r\n\r\n%s" % (len(body), body)
-    )
+    if data:  # a client that hung up at once sent nothing
+        print("request", data.split(b"\r\n")[0].decode(), flush=True)
+        body = b'{"pid": 1, "sandbox": "impostor"}'
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s" % (len(body), body)
+        )
     conn.close()
 """
 
@@ -90,7 +91,7 @@ async def test_a_socket_swapped_after_the_probe_is_refused_on_every_connection(
         swapped.symlink_to(impostor)
         swapped.replace(link)  # atomically: the same path now leads to the other uid's socket
         async with LocalServe.client(found) as client:
-            with pytest.raises(BoundaryError, match="uid 999|pid"):
+            with pytest.raises(BoundaryError, match=r"not the serve pid"):
                 await LocalServe(client, found).hello()
     proc.kill()
     assert proc.stdout is not None
