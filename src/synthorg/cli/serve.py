@@ -108,7 +108,11 @@ async def _serve(
         )
         # `synthorg run` on this host hands its run here (the local operator's socket).
         local = create_local_app(
-            components.service, components.store, sandbox=components.sandbox.name, ready=started
+            components.service,
+            components.store,
+            sandbox=components.sandbox.name,
+            ready=started,
+            max_body_bytes=wanted.max_body_bytes,
         )
         async with serve_local(settings.home, local):
             await _uvicorn(app, wanted)

@@ -14,20 +14,29 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, Query, Response
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from synthorg.domain import ConversationRecord, ExecutionResult, Task
 from synthorg.domain.ids import Identifier
 from synthorg.engine.control import Decision
-from synthorg.errors import NotFoundError
+from synthorg.errors import NotFoundError, UsageError
 from synthorg.localsock import private_dir, serve_socket, trusted_uids
 from synthorg.logging import get_logger
 from synthorg.server.errors import install_error_handlers
+from synthorg.server.http_limits import HttpLimits
+from synthorg.server.wire import (
+    MESSAGE_MAX_CHARS,
+    REPOSITORY_MAX_CHARS,
+    REPOSITORY_PATTERN,
+    DecisionRequest,
+)
 from synthorg.service.options import RunOptions
 from synthorg.service.runs import LocalRunService
 from synthorg.serving import serve_asgi
@@ -36,6 +45,8 @@ from synthorg.store import Store
 log = get_logger("synthorg.server")
 
 _READY_TIMEOUT_S = 60.0
+_NAME_MAX_CHARS = 200  # who cancels or decides: as long as an API key's principal may be
+_SEQ_MAX = 2**63 - 1  # the store's seq is a signed 64-bit integer
 
 
 class Hello(BaseModel):
@@ -53,26 +64,43 @@ class NewRun(BaseModel):
     task: Task = Field(description="The task.")
     options: RunOptions = Field(description="The run options.")
 
+    @field_validator("task")
+    @classmethod
+    def _repository_as_the_api_takes_it(cls, task: Task) -> Task:
+        # REST's rule (wire.CreateConversation): a relative path would be resolved against
+        # the serve's working directory, not the client's; a NUL is no path at all.
+        repository = task.repository
+        if len(repository) > REPOSITORY_MAX_CHARS or not re.fullmatch(
+            REPOSITORY_PATTERN, repository
+        ):
+            raise ValueError("repository must be an absolute path (no NUL) or project:NAME")
+        return task
+
 
 class Start(BaseModel):
     """Start (or continue) a run."""
 
-    message: str | None = Field(default=None, description="A message for the agent first.")
+    message: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MESSAGE_MAX_CHARS,
+        description="A message for the agent first (as long as REST's messages may be).",
+    )
 
 
 class Cancel(BaseModel):
     """Cancel the active run."""
 
-    by: str = Field(min_length=1, description="Who cancels (recorded).")
+    by: str = Field(min_length=1, max_length=_NAME_MAX_CHARS, description="Who cancels.")
 
 
-class DecisionBody(BaseModel):
-    """A decision on pending actions, as the terminal makes it."""
+class DecisionBody(DecisionRequest):
+    """A decision on pending actions, as the terminal makes it: REST's decision (ids, at
+    least one, its reason's cap) and who decided, which REST takes from the key."""
 
-    accepted: frozenset[str] = Field(description="Approved action ids.")
-    rejected: frozenset[str] = Field(description="Rejected action ids.")
-    approver: str = Field(min_length=1, description="Who decided (recorded).")
-    reason: str = Field(default="", description="Why.")
+    approver: str = Field(
+        min_length=1, max_length=_NAME_MAX_CHARS, description="Who decided (recorded)."
+    )
 
 
 class Seq(BaseModel):
@@ -86,14 +114,21 @@ def _shown(record: ConversationRecord) -> ConversationRecord:
 
 
 def create_local_app(
-    service: LocalRunService, store: Store, *, sandbox: str, ready: asyncio.Event
+    service: LocalRunService,
+    store: Store,
+    *,
+    sandbox: str,
+    ready: asyncio.Event,
+    max_body_bytes: int,
 ) -> FastAPI:
     """The app behind the local socket. ``ready``: set once the server has started (restart
-    reconciliation done); requests wait for it."""
+    reconciliation done); requests wait for it. ``max_body_bytes``: the server's body cap,
+    as on TCP."""
     stopping = asyncio.Event()
     app = FastAPI(title="SynthOrg local operator socket", openapi_url=None, docs_url=None)
     app.state.stopping = stopping
     install_error_handlers(app)
+    app.add_middleware(HttpLimits, openapi=app.openapi, max_body_bytes=max_body_bytes)
 
     async def started() -> None:
         async with asyncio.timeout(_READY_TIMEOUT_S):
@@ -118,7 +153,9 @@ def create_local_app(
         return Seq(seq=await store.last_seq(conversation_id))
 
     @app.get("/v1/conversations/{conversation_id}/events")
-    async def events(conversation_id: Identifier, after: int = 0) -> StreamingResponse:
+    async def events(
+        conversation_id: Identifier, after: Annotated[int, Query(ge=0, le=_SEQ_MAX)] = 0
+    ) -> StreamingResponse:
         await store.get_conversation(conversation_id)  # 404 before the stream starts
 
         async def lines() -> AsyncIterator[bytes]:
@@ -147,9 +184,14 @@ def create_local_app(
 
     @app.post("/v1/conversations/{conversation_id}/decide", status_code=204)
     async def decide(conversation_id: Identifier, body: DecisionBody) -> Response:
+        accepted, rejected = frozenset(body.accepted), frozenset(body.rejected)
+        if accepted & rejected:  # as REST refuses it; the engine would hand it to the loop
+            raise UsageError(
+                f"action ids both accepted and rejected: {sorted(accepted & rejected)}"
+            )
         decision = Decision(
-            accepted=body.accepted,
-            rejected=body.rejected,
+            accepted=accepted,
+            rejected=rejected,
             approver=body.approver,
             reason=body.reason,
         )
