@@ -118,6 +118,9 @@ def test_a_decision_the_api_would_refuse_is_refused_and_the_run_goes_on(
     assert client.post(url, json=long).status_code == 422, "a reason over REST's 4000"
     odd = {"accepted": [*ids, "not an id"], "rejected": [], "approver": "cli-user"}
     assert client.post(url, json=odd).status_code == 422, "not an id"
+    # "A stale or mismatched decision is refused" (ARCHITECTURE.md): an id not pending here.
+    stale = {"accepted": [*ids, "call_0123456789abcdef"], "rejected": [], "approver": "cli-user"}
+    assert client.post(url, json=stale).status_code == 409, "an id not pending"
     # Still waiting for a decision: none of those reached it.
     record = client.get(f"/v1/conversations/{conversation}").json()
     assert record["status"] == "waiting_confirmation", record
