@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -46,7 +47,8 @@ log = get_logger("synthorg.server")
 
 _READY_TIMEOUT_S = 60.0
 _NAME_MAX_CHARS = 200  # who cancels or decides: as long as an API key's principal may be
-_SEQ_MAX = 2**63 - 1  # the store's seq is a signed 64-bit integer
+_SEQ_MAX = 2**63 - 1
+_SUN_PATH_MAX = 108  # sockaddr_un.sun_path on Linux, its terminating NUL included  # the store's seq is a signed 64-bit integer
 
 
 class Hello(BaseModel):
@@ -236,11 +238,14 @@ async def serve_local(
 
     One serve per data dir owns the socket, by an exclusive lock held for its lifetime
     (released by the kernel however it dies). A second serve goes on without it (None,
-    with a warning); so does one whose run dir is not this uid's. A socket file left by a
+    with a warning); so does one whose run dir is not this uid's, or whose socket path is
+    too long for a unix socket. A socket file left by a
     killed serve is replaced: holding the lock proves nobody listens on it.
     """
     path = socket_path or serve_socket(home)
     try:
+        if len(os.fsencode(path)) >= _SUN_PATH_MAX:  # bind() could never take it
+            raise OSError(errno.ENAMETOOLONG, f"{path} is too long for a unix socket path")
         run_dir = private_dir(path.parent)
         lock = os.open(run_dir / "serve.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         if path.is_symlink() or (path.exists() and not path.is_socket()):
