@@ -47,8 +47,8 @@ log = get_logger("synthorg.server")
 
 _READY_TIMEOUT_S = 60.0
 _NAME_MAX_CHARS = 200  # who cancels or decides: as long as an API key's principal may be
-_SEQ_MAX = 2**63 - 1
-_SUN_PATH_MAX = 108  # sockaddr_un.sun_path on Linux, its terminating NUL included  # the store's seq is a signed 64-bit integer
+_SEQ_MAX = 2**63 - 1  # the store's seq is a signed 64-bit integer
+_SUN_PATH_MAX = 108  # sockaddr_un.sun_path on Linux, its terminating NUL included
 
 
 class Hello(BaseModel):
