@@ -38,15 +38,26 @@ def _run(args: list[str], home: Path, **kwargs: object) -> subprocess.CompletedP
     )
 
 
+@pytest.mark.parametrize("engine", ["embedded", "serve"])
 def test_escape_sequences_from_the_tool_the_model_and_the_task_never_reach_the_terminal(
-    tmp_path: Path,
+    tmp_path: Path, engine: str
 ) -> None:
+    """Also when the run is handed to a serve: its events, record and errors reach this
+    terminal over the local socket, and are shown as the in-process run's are."""
     repo = create_demo_repo(tmp_path / "calc")
     config = scripted_config(tmp_path / "c.toml", "tests.cli.scripts:hostile_output")
+    with config.open("a") as more:
+        more.write(f"[server]\nrepository_roots = [{json.dumps(str(tmp_path))}]\n")
     task = "tidy up \x1b]0;task-title\x07 \x1b[2K\rand \u202eevil"
-    done = _run(["run", task, "--repo", str(repo), "-c", str(config)], tmp_path / "home")
+    home = tmp_path / "home"
+    argv = ["run", task, "--repo", str(repo), "-c", str(config), "--engine", engine]
+    with contextlib.ExitStack() as stack:
+        serve = stack.enter_context(serving(home, config)) if engine == "serve" else None
+        done = _run(argv, home)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
+    if serve is not None:
+        assert f"via serve pid {serve.proc.pid}" in out, out
     raw = sorted({f"{ord(c):#04x}" for c in out if c in RAW_CONTROL})
     assert not raw, f"raw control characters on the terminal: {raw}\n{out!r}"
     assert "\u202e" not in out

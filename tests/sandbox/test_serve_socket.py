@@ -10,6 +10,7 @@ import pytest
 
 from synthorg.localsock import probe
 from synthorg.sandbox import BwrapSandbox
+from synthorg.sandbox.identity import resolve_identity
 from synthorg.server.local import serve_local
 from tests.server.test_local import hello_app
 
@@ -45,3 +46,20 @@ async def test_a_sandboxed_command_cannot_connect_to_the_serve_socket(
     assert seen["connect"] in ("FileNotFoundError", "PermissionError"), seen
     assert "answer" not in seen and seen["dir_visible"] is False, seen
     assert seen["uid"] != os.getuid(), seen  # and it would be refused as another uid
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="the host-root sandbox mode needs root")
+async def test_a_sandbox_running_as_the_serves_own_uid_still_cannot_reach_the_socket(
+    workspace: Path,
+) -> None:
+    """The configuration where the sandbox does not drop to another uid (explicit host-root
+    opt-in): the peer check would let it in (its uid is the serve's), so the promise "the path
+    does not exist there" (docs/server.md) is the whole boundary."""
+    as_root = BwrapSandbox(identity=resolve_identity("", allow_root=True))
+    home = workspace.parents[1]
+    async with serve_local(home, hello_app()) as path:
+        assert path is not None
+        seen = await attack(as_root, workspace, CONNECT.format(path=str(path)))
+    assert seen["uid"] == os.getuid(), seen  # the peer check alone would not refuse it
+    assert seen["connect"] in ("FileNotFoundError", "PermissionError"), seen
+    assert "answer" not in seen and seen["dir_visible"] is False, seen

@@ -82,3 +82,13 @@ async def test_a_run_dir_of_another_uid_is_refused(tmp_path: Path) -> None:
     async with serve_local(tmp_path, hello_app()) as served:
         assert served is None
     assert not serve_socket(tmp_path).exists()
+
+
+async def test_a_data_dir_too_deep_for_a_unix_socket_serves_on_without_it(tmp_path: Path) -> None:
+    """Like a run dir it may not use: the serve goes on (TCP) without its local socket, and
+    `synthorg run` runs in its own process, rather than the whole serve failing to start."""
+    home = tmp_path / ("d" * 120)
+    home.mkdir()
+    async with serve_local(home, hello_app()) as served:
+        assert served is None
+    assert not serve_socket(home).exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import httpcore
 import httpx
 
 from synthorg.errors import (
@@ -22,7 +23,7 @@ from synthorg.errors import (
     UnavailableError,
     UsageError,
 )
-from synthorg.localsock import Found
+from synthorg.localsock import Found, peer_credentials, trusted_uids
 
 if TYPE_CHECKING:
     from synthorg.domain import ConversationRecord, ExecutionResult, StoredEvent, Task
@@ -48,12 +49,16 @@ class LocalServe:
 
     @classmethod
     def client(cls, found: Found) -> httpx.AsyncClient:
-        """An HTTP client on the socket (close it after)."""
-        return httpx.AsyncClient(
-            transport=httpx.AsyncHTTPTransport(uds=str(found.path)),
-            base_url="http://serve",
-            timeout=_TIMEOUT,
+        """An HTTP client on the socket (close it after). Every connection it opens is
+        checked with SO_PEERCRED to reach the serve ``found`` names: the path is resolved
+        again at each connect, and whoever can swap a directory on it in between (a
+        symlinked data dir) must not get the run."""
+        transport = httpx.AsyncHTTPTransport(uds=str(found.path))
+        # httpx offers no network backend option; its pool is rebuilt with one that checks.
+        transport._pool = httpcore.AsyncConnectionPool(
+            uds=str(found.path), network_backend=_PeerChecked(found)
         )
+        return httpx.AsyncClient(transport=transport, base_url="http://serve", timeout=_TIMEOUT)
 
     async def hello(self) -> dict[str, Any]:
         """The serve's pid and sandbox backend (waits for a starting serve, bounded)."""
@@ -159,6 +164,38 @@ class LocalServe:
             f"lost serve pid {self.found.peer.pid} ({type(exc).__name__}: {exc}); the "
             "conversation is resumable with --resume once a serve or this terminal takes it over"
         )
+
+
+class _PeerChecked(httpcore.AsyncNetworkBackend):
+    """httpcore's backend, refusing a unix-socket peer that is not the probed serve."""
+
+    def __init__(self, found: Found) -> None:
+        self._found = found
+        self._backend = httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("the local serve is reached on its unix socket only")
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's signature)
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self._backend.connect_unix_socket(path, timeout, socket_options)
+        sock = stream.get_extra_info("socket")
+        pid, uid, _ = peer_credentials(sock) if sock is not None else (-1, -1, -1)
+        want = self._found.peer.pid
+        if uid not in trusted_uids() or pid != want:
+            await stream.aclose()
+            raise httpcore.ConnectError(
+                f"{path} now leads to pid {pid} of uid {uid}, not the serve pid {want} "
+                "that answered there: refused"
+            )
+        return stream
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
 
 
 _ERRORS: dict[str, type[SynthOrgError]] = {

@@ -107,6 +107,7 @@ async def _serve(
             sandbox=components.sandbox.name,
             ready=started,
             followers=followers,
+            max_body_bytes=wanted.max_body_bytes,
         )
         app = create_app(
             wanted,

@@ -13,22 +13,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import os
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, Query, Response
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from synthorg.domain import ConversationRecord, ExecutionResult, Task
 from synthorg.domain.ids import Identifier
 from synthorg.engine.control import Decision
-from synthorg.errors import NotFoundError
+from synthorg.errors import NotFoundError, UsageError
 from synthorg.localsock import private_dir, serve_socket, trusted_uids
 from synthorg.logging import get_logger
 from synthorg.server.errors import install_error_handlers
+from synthorg.server.http_limits import HttpLimits
+from synthorg.server.wire import (
+    MESSAGE_MAX_CHARS,
+    REPOSITORY_MAX_CHARS,
+    REPOSITORY_PATTERN,
+    DecisionRequest,
+)
 from synthorg.service.options import RunOptions
 from synthorg.service.runs import LocalRunService
 from synthorg.serving import serve_asgi
@@ -39,6 +49,9 @@ log = get_logger("synthorg.server")
 _READY_TIMEOUT_S = 60.0
 _FOLLOWERS_S = 10.0
 """How long a stopping serve lets the terminals following its runs read how they ended."""
+_NAME_MAX_CHARS = 200  # who cancels or decides: as long as an API key's principal may be
+_SEQ_MAX = 2**63 - 1  # the store's seq is a signed 64-bit integer
+_SUN_PATH_MAX = 108  # sockaddr_un.sun_path on Linux, its terminating NUL included
 
 
 class Hello(BaseModel):
@@ -56,26 +69,43 @@ class NewRun(BaseModel):
     task: Task = Field(description="The task.")
     options: RunOptions = Field(description="The run options.")
 
+    @field_validator("task")
+    @classmethod
+    def _repository_as_the_api_takes_it(cls, task: Task) -> Task:
+        # REST's rule (wire.CreateConversation): a relative path would be resolved against
+        # the serve's working directory, not the client's; a NUL is no path at all.
+        repository = task.repository
+        if len(repository) > REPOSITORY_MAX_CHARS or not re.fullmatch(
+            REPOSITORY_PATTERN, repository
+        ):
+            raise ValueError("repository must be an absolute path (no NUL) or project:NAME")
+        return task
+
 
 class Start(BaseModel):
     """Start (or continue) a run."""
 
-    message: str | None = Field(default=None, description="A message for the agent first.")
+    message: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MESSAGE_MAX_CHARS,
+        description="A message for the agent first (as long as REST's messages may be).",
+    )
 
 
 class Cancel(BaseModel):
     """Cancel the active run."""
 
-    by: str = Field(min_length=1, description="Who cancels (recorded).")
+    by: str = Field(min_length=1, max_length=_NAME_MAX_CHARS, description="Who cancels.")
 
 
-class DecisionBody(BaseModel):
-    """A decision on pending actions, as the terminal makes it."""
+class DecisionBody(DecisionRequest):
+    """A decision on pending actions, as the terminal makes it: REST's decision (ids, at
+    least one, its reason's cap) and who decided, which REST takes from the key."""
 
-    accepted: frozenset[str] = Field(description="Approved action ids.")
-    rejected: frozenset[str] = Field(description="Rejected action ids.")
-    approver: str = Field(min_length=1, description="Who decided (recorded).")
-    reason: str = Field(default="", description="Why.")
+    approver: str = Field(
+        min_length=1, max_length=_NAME_MAX_CHARS, description="Who decided (recorded)."
+    )
 
 
 class Seq(BaseModel):
@@ -132,14 +162,17 @@ def create_local_app(
     sandbox: str,
     ready: asyncio.Event,
     followers: Followers,
+    max_body_bytes: int,
 ) -> FastAPI:
     """The app behind the local socket. ``ready``: set once the server has started (restart
-    reconciliation done); requests wait for it. ``followers``: who follows a run here."""
+    reconciliation done); requests wait for it. ``followers``: who follows a run here.
+    ``max_body_bytes``: the server's body cap, as on TCP."""
     # The caller is this host's terminal (the kernel vouched for its uid): it may name any
     # repository it could run in its own process, never the server's protected paths.
     terminal = service.repositories.for_terminal()
     app = FastAPI(title="SynthOrg local operator socket", openapi_url=None, docs_url=None)
     install_error_handlers(app)
+    app.add_middleware(HttpLimits, openapi=app.openapi, max_body_bytes=max_body_bytes)
 
     async def started() -> None:
         async with asyncio.timeout(_READY_TIMEOUT_S):
@@ -164,7 +197,9 @@ def create_local_app(
         return Seq(seq=await store.last_seq(conversation_id))
 
     @app.get("/v1/conversations/{conversation_id}/events")
-    async def events(conversation_id: Identifier, after: int = 0) -> StreamingResponse:
+    async def events(
+        conversation_id: Identifier, after: Annotated[int, Query(ge=0, le=_SEQ_MAX)] = 0
+    ) -> StreamingResponse:
         await store.get_conversation(conversation_id)  # 404 before the stream starts
 
         async def lines() -> AsyncIterator[bytes]:
@@ -199,9 +234,14 @@ def create_local_app(
 
     @app.post("/v1/conversations/{conversation_id}/decide", status_code=204)
     async def decide(conversation_id: Identifier, body: DecisionBody) -> Response:
+        accepted, rejected = frozenset(body.accepted), frozenset(body.rejected)
+        if accepted & rejected:  # as REST refuses it; the engine would hand it to the loop
+            raise UsageError(
+                f"action ids both accepted and rejected: {sorted(accepted & rejected)}"
+            )
         decision = Decision(
-            accepted=body.accepted,
-            rejected=body.rejected,
+            accepted=accepted,
+            rejected=rejected,
             approver=body.approver,
             reason=body.reason,
         )
@@ -219,11 +259,14 @@ async def serve_local(
 
     One serve per data dir owns the socket, by an exclusive lock held for its lifetime
     (released by the kernel however it dies). A second serve goes on without it (None,
-    with a warning); so does one whose run dir is not this uid's. A socket file left by a
+    with a warning); so does one whose run dir is not this uid's, or whose socket path is
+    too long for a unix socket. A socket file left by a
     killed serve is replaced: holding the lock proves nobody listens on it.
     """
     path = socket_path or serve_socket(home)
     try:
+        if len(os.fsencode(path)) >= _SUN_PATH_MAX:  # bind() could never take it
+            raise OSError(errno.ENAMETOOLONG, f"{path} is too long for a unix socket path")
         run_dir = private_dir(path.parent)
         lock = os.open(run_dir / "serve.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         if path.is_symlink() or (path.exists() and not path.is_socket()):

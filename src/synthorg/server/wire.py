@@ -40,6 +40,11 @@ def project_from_repository(repository: str) -> str:
     return name or "default"
 
 
+REPOSITORY_PATTERN = r"^(/[^\x00]*|project:[A-Za-z0-9][A-Za-z0-9_-]{0,63})$"
+"""A repository as a client names it: an absolute path (no NUL) or project:NAME."""
+REPOSITORY_MAX_CHARS = 4096
+
+
 class CreateConversation(RunOptions):
     """A new conversation: the task, where it runs, and the run options (flat, as RunOptions)."""
 
@@ -47,8 +52,8 @@ class CreateConversation(RunOptions):
 
     repository: str = Field(
         min_length=2,
-        max_length=4096,
-        pattern=r"^(/[^\x00]*|project:[A-Za-z0-9][A-Za-z0-9_-]{0,63})$",
+        max_length=REPOSITORY_MAX_CHARS,
+        pattern=REPOSITORY_PATTERN,
         description="Absolute path of the git repository on the server (under the allowed "
         "roots; the server's data dir is never one), or project:NAME for a project with a "
         "remote ([projects.NAME]: it travels between workers).",
