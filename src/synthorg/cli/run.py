@@ -389,10 +389,12 @@ def _print_header(record: ConversationRecord, engine: _Engine) -> None:
 def _diffstat(repo: str, sha: str) -> str:
     # Asked of the user's repository (the commit is in its object store), never of the
     # worktree, whose .git the agent could have rewritten; through the hardened git runner.
-    from synthorg.workspace.git import run_git_sync
+    from synthorg.workspace.git import is_object_id, run_git_sync
 
     if repo.startswith("project:"):
         return ""  # on the project's remote (and this process's mirror), not a local path
+    if not is_object_id(sha):  # from a serve's answer too: never an option or a rev range
+        return ""
     args = ["show", "--stat", "--no-textconv", "--no-ext-diff", "--format=", sha]
     return visible(run_git_sync(args, Path(repo).expanduser(), check=False).text.rstrip())
 

@@ -17,6 +17,15 @@ from pathlib import Path
 from synthorg.errors import BoundaryError
 from synthorg.workspace.spawn import run_collect
 
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+
+
+def is_object_id(text: str) -> bool:
+    """Whether ``text`` is a full SHA-1 or SHA-256 object id, nothing else (no newline, no
+    leading ``-``): what a value read from a file or a peer must be before git is given it."""
+    return _OBJECT_ID.fullmatch(text) is not None
+
+
 # Inherited variables that would redirect git, add configuration or name programs to run.
 _SCRUBBED_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
 _SCRUBBED = frozenset(

@@ -13,17 +13,15 @@ from an agent-written ``.gitattributes``, and hooks are off as in every host git
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from synthorg.workspace.checkpoints import CheckpointStore
-from synthorg.workspace.git import GitOutput, run_git
+from synthorg.workspace.git import GitOutput, is_object_id, run_git
 from synthorg.workspace.models import Workspace
 from synthorg.workspace.snapshot import SnapshotIndex, open_git, require_git
 
-_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "SynthOrg delegation",
     "GIT_AUTHOR_EMAIL": "delegation@synthorg.invalid",
@@ -73,7 +71,7 @@ async def merge_children(
     """Merge ``children`` in order into ``ws``'s worktree; on a conflict change nothing."""
     _, common = require_git(ws)
     for child in children:
-        if not _SHA.match(child.sha):
+        if not is_object_id(child.sha):
             raise ValueError(f"not a commit sha: {child.sha!r}")
     if not children:
         return MergeOutcome(merged=())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,13 +17,12 @@ from pathlib import Path
 
 from synthorg.workspace.checkout import Checkout, open_checkout
 from synthorg.workspace.errors import NotAGitWorkspaceError
+from synthorg.workspace.git import is_object_id
 from synthorg.workspace.index_file import libgit2_readable
 from synthorg.workspace.journal import JOURNALS, Journal
 from synthorg.workspace.locks import exclusive
 from synthorg.workspace.models import Workspace
 from synthorg.workspace.objects import InProcessUnavailable, write_index_tree
-
-_SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 # Settings that make our index cheap on big trees and independent of the user's config:
 # preloading lstat()s in threads; no fsmonitor hook may run (slow, or absent here). A big
@@ -80,7 +78,7 @@ def read_head(git_dir: Path, common_dir: Path) -> str | None:
     Raises ``LookupError`` when the layout is one we do not parse (the caller asks git).
     """
     head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
-    if _SHA_RE.match(head):
+    if is_object_id(head):
         return head
     if not head.startswith("ref: "):
         raise LookupError(head)
@@ -90,14 +88,14 @@ def read_head(git_dir: Path, common_dir: Path) -> str | None:
         loose = base / ref
         if loose.is_file():
             value = loose.read_text(encoding="utf-8").strip()
-            if _SHA_RE.match(value):
+            if is_object_id(value):
                 return value
             raise LookupError(value)
     packed = common_dir / "packed-refs"
     if packed.is_file():
         for line in packed.read_text(encoding="utf-8").splitlines():
             parts = line.split(" ", 1)
-            if len(parts) == 2 and parts[1] == ref and _SHA_RE.match(parts[0]):
+            if len(parts) == 2 and parts[1] == ref and is_object_id(parts[0]):
                 return parts[0]
     return None
 
