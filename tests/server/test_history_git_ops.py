@@ -59,6 +59,18 @@ async def test_history_by_seq_time_and_kind(
     assert (await operator.get("/api/conversations/conv-x/events")).status_code == 404
 
 
+async def test_a_cursor_past_the_stores_integers_is_refused_not_a_500(
+    operator: httpx.AsyncClient, repo: Path
+) -> None:
+    cid = (await create(operator, repo))["id"]
+    url = f"/api/conversations/{cid}/events"
+    for cursor in ("after", "before"):
+        too_far = await operator.get(url, params={cursor: 2**70})
+        assert too_far.status_code == 422, (cursor, too_far.status_code, too_far.text[:300])
+    largest = await operator.get(url, params={"after": 2**63 - 1})
+    assert largest.status_code == 200 and largest.json()["items"] == []
+
+
 async def test_git_views_of_the_worktree(operator: httpx.AsyncClient, repo: Path) -> None:
     body = await create(operator, repo, start=True)
     cid = body["id"]

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from synthorg.cli.common import ConfigOption, console, run_async, settings_from
 from synthorg.cli.render import cells, conversation_summary, event_line
-from synthorg.domain import ConversationStatus
+from synthorg.domain import SEQ_MAX, ConversationStatus
 
 app = typer.Typer(help="Inspect conversations and their event logs.", no_args_is_help=True)
 
@@ -104,7 +104,9 @@ def tree(conversation_id: str, config: Path | None = ConfigOption) -> None:
 @app.command()
 def events(
     conversation_id: str,
-    after: int = typer.Option(0, min=0, help="Only events after this sequence number."),
+    after: int = typer.Option(
+        0, min=0, max=SEQ_MAX, help="Only events after this sequence number."
+    ),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events."),
     config: Path | None = ConfigOption,
 ) -> None:

@@ -4,6 +4,7 @@ from synthorg.domain.conversation import ConversationRecord, WorkspaceInfo
 from synthorg.domain.events import (
     EVENT_ADAPTER,
     EVENT_KINDS,
+    SEQ_MAX,
     ActionEvent,
     CancelEvent,
     CheckpointEvent,
@@ -33,6 +34,7 @@ from synthorg.domain.usage import TokenUsage
 __all__ = [
     "EVENT_ADAPTER",
     "EVENT_KINDS",
+    "SEQ_MAX",
     "ActionEvent",
     "AgentIdentity",
     "CancelEvent",

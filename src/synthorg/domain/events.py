@@ -241,13 +241,20 @@ EventKind = Literal[
 EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
 
 
+SEQ_MAX = 2**63 - 1
+"""The largest event seq: both stores keep it as a signed 64-bit integer, so a cursor past it
+is refused at the boundary (SQLite would raise OverflowError, PostgreSQL out of range)."""
+
+
 class StoredEvent(BaseModel):
     """An event as the log holds it: durable, numbered, timestamped."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     conversation_id: ConversationId = Field(description="The conversation it belongs to.")
-    seq: int = Field(ge=1, description="Monotonic per-conversation sequence number, from 1.")
+    seq: int = Field(
+        ge=1, le=SEQ_MAX, description="Monotonic per-conversation sequence number, from 1."
+    )
     timestamp: datetime = Field(description="When it was appended (UTC).")
     event: ConversationEvent = Field(description="The event itself.")
 

@@ -25,7 +25,7 @@ from fastapi import FastAPI, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from synthorg.domain import ConversationRecord, ExecutionResult, Task
+from synthorg.domain import SEQ_MAX, ConversationRecord, ExecutionResult, Task
 from synthorg.domain.ids import Identifier
 from synthorg.engine.control import Decision
 from synthorg.errors import NotFoundError, UsageError
@@ -50,7 +50,6 @@ _READY_TIMEOUT_S = 60.0
 _FOLLOWERS_S = 10.0
 """How long a stopping serve lets the terminals following its runs read how they ended."""
 _NAME_MAX_CHARS = 200  # who cancels or decides: as long as an API key's principal may be
-_SEQ_MAX = 2**63 - 1  # the store's seq is a signed 64-bit integer
 _SUN_PATH_MAX = 108  # sockaddr_un.sun_path on Linux, its terminating NUL included
 
 
@@ -198,7 +197,7 @@ def create_local_app(
 
     @app.get("/v1/conversations/{conversation_id}/events")
     async def events(
-        conversation_id: Identifier, after: Annotated[int, Query(ge=0, le=_SEQ_MAX)] = 0
+        conversation_id: Identifier, after: Annotated[int, Query(ge=0, le=SEQ_MAX)] = 0
     ) -> StreamingResponse:
         await store.get_conversation(conversation_id)  # 404 before the stream starts
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from synthorg.domain import SEQ_MAX
 from synthorg.domain.events import EventKind
 from synthorg.domain.ids import Identifier
 from synthorg.server.errors import responses
@@ -21,9 +22,10 @@ async def list_events(
     conversation_id: Identifier,
     state: State,
     principal: Viewer,
-    after: Annotated[int | None, Query(ge=0, description="Only seq > after.")] = None,
+    after: Annotated[int | None, Query(ge=0, le=SEQ_MAX, description="Only seq > after.")] = None,
     before: Annotated[
-        int | None, Query(ge=1, description="Only seq < before (alone: the page just before).")
+        int | None,
+        Query(ge=1, le=SEQ_MAX, description="Only seq < before (alone: the page just before)."),
     ] = None,
     since: Annotated[
         datetime | None, Query(description="Only events at or after this time.")

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, WebSocket
 
+from synthorg.domain import SEQ_MAX
 from synthorg.errors import ConflictError, NotFoundError
 from synthorg.server.list_stream import LIST_STREAM, ListStream
 from synthorg.server.state import ServerState
@@ -49,7 +50,7 @@ async def conversations_ws(websocket: WebSocket) -> None:
 async def events_ws(
     websocket: WebSocket,
     conversation_id: str,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=SEQ_MAX)] = 0,
 ) -> None:
     """Send ``{"type":"auth","token":...}`` first; then events with seq > after arrive live."""
     state: ServerState = websocket.app.state.server
