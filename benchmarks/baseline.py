@@ -11,9 +11,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def extract_src(rev: str, into: Path) -> Path:
-    """``src/`` of ``rev`` (from this repository's git) extracted under ``into``."""
+    """``src/`` of ``rev`` (from this repository's git) extracted under ``into``, with the
+    OpenHands runtime files beside it when ``rev`` has them (a source checkout's serve looks
+    for them there at start-up)."""
+    paths = ["src"]
+    runtimes = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", rev, "runtimes/openhands"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    if runtimes.strip():
+        paths.append("runtimes/openhands")
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, *paths],
         capture_output=True,
         check=True,
     ).stdout
