@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,15 +23,10 @@ from pathlib import Path
 import pytest
 
 from tests.packaging.conftest import REPO
+from tests.packaging.image_build import BUILD, TOOLS, buildah
 from tests.packaging.test_wheel import wait_ready
 from tests.support import free_port
 
-TAG = "localhost/synthorg:test"
-# The debootstrapped base rootfs (a cold one is the Debian download) is shared by every run on
-# this machine; build_image.sh locks it. What each build makes (buildah's storage with the
-# base image, the image and its containers) is in a work dir of its own, removed afterwards:
-# two runs side by side share no tag, container or prune.
-CACHE = Path(os.environ.get("SYNTHORG_IMAGE_CACHE", "/var/tmp/synthorg-image-cache"))
 # runc with /proc unmasked: what `docker run --security-opt systempaths=unconfined` does.
 UNMASKED_RUNC = REPO / "scripts" / "runc_unmasked.py"
 # How the image is run: OCI isolation, host network (the test reaches serve on 127.0.0.1).
@@ -50,13 +44,6 @@ pytestmark = [
 ]
 
 
-def buildah(work: Path, *args: str) -> list[str]:
-    return [
-        "buildah", "--storage-driver", "vfs",
-        "--root", str(work / "storage"), "--runroot", str(work / "run"), *args,
-    ]  # fmt: skip
-
-
 @dataclass(frozen=True)
 class Container:
     """A working container and the work dir whose storage holds it."""
@@ -69,41 +56,22 @@ class Container:
         return buildah(self.work, "run", *how, self.name, "--", *argv)
 
 
-def _mounts_under(root: Path) -> list[str]:
-    prefix = f"{root}/"
-    with open("/proc/self/mounts") as mounts:
-        return [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
-
-
 @pytest.fixture(scope="module")
 def work() -> Iterator[Path]:
-    """This run's work dir (on disk: vfs storage holds every layer whole), then removed."""
-    path = Path(tempfile.mkdtemp(prefix="synthorg-image-", dir="/var/tmp"))
+    """The build's work dir (tests/packaging/conftest.py started it), removed afterwards."""
+    assert os.geteuid() == 0, "buildah with vfs storage needs root here"
+    for tool in TOOLS:
+        assert shutil.which(tool), f"{tool} missing: scripts/bootstrap.sh --tests installs it"
     try:
-        yield path
+        yield BUILD.start()
     finally:
-        subprocess.run(buildah(path, "rm", "--all"), capture_output=True, check=False)
-        for mount in reversed(_mounts_under(path)):
-            subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
-        left = _mounts_under(path)
-        assert not left, f"still mounted, {path} kept: {left}"  # never delete through a mount
-        shutil.rmtree(path)
+        BUILD.remove()
 
 
 @pytest.fixture(scope="module")
 def image(work: Path) -> str:
     """The image, freshly built from this checkout (the debootstrapped base is cached)."""
-    assert os.geteuid() == 0, "buildah with vfs storage needs root here"
-    for tool in ("buildah", "debootstrap", "strip", "runc"):
-        assert shutil.which(tool), f"{tool} missing: scripts/bootstrap.sh --tests installs it"
-    env = {**os.environ, "SYNTHORG_IMAGE_WORK": str(work), "SYNTHORG_IMAGE_CACHE": str(CACHE)}
-    started = time.monotonic()
-    subprocess.run(
-        ["bash", str(REPO / "scripts" / "build_image.sh"), TAG],
-        cwd=REPO, env=env, check=True, timeout=3000,
-    )  # fmt: skip
-    print(f"image build: {time.monotonic() - started:.0f} s")
-    return TAG
+    return BUILD.wait()
 
 
 def _working_container(work: Path, image: str, *options: str) -> Iterator[Container]:
