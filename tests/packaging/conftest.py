@@ -1,4 +1,4 @@
-"""Build the wheel and sdist once per session and install the wheel into a venv outside the repo."""
+"""The wheel built and installed outside the repo once a session; the image build started early."""
 
 from __future__ import annotations
 
@@ -11,7 +11,25 @@ from pathlib import Path
 import pytest
 from uv import find_uv_bin
 
+from tests.packaging import image_build
+
 REPO = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The image build starts now, beside the tests before test_image.py, if they are run."""
+    items = session.items
+    if session.config.option.collectonly or not image_build.wanted():
+        return
+    if any(item.get_closest_marker("image") for item in items):
+        image_build.BUILD.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A session that ends before test_image.py's teardown (-x, ^C) removes the build too;
+    the session ends once its work dir is deleted."""
+    image_build.BUILD.remove()
+    image_build.BUILD.wait_removed()
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,16 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.packaging.conftest import REPO
+from tests.packaging.image_build import BUILD, TOOLS, buildah
 from tests.packaging.test_wheel import wait_ready
 from tests.support import free_port
 
-TAG = "localhost/synthorg:test"
-WORK = Path(os.environ.get("SYNTHORG_IMAGE_WORK", "/var/tmp/synthorg-image"))
 # runc with /proc unmasked: what `docker run --security-opt systempaths=unconfined` does.
 UNMASKED_RUNC = REPO / "scripts" / "runc_unmasked.py"
 # How the image is run: OCI isolation, host network (the test reaches serve on 127.0.0.1).
@@ -44,67 +44,74 @@ pytestmark = [
 ]
 
 
-def buildah(*args: str) -> list[str]:
-    return [
-        "buildah", "--storage-driver", "vfs",
-        "--root", str(WORK / "storage"), "--runroot", str(WORK / "run"), *args,
-    ]  # fmt: skip
+@dataclass(frozen=True)
+class Container:
+    """A working container and the work dir whose storage holds it."""
+
+    name: str
+    work: Path
+
+    def command(self, *argv: str, how: tuple[str, ...] = DECLARED) -> list[str]:
+        """``buildah run`` of ``argv`` in it."""
+        return buildah(self.work, "run", *how, self.name, "--", *argv)
 
 
 @pytest.fixture(scope="module")
-def image() -> str:
-    """The image, freshly built from this checkout (the debootstrapped base is cached)."""
+def work() -> Iterator[Path]:
+    """The build's work dir (tests/packaging/conftest.py started it), removed afterwards."""
     assert os.geteuid() == 0, "buildah with vfs storage needs root here"
-    for tool in ("buildah", "debootstrap", "strip", "runc"):
+    for tool in TOOLS:
         assert shutil.which(tool), f"{tool} missing: scripts/bootstrap.sh --tests installs it"
-    env = {**os.environ, "SYNTHORG_IMAGE_WORK": str(WORK)}
-    started = time.monotonic()
-    subprocess.run(
-        ["bash", str(REPO / "scripts" / "build_image.sh"), TAG],
-        cwd=REPO, env=env, check=True, timeout=3000,
-    )  # fmt: skip
-    print(f"image build: {time.monotonic() - started:.0f} s")
-    return TAG
+    try:
+        yield BUILD.start()
+    finally:
+        BUILD.remove()
 
 
-def _working_container(image: str, *options: str) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def image(work: Path) -> str:
+    """The image, freshly built from this checkout (the debootstrapped base is cached)."""
+    return BUILD.wait()
+
+
+def _working_container(work: Path, image: str, *options: str) -> Iterator[Container]:
     name = subprocess.run(
-        buildah("from", "--pull-never", *options, image),
+        buildah(work, "from", "--pull-never", *options, image),
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     try:
-        yield name
+        yield Container(name, work)
     finally:
-        subprocess.run(buildah("rm", name), capture_output=True, check=False)
+        subprocess.run(buildah(work, "rm", name), capture_output=True, check=False)
 
 
 @pytest.fixture(scope="module")
-def container(image: str) -> Iterator[str]:
+def container(work: Path, image: str) -> Iterator[Container]:
     """A working container of the image with the run options it declares (no added caps)."""
-    yield from _working_container(image, "--security-opt", "seccomp=unconfined")
+    yield from _working_container(work, image, "--security-opt", "seccomp=unconfined")
 
 
 @pytest.fixture(scope="module")
-def confined(image: str) -> Iterator[str]:
+def confined(work: Path, image: str) -> Iterator[Container]:
     """The same image with buildah's default seccomp profile (and, under runc, masks)."""
-    yield from _working_container(image)
+    yield from _working_container(work, image)
 
 
 def run_in(
-    container: str, *argv: str, how: tuple[str, ...] = DECLARED, timeout: float = 300
+    container: Container, *argv: str, how: tuple[str, ...] = DECLARED, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     """``argv`` inside the container as the image's user, with the image's environment."""
-    command = buildah("run", *how, container, "--", *argv)
+    command = container.command(*argv, how=how)
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def test_image_runs_as_non_root_with_its_data_dir(container: str) -> None:
+def test_image_runs_as_non_root_with_its_data_dir(container: Container) -> None:
     who = run_in(container, "sh", "-c", 'id -un; echo "$SYNTHORG_HOME"; command -v synthorg')
     assert who.returncode == 0, who.stderr
     assert who.stdout.split() == ["synthorg", "/var/lib/synthorg", "/opt/synthorg/bin/synthorg"]
 
 
-def test_doctor_in_the_image_finds_a_working_sandbox(container: str) -> None:
+def test_doctor_in_the_image_finds_a_working_sandbox(container: Container) -> None:
     result = run_in(container, "env", "COLUMNS=200", "synthorg", "doctor")
     print(result.stdout, result.stderr)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -114,12 +121,9 @@ def test_doctor_in_the_image_finds_a_working_sandbox(container: str) -> None:
     assert "WITH_OPENHANDS=1" in result.stdout, result.stdout
 
 
-def test_serve_in_the_image_answers_ready(container: str) -> None:
+def test_serve_in_the_image_answers_ready(container: Container) -> None:
     port = free_port()
-    command = buildah(
-        "run", *DECLARED, container, "--",
-        "synthorg", "serve", "--host", "127.0.0.1", "--port", str(port),
-    )  # fmt: skip
+    command = container.command("synthorg", "serve", "--host", "127.0.0.1", "--port", str(port))
     started = time.monotonic()
     with subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
@@ -136,7 +140,7 @@ def test_serve_in_the_image_answers_ready(container: str) -> None:
                 p.communicate()
 
 
-def test_one_demo_run_in_the_image_lands_its_fix_in_the_bwrap_sandbox(container: str) -> None:
+def test_one_demo_run_in_the_image_lands_its_fix_in_the_bwrap_sandbox(container: Container) -> None:
     demo = run_in(container, "synthorg", "demo", timeout=600)
     print(demo.stdout[-3000:], demo.stderr[-3000:])
     assert demo.returncode == 0, demo.stdout + demo.stderr
@@ -152,7 +156,7 @@ def test_one_demo_run_in_the_image_lands_its_fix_in_the_bwrap_sandbox(container:
     ids=["chroot-isolation", "runc-default-masks"],
 )
 def test_without_the_declared_options_doctor_fails_and_the_demo_is_refused(
-    confined: str, how: tuple[str, ...]
+    confined: Container, how: tuple[str, ...]
 ) -> None:
     doctor = run_in(confined, "env", "COLUMNS=300", "synthorg", "doctor", how=how)
     print(doctor.stdout, doctor.stderr)
