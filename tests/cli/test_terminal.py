@@ -219,9 +219,18 @@ def test_ctrl_c_during_start_up_prints_no_traceback(tmp_path: Path) -> None:
     for marker in ("synthorg.cli.signals", late_marker):
         read_end, write_end = os.pipe()
         fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
-        run = subprocess.Popen(
-            command, env=cli_env(tmp_path / "home"), stdout=subprocess.DEVNULL, stderr=write_end
-        )
+        # As from a terminal: a suite started as a background job (SIGINT ignored, which an
+        # exec'd child inherits) would otherwise test a child that rightly ignores Ctrl-C.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            run = subprocess.Popen(
+                command,
+                env=cli_env(tmp_path / "home"),
+                stdout=subprocess.DEVNULL,
+                stderr=write_end,
+            )
+        finally:
+            signal.signal(signal.SIGINT, previous)
         os.close(write_end)
         seen: list[str] = []
         with open(read_end, "rb") as err_pipe:
