@@ -71,6 +71,10 @@ class GitRemoteState:
     authorized: int = 0
     refused: int = 0
     auth_headers: list[str] = field(default_factory=list)
+    upload_pack_seen: Path | None = None
+    """Created when a ref listing for fetch/ls-remote is first asked (hooks may wait on it)."""
+    refuse_upload_pack: bool = False
+    """Answer 503 to fetch/ls-remote (the remote is reachable for pushes only)."""
 
 
 class GitRemoteHandler(_Quiet):
@@ -93,6 +97,12 @@ class GitRemoteHandler(_Quiet):
             return
         state.authorized += 1
         path, _, query = self.path.partition("?")
+        if "git-upload-pack" in path or "service=git-upload-pack" in query:
+            if state.upload_pack_seen is not None:
+                state.upload_pack_seen.touch()
+            if state.refuse_upload_pack:
+                self.reply(503, b"listing refs is down\n")
+                return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         env = {

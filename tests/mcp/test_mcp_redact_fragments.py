@@ -119,6 +119,10 @@ def test_text_without_secrets_is_left_alone() -> None:
     redactor = Redactor(["ghp_forgeAPItoken_9d8c7b6a5f4e3d2c1b0a"])
     text = "commit 5b1f0e9a7c3d merged; the forge token was rotated; see ghp_ docs"
     assert redactor.text(text) == text
+    # Word-like test tokens: a quoted form keeps the secret's letter case ("gitPUSHt" is not
+    # "git push t").
+    message = "error: git push timed out after 5s"
+    assert Redactor(["ghs_gitPUSHtoken_5b1f0e9a7c3d4e2f8a6b"]).text(message) == message
 
 
 def test_a_secret_shorter_than_a_run_is_redacted_whole_and_spaced() -> None:

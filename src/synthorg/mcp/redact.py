@@ -60,17 +60,21 @@ def _b64_forms(raw: bytes) -> set[str]:
     return {form for form in out if form}
 
 
+def _lower_escapes(text: str) -> str:
+    return re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), text)
+
+
 def _forms(secret: str) -> tuple[set[str], set[str]]:
-    """(case-sensitive forms, case-insensitive forms lower-cased) of one secret."""
+    """(case-sensitive forms, case-insensitive forms lower-cased) of one secret.
+
+    Only forms made of hex digits (and '%') are matched in any case: in a quoted form the
+    secret's own letters keep their case, or ordinary words would match a word-like secret.
+    """
     raw = secret.encode()
-    exact = {secret, *_b64_forms(raw)}
-    folded = {
-        quote(secret, safe=""),
-        quote(secret),
-        "".join(f"%{b:02x}" for b in raw),
-        raw.hex(),
-    }
-    return exact, {v.lower() for v in folded}
+    quoted = {quote(secret, safe=""), quote(secret)}
+    exact = {secret, *_b64_forms(raw), *quoted, *map(_lower_escapes, quoted)}
+    folded = {"".join(f"%{b:02x}" for b in raw), raw.hex()}
+    return exact, folded
 
 
 def _grams(forms: Iterable[str], size: int) -> set[str]:

@@ -22,7 +22,7 @@ from synthorg.logging import get_logger
 from synthorg.mcp.audit import AuditWriteError, McpStore, Outcome, record_call
 from synthorg.mcp.auth import UNAUTHENTICATED, BearerAuthMiddleware, claims_from_request
 from synthorg.mcp.config import MCP_PATH, McpConfig
-from synthorg.mcp.errors import ToolFailedError, ToolRefusedError
+from synthorg.mcp.errors import ToolFailedError, ToolOutcomeUnknownError, ToolRefusedError
 from synthorg.mcp.redact import Redactor
 from synthorg.mcp.scope import resolve_scope
 from synthorg.mcp.tools import (
@@ -206,6 +206,8 @@ class _ToolDispatcher:
             outcome, text = "refused", f"refused: {exc}"
         except ToolFailedError as exc:
             outcome, text = "error", f"error: {exc}"
+        except ToolOutcomeUnknownError as exc:
+            outcome, text = "unknown", f"unknown: {exc}"
         except Exception as exc:
             outcome, text = "error", f"error: internal failure ({type(exc).__name__})"
             _log.error(
