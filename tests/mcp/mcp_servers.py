@@ -177,6 +177,8 @@ class ForgeState:
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     check_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     job_logs: dict[int, str] = field(default_factory=dict)
+    job_log_locations: dict[int, str] = field(default_factory=dict)
+    """Where a job's log redirects instead of this forge's own blob URL."""
     requests: list[str] = field(default_factory=list)
     blob_auth_headers: list[str] = field(default_factory=list)
 
@@ -262,7 +264,8 @@ class ForgeHandler(_Quiet):
                 runs = state.check_runs.get(sha, [])
                 self._json(200, {"total_count": len(runs), "check_runs": runs})
             case ["actions", "jobs", job, "logs"] if int(job) in state.job_logs:
-                self.reply(302, b"", Location=f"/blobs/job-{job}.log")
+                where = state.job_log_locations.get(int(job), f"/blobs/job-{job}.log")
+                self.reply(302, b"", Location=where)
             case _:
                 self._json(404, {"message": "Not Found"})
 
