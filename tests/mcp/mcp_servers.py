@@ -181,6 +181,8 @@ class ForgeState:
     """Where a job's log redirects instead of this forge's own blob URL."""
     requests: list[str] = field(default_factory=list)
     blob_auth_headers: list[str] = field(default_factory=list)
+    default_branch: str = "main"
+    """What GET /repos/{owner}/{repo} says the repository's default branch is."""
 
     @property
     def full_name(self) -> str:
@@ -240,6 +242,10 @@ class ForgeHandler(_Quiet):
         path, query = routed
         segments = path.strip("/").split("/")
         match segments:
+            case [""]:
+                self._json(
+                    200, {"full_name": state.full_name, "default_branch": state.default_branch}
+                )
             case ["pulls"]:
                 owner, _, ref = query.get("head", [":"])[0].partition(":")
                 found = [
