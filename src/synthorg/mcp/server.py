@@ -25,6 +25,7 @@ from synthorg.mcp.config import MCP_PATH, McpConfig
 from synthorg.mcp.errors import ToolFailedError, ToolOutcomeUnknownError, ToolRefusedError
 from synthorg.mcp.redact import Redactor
 from synthorg.mcp.scope import resolve_scope
+from synthorg.mcp.target import OriginFormMiddleware
 from synthorg.mcp.tools import (
     CredentialedTool,
     ToolContext,
@@ -176,14 +177,17 @@ class _ToolDispatcher:
                     await audit("refused", text)
             return _result(text, True)
 
+        tool = self._tools.get(params.name)
+        if tool is None:
+            # A protocol error, not a tool result (MCP spec: unknown tool -> -32602).
+            text = f"unknown tool {params.name!r}; available: {', '.join(sorted(self._tools))}"
+            with contextlib.suppress(AuditWriteError):  # logged; the refusal stands
+                await audit("refused", f"refused: {text}")
+            raise MCPError(types.INVALID_PARAMS, redactor.text(text))
+
         outcome: Outcome = "ok"
         acted = False
         try:
-            tool = self._tools.get(params.name)
-            if tool is None:
-                raise ToolRefusedError(
-                    f"unknown tool {params.name!r}; available: {', '.join(sorted(self._tools))}"
-                )
             scope = resolve_scope(self._config, claims)
             raw = dict(params.arguments or {})
             if redactor.value(raw) != raw:
@@ -268,4 +272,4 @@ def create_mcp_app(
         # (a forwarded unix socket), so the Host check would only get in the way.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return BearerAuthMiddleware(app, signer)
+    return OriginFormMiddleware(BearerAuthMiddleware(app, signer))
