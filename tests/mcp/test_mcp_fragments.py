@@ -7,12 +7,14 @@ tool result, nor the audit events in the store, nor the log lines carry any of i
 
 from __future__ import annotations
 
+import json
 import re
 
+import pytest
 import structlog
 from mcp_world import CONVERSATION, FORGE_TOKEN, GIT_TOKEN, World, call
 
-from synthorg.mcp import McpEndpoints
+from synthorg.mcp import McpClientError, McpEndpoints
 from synthorg.mcp.redact import REDACTED
 
 BRANCH = f"synthorg/{CONVERSATION}"
@@ -104,3 +106,22 @@ async def test_ci_status_passes_no_piece_of_either_token(
     assert not result.is_error, result.text
     assert "status lint: failure token" in result.text and result.text.rstrip().endswith("FAILED")
     await _no_fragment_anywhere(world, result.text, structured)
+
+
+async def test_a_tool_name_carrying_a_piece_is_redacted_in_the_audit_and_the_log(
+    world: World, endpoints: McpEndpoints
+) -> None:
+    name = f"x_{FORGE_TOKEN[4:24]}"
+    with structlog.testing.capture_logs() as structured:
+        with pytest.raises(McpClientError) as raised:
+            await call(endpoints, world.bearer(), name, {})
+        await world.end_run()
+        dead = await call(endpoints, world.bearer(), name, {})
+    assert _runs(str(raised.value)) == [] and _runs(dead.text) == []
+    events = await world.audit.log(CONVERSATION)
+    assert [e.outcome for e in events] == ["refused", "refused"]
+    for event in events:
+        assert _runs(event.tool) == [] and _runs(event.detail) == [], event
+    assert len(structured) >= 2
+    for entry in structured:
+        assert _runs(json.dumps(entry, default=str)) == [], entry

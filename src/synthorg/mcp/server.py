@@ -153,6 +153,7 @@ class _ToolDispatcher:
         # Built per call so a credential added to the vault is redacted from then on.
         redactor = Redactor(self._vault.secret_values())
         arguments = redactor.value(dict(params.arguments or {}))
+        name = redactor.text(params.name)  # what is recorded and logged of the caller's words
 
         async def audit(outcome: Outcome, detail: str) -> None:
             await record_call(
@@ -160,7 +161,7 @@ class _ToolDispatcher:
                 conversation_id=claims.conversation_id,
                 project_id=claims.project_id,
                 execution_id=claims.execution_id,
-                tool=params.name,
+                tool=name,
                 arguments=arguments,
                 outcome=outcome,
                 detail=detail,
@@ -171,7 +172,7 @@ class _ToolDispatcher:
             await self._check_alive(claims)
         except _Dead as exc:
             text = f"refused: {exc}"
-            _log.warning("mcp.tool_call.dead_bearer", tool=params.name, reason=str(exc))
+            _log.warning("mcp.tool_call.dead_bearer", tool=name, reason=redactor.text(str(exc)))
             if exc.auditable:
                 with contextlib.suppress(AuditWriteError):  # logged; the refusal stands
                     await audit("refused", text)
@@ -180,10 +181,10 @@ class _ToolDispatcher:
         tool = self._tools.get(params.name)
         if tool is None:
             # A protocol error, not a tool result (MCP spec: unknown tool -> -32602).
-            text = f"unknown tool {params.name!r}; available: {', '.join(sorted(self._tools))}"
+            text = f"unknown tool {name!r}; available: {', '.join(sorted(self._tools))}"
             with contextlib.suppress(AuditWriteError):  # logged; the refusal stands
                 await audit("refused", f"refused: {text}")
-            raise MCPError(types.INVALID_PARAMS, redactor.text(text))
+            raise MCPError(types.INVALID_PARAMS, text)
 
         outcome: Outcome = "ok"
         acted = False
@@ -216,7 +217,7 @@ class _ToolDispatcher:
             outcome, text = "error", f"error: internal failure ({type(exc).__name__})"
             _log.error(
                 "mcp.tool_call.crashed",
-                tool=params.name,
+                tool=name,
                 error=type(exc).__name__,
                 message=redactor.text(str(exc)),
             )
