@@ -1,14 +1,16 @@
 """Redaction: every run of 8 characters of a vault secret, in any form it takes, is replaced.
 
-The forms: the secret itself, percent-encoded (as URL libraries and git quote it, any hex case),
-hex (any case), and base64 / url-safe base64 at each of the three byte alignments (as inside
-``Authorization: Basic base64(user:secret)``), including the characters at the secret's end.
+The forms: the secret itself, percent-encoded (as URL libraries and git quote it, either hex
+case; every byte escaped, any case), hex (any case), and base64 / url-safe base64 at each of
+the three byte alignments (as inside ``Authorization: Basic base64(user:secret)``), including
+the characters at the secret's end.
 Not only whole forms: a forge that echoes a prefix, a middle or a suffix of its token, or the
 token spaced out, must not pass those either. So the unit is a window of ``RUN`` characters of
 a form, single whitespace allowed between them (a shorter form is its own window); every window
 found is replaced, overlapping and touching windows as one marker.
 
-Finding them costs little more than one pass in C. With single whitespace taken out, every
+Finding them costs a few passes in C, about what the whole-form regex it replaces cost
+(``benchmarks/redact_bench.py``). With single whitespace taken out, every
 window covers a whole 4-character block at a multiple of 4; so the text is cut into such blocks
 (``re.findall``), a set intersection keeps those that are 4-grams of a form, and only where such
 a 4-gram occurs is a window looked for, at the few starts that could contain it.
