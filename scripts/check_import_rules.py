@@ -32,6 +32,7 @@ BASICS = (
     "synthorg.paths",
     "synthorg.localsock",
     "synthorg.lazy",
+    "synthorg.githardening",  # host-side git settings: workspace's git and the MCP push
     "synthorg.domain",
     "synthorg.serving",
     "synthorg.extras",  # which optional extra installs a missing import
@@ -49,6 +50,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "logging": (),
     "extras": (),
     "lazy": (),
+    "githardening": (),
     "web": (),  # static console assets; the package holds no code
     "serving": ("synthorg.errors", "synthorg.localsock"),
     "engine": (

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synthorg.errors import BoundaryError
+from synthorg.githardening import HARDENED, config_env, git_program
 from synthorg.workspace.spawn import run_collect
 
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
@@ -60,27 +61,6 @@ _SCRUBBED = frozenset(
         "VISUAL",
         "GIT_REPLACE_REF_BASE",
     }
-)
-
-# Command-line scope (the highest): wins over every config file git reads, so no file (the
-# repository's, or an agent-written one that slipped through) can name a program to run.
-_HARDENED = (
-    ("core.fsmonitor", "false"),
-    ("core.pager", "cat"),
-    ("core.editor", "true"),
-    ("sequence.editor", "true"),
-    ("core.sshCommand", "false"),
-    ("core.askPass", "false"),
-    ("core.attributesFile", os.devnull),
-    ("credential.helper", ""),
-    ("gpg.program", "false"),
-    ("gpg.ssh.program", "false"),
-    ("gpg.x509.program", "false"),
-    ("commit.gpgSign", "false"),
-    ("tag.gpgSign", "false"),
-    ("protocol.allow", "never"),
-    ("submodule.recurse", "false"),
-    ("fetch.recurseSubmodules", "false"),
 )
 
 # A driver's program runs when an attribute names the driver; these keys define one.
@@ -234,22 +214,6 @@ def _inherited() -> dict[str, str]:
     }
 
 
-_PROGRAM: tuple[str | None, str] = (None, "git")
-
-
-def git_program() -> str:
-    """The git that ``PATH`` names, as a path: found once per ``PATH`` value, where a bare
-    name has every spawn try each ``PATH`` directory in turn (11 failed execs per git
-    process on this machine). ``git`` itself when ``PATH`` has none (the spawn says so).
-    Always absolute: a relative ``PATH`` entry is resolved here, never in a work tree."""
-    global _PROGRAM
-    path = os.environ.get("PATH")
-    if _PROGRAM[0] != path or not os.access(_PROGRAM[1], os.X_OK):
-        found = shutil.which("git", path=path)
-        _PROGRAM = (path, os.path.abspath(found) if found else "git")
-    return _PROGRAM[1]
-
-
 _HARDENING: tuple[_Control, dict[str, str]] | None = None
 
 
@@ -271,11 +235,7 @@ def _hardening(control: _Control, overrides: tuple[tuple[str, str], ...]) -> dic
         "GIT_PROTOCOL_FROM_USER": "0",
         "LC_ALL": "C",
     }
-    settings = [("core.hooksPath", str(control.hooks)), *_HARDENED, *overrides]
-    env["GIT_CONFIG_COUNT"] = str(len(settings))
-    for n, (key, value) in enumerate(settings):
-        env[f"GIT_CONFIG_KEY_{n}"] = key
-        env[f"GIT_CONFIG_VALUE_{n}"] = value
+    env.update(config_env([("core.hooksPath", str(control.hooks)), *HARDENED, *overrides]))
     if not overrides:
         _HARDENING = (control, env)
     return env

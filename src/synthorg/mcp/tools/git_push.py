@@ -26,6 +26,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from synthorg.githardening import HARDENED, config_env, git_program
 from synthorg.mcp.errors import ToolFailedError, ToolOutcomeUnknownError, ToolRefusedError
 from synthorg.mcp.redact import Redactor, cut
 from synthorg.mcp.tools.base import ToolContext
@@ -34,13 +35,12 @@ from synthorg.mcp.vault import CredentialKind
 _STDERR_TAIL = 2000
 _POLL_S = 0.25
 """How often the remote is asked again whether a timed-out push landed."""
-# Settings that must hold whatever the host's system config says.
+# The host's git hardening (no helper, pager, editor, fsmonitor, signing program...), plus
+# what a push needs: no hooks at all, only http(s), and no redirect for the header to follow.
 _HARDENING = (
-    ("credential.helper", ""),  # never ask or store credentials through a helper
+    *HARDENED,
     ("core.hooksPath", "/dev/null"),
-    ("core.fsmonitor", "false"),
-    ("http.followRedirects", "false"),  # the header must not follow a redirect elsewhere
-    ("protocol.allow", "never"),
+    ("http.followRedirects", "false"),
     ("protocol.http.allow", "always"),
     ("protocol.https.allow", "always"),
 )
@@ -71,11 +71,7 @@ def _minimal_env(home: Path, extra_config: Sequence[tuple[str, str]]) -> dict[st
         "GIT_TERMINAL_PROMPT": "0",
         "GIT_CONFIG_GLOBAL": "/dev/null",
     }
-    pairs = [*_HARDENING, *extra_config]
-    env["GIT_CONFIG_COUNT"] = str(len(pairs))
-    for index, (key, value) in enumerate(pairs):
-        env[f"GIT_CONFIG_KEY_{index}"] = key
-        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    env.update(config_env([*_HARDENING, *extra_config]))
     return env
 
 
@@ -88,7 +84,7 @@ async def _git(
 ) -> tuple[int, str, str]:
     try:
         proc = await asyncio.create_subprocess_exec(
-            "git",
+            git_program(),
             *args,
             env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,
