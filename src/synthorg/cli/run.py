@@ -68,6 +68,7 @@ def run(
 
     from synthorg.domain import Task, TerminationReason, new_id
     from synthorg.service.options import RunOptions
+    from synthorg.workspace.remote import project_name
 
     settings = settings_from(config)
     from_stdin = task_file is not None and str(task_file) == "-"
@@ -99,7 +100,7 @@ def run(
             complexity=complexity,
             # ``project:NAME`` names a configured remote project, not a path.
             repository=str(repo)
-            if str(repo).startswith("project:")
+            if project_name(str(repo)) is not None
             else str(repo.expanduser().resolve()),
         )
     engine = _engine(settings, engine)
@@ -390,8 +391,9 @@ def _diffstat(repo: str, sha: str) -> str:
     # Asked of the user's repository (the commit is in its object store), never of the
     # worktree, whose .git the agent could have rewritten; through the hardened git runner.
     from synthorg.workspace.git import is_object_id, run_git_sync
+    from synthorg.workspace.remote import project_name
 
-    if repo.startswith("project:"):
+    if project_name(repo) is not None:
         return ""  # on the project's remote (and this process's mirror), not a local path
     if not is_object_id(sha):  # from a serve's answer too: never an option or a rev range
         return ""
