@@ -19,7 +19,9 @@ import tomlkit
 from synthorg.domain import Complexity, Task
 from synthorg.engine.selection import select_loop_type
 from synthorg.eval.starter import materialize
+from synthorg.runtime.judge import JudgeRuntime
 from synthorg.settings import load_settings
+from tests.eval.judging import link_judge
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -88,10 +90,13 @@ def _items(home: Path, eval_id: str, prefix: str) -> list[dict[str, object]]:
     return [json.loads(r[0]) for r in rows]
 
 
-def test_a_loop_that_resolves_more_is_promoted_into_the_config(tmp_path: Path) -> None:
+def test_a_loop_that_resolves_more_is_promoted_into_the_config(
+    tmp_path: Path, judge: JudgeRuntime
+) -> None:
     home, config = tmp_path / "home", _config(tmp_path / "synthorg.toml", "eval-averse")
     suite = _suite(tmp_path, Complexity.MODERATE)
     env = _env(home, config)
+    link_judge(home, judge)
     ran = _cli(env, "eval", "run", str(suite), "--arms", "hybrid,react", "--concurrency", "4")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     eval_id = _eval_id(ran.stdout)
@@ -129,10 +134,13 @@ def test_a_loop_that_resolves_more_is_promoted_into_the_config(tmp_path: Path) -
     assert any("+    return a + b" in r["model_patch"] for r in rows)
 
 
-def test_the_agent_can_neither_read_nor_forge_the_hidden_check(tmp_path: Path) -> None:
+def test_the_agent_can_neither_read_nor_forge_the_hidden_check(
+    tmp_path: Path, judge: JudgeRuntime
+) -> None:
     home, config = tmp_path / "home", _config(tmp_path / "synthorg.toml", "eval-snoop")
     suite = _suite(tmp_path, Complexity.TRIVIAL, limit=2)
     env = _env(home, config)
+    link_judge(home, judge)
     ran = _cli(env, "eval", "run", str(suite), "--arms", "react,plan_execute", "--concurrency", "2")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     results = _items(home, _eval_id(ran.stdout), "result/")
@@ -147,10 +155,13 @@ def test_the_agent_can_neither_read_nor_forge_the_hidden_check(tmp_path: Path) -
     assert not any("(2, 9), (-4, 6)" in body for body in bodies), "hidden test content leaked"
 
 
-def test_resume_after_sigkill_finishes_and_runs_nothing_twice(tmp_path: Path) -> None:
+def test_resume_after_sigkill_finishes_and_runs_nothing_twice(
+    tmp_path: Path, judge: JudgeRuntime
+) -> None:
     home, config = tmp_path / "home", _config(tmp_path / "synthorg.toml", "eval-strong")
     suite = _suite(tmp_path, Complexity.TRIVIAL, limit=3)
     env = _env(home, config)
+    link_judge(home, judge)
     proc = subprocess.Popen(
         [*SYNTHORG, "eval", "run", str(suite), "--arms", "react,hybrid", "--concurrency", "2"],
         env=env,

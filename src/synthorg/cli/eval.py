@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import json
 import os
@@ -16,10 +17,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from synthorg.cli.common import ConfigOption, console, fail, run_async, settings_from
+from synthorg.errors import SynthOrgError
 from synthorg.settings import CONFIG_ENV, Settings
 
 if TYPE_CHECKING:
     from synthorg.eval.results import EvalPlan, TaskResult
+    from synthorg.eval.suite import Suite
+    from synthorg.runtime.judge import JudgeRuntime
     from synthorg.store.protocol import EvalRecordStore, Store
 
 app = typer.Typer(
@@ -113,7 +117,9 @@ async def _execute(settings: Settings, plan_or_id: EvalPlan | str, *, new: bool)
         else:
             plan = plan_or_id
             await save_plan(c.store, plan)
-        total = len(items_of(plan, load_suite(Path(plan.suite_path), plan.repo_map)))
+        suite = load_suite(Path(plan.suite_path), plan.repo_map)
+        total = len(items_of(plan, suite))
+        judge = await asyncio.to_thread(_judge_for, settings, suite)
         done = len(await load_results(c.store, plan.eval_id))
         console.print(
             f"eval [bold]{plan.eval_id}[/]: {total} runs, {done} already judged "
@@ -131,8 +137,34 @@ async def _execute(settings: Settings, plan_or_id: EvalPlan | str, *, new: bool)
                     )
                     progress.advance(bar)
 
-            await EvalRunner(c, plan, tell).run()
+            await EvalRunner(c, plan, tell, judge).run()
         await _show(c.store, plan)
+
+
+def _judge_for(settings: Settings, suite: Suite) -> JudgeRuntime | None:
+    """The judge runtime when a task is checked by test ids: built once (seconds with uv's
+    cache), before any run starts."""
+    from synthorg.runtime.judge import build_judge
+
+    if all(task.check.command is not None for task in suite.tasks):
+        return None
+    try:
+        return build_judge(settings.home, lambda line: console.print(f"[dim]{escape(line)}[/]"))
+    except SynthOrgError as exc:
+        fail(f"cannot build the judge runtime the hidden checks run with: {exc}")
+
+
+@app.command("judge")
+def judge(config: Path | None = ConfigOption) -> None:
+    """Build (or show) the judge runtime: the hash-pinned pytest venv hidden checks run with."""
+    from synthorg.runtime.judge import build_judge
+
+    settings = settings_from(config)
+    try:
+        built = build_judge(settings.home, lambda line: console.print(f"[dim]{escape(line)}[/]"))
+    except SynthOrgError as exc:
+        fail(str(exc))
+    console.print(f"judge runtime {built.lock_hash}: {built.python}")
 
 
 @app.command("show")

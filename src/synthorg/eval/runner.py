@@ -21,6 +21,7 @@ from synthorg.errors import NotFoundError, UsageError
 from synthorg.eval.check import run_hidden_check
 from synthorg.eval.results import Arm, EvalPlan, TaskResult, result_key
 from synthorg.eval.suite import EvalTask, Suite, load_suite
+from synthorg.runtime.judge import JudgeRuntime
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
 from synthorg.store.protocol import EvalRecordStore
@@ -89,10 +90,17 @@ def items_of(plan: EvalPlan, suite: Suite) -> list[Item]:
 class EvalRunner:
     """Runs the items of one eval not yet judged, up to ``plan.concurrency`` at a time."""
 
-    def __init__(self, components: Components, plan: EvalPlan, progress: Progress) -> None:
+    def __init__(
+        self,
+        components: Components,
+        plan: EvalPlan,
+        progress: Progress,
+        judge: JudgeRuntime | None,
+    ) -> None:
         self._c = components
         self._plan = plan
         self._progress = progress
+        self._judge = judge
         self._scratch = components.settings.home / "eval" / plan.eval_id
 
     async def run(self) -> list[TaskResult]:
@@ -131,6 +139,7 @@ class EvalRunner:
             base=item.task.base_ref,
             commit=final.commit_sha,
             check=item.task.check,
+            judge=self._judge,
             scratch=self._scratch / "checks" / hashlib.sha256(item.key.encode()).hexdigest()[:16],
         )
         patch = await asyncio.to_thread(_diff, repo, item.task.base_ref, final.commit_sha)
@@ -150,7 +159,7 @@ class EvalRunner:
             check_s=round(time.monotonic() - checking, 3),
             commit_sha=final.commit_sha,
             model_patch=patch,
-            check_output=outcome.output[-2000:],
+            check_output=outcome.output,
         )
 
     async def _conversation(self, item: Item, repo: Path) -> ConversationRecord:
