@@ -34,8 +34,10 @@ MODELS = {
 }
 
 
-def _config(path: Path, model: str) -> Path:
+def _config(path: Path, model: str, **engine: str) -> Path:
     doc = tomlkit.document()
+    if engine:
+        doc["engine"] = engine
     doc["gateway"] = {
         "providers": [
             {"name": "scripted", "kind": "scripted", "models": list(MODELS), "scripts": MODELS}
@@ -93,7 +95,9 @@ def _items(home: Path, eval_id: str, prefix: str) -> list[dict[str, object]]:
 def test_a_loop_that_resolves_more_is_promoted_into_the_config(
     tmp_path: Path, judge: JudgeRuntime
 ) -> None:
-    home, config = tmp_path / "home", _config(tmp_path / "synthorg.toml", "eval-averse")
+    # Selection off, every complexity runs hybrid today: that is the incumbent.
+    config = _config(tmp_path / "synthorg.toml", "eval-averse", default_loop_type="hybrid")
+    home = tmp_path / "home"
     suite = _suite(tmp_path, Complexity.MODERATE)
     env = _env(home, config)
     link_judge(home, judge)
@@ -109,17 +113,21 @@ def test_a_loop_that_resolves_more_is_promoted_into_the_config(
     dry = _cli(env, "eval", "promote", eval_id)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "moderate: hybrid -> react" in dry.stdout
-    assert "McNemar p = 0.0312" in dry.stdout
+    assert "McNemar) test p = 0.0312" in dry.stdout
+    assert "routing moderate: hybrid -> react" in dry.stdout
+    assert "turns on loop_auto_select_enabled (it was off)" in dry.stdout
     assert "+loop_complexity_overrides" in dry.stdout.replace(" ", "")
     assert "moderate" not in config.read_text()  # a dry run writes nothing
 
     applied = _cli(env, "eval", "promote", eval_id, "--apply", "--by", "alice")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     settings = load_settings(config)
-    task = Task(id="t", project_id="p", prompt="x", complexity=Complexity.MODERATE, repository="/r")
-    assert select_loop_type(task, settings.engine) == "react"
+    for complexity in Complexity:  # only what the eval decided changed
+        task = Task(id="t", project_id="p", prompt="x", complexity=complexity, repository="/r")
+        want = "react" if complexity is Complexity.MODERATE else "hybrid"
+        assert select_loop_type(task, settings.engine) == want
     (record,) = _items(home, eval_id, "promotion/")
-    assert record["by"] == "alice" and record["overrides"] == {"moderate": "react"}
+    assert record["by"] == "alice" and record["routing"]["moderate"] == "react"
 
     out = tmp_path / "report"
     reported = _cli(env, "eval", "report", eval_id, "--out", str(out))

@@ -271,17 +271,19 @@ def promote(
             for p in proposals:
                 arrow = f"{p.incumbent} -> [bold]{p.chosen}[/]" if p.changes else f"keep {p.chosen}"
                 console.print(f"{p.complexity.value}: {arrow}: {escape(p.reason)}")
-            overrides = promotion.new_overrides(engine, proposals)
-            if not any(p.changes for p in proposals):
+            plan = promotion.new_routing(engine, proposals)
+            if not plan.changes:
                 console.print("nothing to promote")
                 return
+            for line in promotion.describe(engine, plan):
+                console.print(escape(line))
             if target is not None:
-                console.print(escape(promotion.config_diff(Path(target), overrides)))
+                console.print(escape(promotion.config_diff(Path(target), plan)))
             if not apply:
                 console.print("dry run: add --apply to write it")
                 return
             assert target is not None
-            promotion.apply(Path(target), overrides)
+            promotion.apply(Path(target), plan)
             moment = datetime.now(UTC).isoformat()
             await store.put_eval_item(
                 eval_id,
@@ -290,7 +292,9 @@ def promote(
                     "by": by or getpass.getuser(),
                     "at": moment,
                     "config": str(target),
-                    "overrides": overrides,
+                    "overrides": plan.overrides,
+                    "loop_auto_select_enabled": plan.auto_select,
+                    "routing": {c.value: loop for c, loop in plan.after.items()},
                     "reasons": {p.complexity.value: p.reason for p in proposals if p.changes},
                 },
             )
