@@ -29,3 +29,10 @@ def snooping_script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTu
     if len(done) == 1:
         return ScriptedTurn.call("terminal", "Writing passing hidden tests.", command=FORGE)
     return ScriptedTurn.call("finish", "Done.", message="All tests pass now.")
+
+
+def sleepy_script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
+    """Keep the run busy for a minute (a live eval to resume beside), then finish unfixed."""
+    if not [s for s in steps_of(messages) if s.name == "terminal"]:
+        return ScriptedTurn.call("terminal", "Waiting.", command="sleep 60")
+    return ScriptedTurn.call("finish", "Done.", message="Nothing fixed.")

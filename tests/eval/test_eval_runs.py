@@ -31,6 +31,7 @@ MODELS = {
     "eval-strong": "synthorg.eval.scripts:strong_script",
     "eval-averse": "synthorg.eval.scripts:plan_averse_script",
     "eval-snoop": "tests.eval.scripts:snooping_script",
+    "eval-sleepy": "tests.eval.scripts:sleepy_script",
 }
 
 

@@ -73,6 +73,7 @@ def run(
 ) -> None:
     """Run every task with every arm (a normal governed run each), then judge it."""
     from synthorg.domain import new_id
+    from synthorg.eval.fingerprint import fingerprint, suite_hash
     from synthorg.eval.results import Arm, EvalPlan
     from synthorg.eval.suite import load_suite
 
@@ -80,10 +81,12 @@ def run(
     path = _suite_path(settings, suite)
     mapping = _repo_map(repo_map)
     try:
-        load_suite(path, mapping)  # every bad entry reported before anything runs
+        prints = fingerprint(load_suite(path, mapping))  # every bad entry reported first
         plan = EvalPlan(
             eval_id=new_id("eval"),
             suite_path=str(path),
+            suite_hash=suite_hash(prints),
+            suite_fingerprint=prints,
             repo_map=mapping,
             arms=tuple(Arm.parse(a) for a in arms.split(",") if a.strip()),
             repeats=repeats,
