@@ -137,9 +137,11 @@ def test_a_loop_that_resolves_more_is_promoted_into_the_config(
     assert "Resolve rate (95% Wilson CI)" in page and "<script" in page
     assert "| moderate | react | 6 | 6 |" in (out / "summary.md").read_text()
     exported = tmp_path / "preds.jsonl"
-    assert _cli(env, "eval", "export", eval_id, "--out", str(exported)).returncode == 0
+    exporting = _cli(env, "eval", "export", eval_id, "--arm", "react", "--out", str(exported))
+    assert exporting.returncode == 0, exporting.stderr
     rows = [json.loads(line) for line in exported.read_text().splitlines()]
-    assert {r["instance_id"] for r in rows} == {r["task_id"] for r in results}
+    assert [r["instance_id"] for r in rows] == sorted({str(r["task_id"]) for r in results})
+    assert {r["model_name_or_path"] for r in rows} == {"synthorg-react"}
     assert any("+    return a + b" in r["model_patch"] for r in rows)
 
 

@@ -1,11 +1,14 @@
 """SWE-bench JSONL rows as published resolve with the right fix on a fresh machine (issue 34,
 finding 2): real runs through the CLI, judged by the judge's own pytest (the sandbox's base
-interpreter has none), with a row's test_command and test_env hints honoured."""
+interpreter has none), with a row's test_command and test_env hints honoured; and the export
+is what swebench's own loaders accept, one arm and repeat per file (finding 5)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,7 +77,8 @@ def test_swebench_rows_resolve_with_the_right_fix(tmp_path: Path, judge: JudgeRu
     env = _env(home, config)
     link_judge(home, judge)
     rows, repo_map = _rows(tmp_path)
-    ran = _cli(env, "eval", "run", str(rows), "--arms", "react,hybrid", *repo_map)
+    arms = ("--arms", "react,hybrid", "--repeats", "2", "--concurrency", "4")
+    ran = _cli(env, "eval", "run", str(rows), *arms, *repo_map)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     with sqlite3.connect(home / "store.db") as db:
         bodies = db.execute(
@@ -82,9 +86,64 @@ def test_swebench_rows_resolve_with_the_right_fix(tmp_path: Path, judge: JudgeRu
             (_eval_id(ran.stdout),),
         ).fetchall()
     results = [json.loads(row[0]) for row in bodies]
-    assert len(results) == 4
+    assert len(results) == 8
     for result in results:
         assert result["resolved"], result["check_output"]
         assert "judge: " in result["check_output"] and "passed" in result["check_output"]
     hinted = [r for r in results if r["task_id"].endswith("01-vector_subtract")]
     assert hinted and all("2 passed" in r["check_output"] for r in hinted)
+
+    eval_id = _eval_id(ran.stdout)
+    out = tmp_path / "preds"
+    exported = _cli(env, "eval", "export", eval_id, "--out", str(out))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["hybrid.r0.jsonl", "hybrid.r1.jsonl", "react.r0.jsonl", "react.r1.jsonl"]
+    single = tmp_path / "react.jsonl"
+    pick = ("--arm", "react", "--repeat", "1", "--out", str(single))
+    one = _cli(env, "eval", "export", eval_id, *pick)
+    assert one.returncode == 0, one.stderr
+    accepted = _swebench_reads(rows, tmp_path, *(out / name for name in files), single)
+    for name, read in zip(files, accepted, strict=False):
+        arm, repeat = name.removesuffix(".jsonl").split(".")
+        assert read["models"] == [f"synthorg-{arm}-{repeat}"]
+        assert read["predictions"] == 2 == read["instances"]
+        assert all("return a " in str(patch) for patch in read["patches"])
+    assert accepted[-1]["models"] == ["synthorg-react-r1"]
+    mixed = _cli(env, "eval", "export", eval_id, "--out", str(tmp_path / "all.jsonl"))
+    assert mixed.returncode == 2 and "one file holds one arm" in " ".join(mixed.stderr.split())
+
+
+_READ = """
+import json, sys
+from swebench.harness.run_evaluation import get_dataset_from_preds
+from swebench.harness.utils import get_predictions_from_file
+for path in sys.argv[2:]:
+    preds = get_predictions_from_file(path, sys.argv[1], "test")
+    keyed = {p["instance_id"]: p for p in preds}
+    dataset = get_dataset_from_preds(sys.argv[1], "test", [], keyed, "synthorg-check", False)
+    print(json.dumps({
+        "predictions": len(keyed),
+        "instances": len(dataset),
+        "models": sorted({p["model_name_or_path"] for p in preds}),
+        "patches": [p["model_patch"] for p in preds],
+    }))
+"""
+
+
+def _swebench_reads(dataset: Path, tmp_path: Path, *files: Path) -> list[dict[str, object]]:
+    """What swebench's own loaders make of each file (in a scratch cwd: they write logs/)."""
+    scratch = tmp_path / "swebench"
+    scratch.mkdir(exist_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _READ, str(dataset), *map(str, files)],
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == len(files), done.stdout
+    return [json.loads(line) for line in lines]

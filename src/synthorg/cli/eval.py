@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import json
 import os
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
@@ -334,26 +333,31 @@ def report(
 @app.command("export")
 def export(
     eval_id: str,
-    out: Path = typer.Option(..., help="predictions JSONL for the SWE-bench harness."),
+    out: Path = typer.Option(
+        ..., help="A directory (one predictions file per arm), or a .jsonl file with --arm."
+    ),
+    arm: str | None = typer.Option(None, help="Export only this arm, into the file --out."),
+    repeat: int | None = typer.Option(None, min=0, help="Only this repeat (default: all)."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """SWE-bench predictions (instance_id, model_name_or_path, model_patch), one per run."""
-    from synthorg.eval.runner import load_results
+    """SWE-bench predictions (instance_id, model_name_or_path, model_patch), one file per arm."""
+    from synthorg.eval import export as exporting
+    from synthorg.eval.runner import load_plan, load_results
 
-    async def body() -> list[dict[str, str]]:
+    async def body() -> list[tuple[Path, int]]:
         async with _store_only(settings_from(config)) as store:
-            return [
-                {
-                    "instance_id": r.task_id,
-                    "model_name_or_path": f"synthorg-{r.arm}-r{r.repeat}",
-                    "model_patch": r.model_patch,
-                }
-                for r in sorted(await load_results(store, eval_id), key=lambda r: r.key)
-            ]
+            plan = await load_plan(store, eval_id)
+            return exporting.export(
+                await load_results(store, eval_id),
+                [a.name for a in plan.arms],
+                plan.repeats,
+                out,
+                arm=arm,
+                repeat=repeat,
+            )
 
-    rows = run_async(body())
-    out.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    console.print(f"wrote {len(rows)} predictions to {out}")
+    for path, rows in run_async(body()):
+        console.print(f"wrote {rows} predictions to {escape(str(path))}")
 
 
 @app.command("starter")
