@@ -134,7 +134,11 @@ def test_a_loop_that_resolves_more_is_promoted_into_the_config(
     reported = _cli(env, "eval", "report", eval_id, "--out", str(out))
     assert reported.returncode == 0, reported.stderr
     page = (out / "report.html").read_text()
-    assert "Resolve rate (95% Wilson CI)" in page and "<script" in page
+    assert len(page.encode()) < 1_000_000 and "<pre>" not in page
+    # Written after the promotion: react is what moderate runs now.
+    assert "<th>incumbent (routed today)</th>" in page
+    assert "<td>moderate</td><td>react</td><td>keep react</td>" in page
+    assert "Resolve rate over tasks (95% Wilson CI)" in page
     assert "| moderate | react | 6 | 6 |" in (out / "summary.md").read_text()
     exported = tmp_path / "preds.jsonl"
     exporting = _cli(env, "eval", "export", eval_id, "--arm", "react", "--out", str(exported))

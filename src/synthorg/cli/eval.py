@@ -309,24 +309,27 @@ def promote(
 def report(
     eval_id: str,
     out: Path = typer.Option(Path("."), help="Directory for report.html and summary.md."),
+    margin: float = typer.Option(0.05, min=0, max=1, help="Non-inferiority margin."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Write a self-contained HTML report (plots) and a markdown summary."""
-    from synthorg.extras import require
-
-    require("plotly")  # the [reports] extra: say so before reading the store
+    """Write a self-contained HTML report (the decision, tables, charts) and a markdown summary."""
+    from synthorg.eval import promotion
     from synthorg.eval import report as reports
     from synthorg.eval.runner import load_plan, load_results
 
+    settings = settings_from(config)
+
     async def body() -> tuple[list[TaskResult], list[str]]:
-        async with _store_only(settings_from(config)) as store:
+        async with _store_only(settings) as store:
             plan = await load_plan(store, eval_id)
             return await load_results(store, eval_id), [a.name for a in plan.arms]
 
     results, arms = run_async(body())
+    proposals = promotion.propose(results, settings.engine, margin=margin)
+    lines = promotion.describe(settings.engine, promotion.new_routing(settings.engine, proposals))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.html").write_text(reports.html(eval_id, results, arms))
-    (out / "summary.md").write_text(reports.markdown(eval_id, results, arms))
+    (out / "report.html").write_text(reports.html(eval_id, results, arms, proposals, lines))
+    (out / "summary.md").write_text(reports.markdown(eval_id, results, arms, proposals))
     console.print(f"wrote {out / 'report.html'} and {out / 'summary.md'}")
 
 
