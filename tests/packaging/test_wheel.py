@@ -193,7 +193,6 @@ def test_plain_install_has_no_psycopg_and_a_postgres_url_names_the_extra(
 @pytest.mark.parametrize(
     ("argv", "module", "extra"),
     [
-        (["eval", "report", "eval-none"], "plotly", "reports"),
         (["worker"], "temporalio", "temporal"),
         (["run", "--engine", "temporal", "--repo", ".", "a task"], "temporalio", "temporal"),
     ],
