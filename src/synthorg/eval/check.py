@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synthorg.errors import BoundaryError, ConfigError
-from synthorg.eval.judge import JUDGE_ENV, REPORT_NAME, judge_argv, pytest_args, verdict
+from synthorg.eval.judge import (
+    INI_NAME,
+    JUDGE_ENV,
+    REPORT_NAME,
+    judge_argv,
+    pytest_args,
+    verdict,
+)
 from synthorg.eval.suite import HiddenCheck
 from synthorg.eval.tree import apply_test_patch, export_tree, prepare_tree
 from synthorg.runtime.judge import JudgeRuntime
@@ -117,6 +124,8 @@ async def run_hidden_check(
             dest=workdir,
             test_patch=check.test_patch,
         )
+        if check.command is None and judge is not None:
+            await asyncio.to_thread(_place_ini, judge, workdir)
         request = _request(sandbox, check, judge, workdir, reports, timeout_s)
         ran = await _run(sandbox, request)
         if check.command is not None:
@@ -130,6 +139,18 @@ async def run_hidden_check(
     finally:
         await asyncio.to_thread(shutil.rmtree, workdir, ignore_errors=True)
         await asyncio.to_thread(shutil.rmtree, reports, ignore_errors=True)
+
+
+def _place_ini(judge: JudgeRuntime, workdir: Path) -> None:
+    """The judge's ini at the tree's root, written over whatever the agent put there: paths in
+    pytest options (``-o pythonpath=src``) then resolve against the tree, as a repository's own
+    configuration would."""
+    target = workdir / INI_NAME
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.exists():
+        shutil.rmtree(target)
+    target.write_bytes(judge.ini.read_bytes())
 
 
 def _request(
@@ -151,7 +172,7 @@ def _request(
         )
     if judge is None:
         raise ConfigError("a check by test ids needs the judge runtime (synthorg eval judge)")
-    binds = [judge.venv_path, judge.files_dir]
+    binds = [judge.venv_path]
     probe = SandboxRequest(
         argv=["true"], workspace=workdir, state_dir=reports, conversation_id="hidden-check"
     )
@@ -159,7 +180,7 @@ def _request(
     assert state is not None, "a state dir was requested"
     argv = judge_argv(
         python=sandbox.runtime_path_inside(binds, judge.python),
-        ini=sandbox.runtime_path_inside(binds, judge.ini),
+        ini=f"{sandbox.workspace_path_inside(probe)}/{INI_NAME}",
         rootdir=sandbox.workspace_path_inside(probe),
         report=f"{state}/{REPORT_NAME}",
         extra=pytest_args(check.test_command),

@@ -5,8 +5,10 @@ Nothing the judged tree holds can choose the runner or its configuration:
   so a ``pytest/``, ``unittest/`` or ``sitecustomize.py`` in the tree is never imported for it);
 - ``--import-mode=append``: the tree is importable for the code under test, after the stdlib
   and pytest, never before them;
-- ``-c`` the judge's own ini (the tree's pytest.ini, setup.cfg, tox.ini, pyproject.toml are not
-  read), ``--rootdir`` the fresh tree, ``-p no:cacheprovider``, plugin autoload off;
+- ``-c`` the judge's own ini, written into the tree's root after the export (the tree's
+  pytest.ini, setup.cfg, tox.ini, pyproject.toml are not read; relative paths in options
+  resolve against the tree), ``--rootdir`` the fresh tree, ``-p no:cacheprovider``, plugin
+  autoload off;
 - conftest.py files come from the base commit and the test patch (check.py), never the agent.
 
 The verdict is per test id from the JUnit XML report, written outside the tree: every
@@ -24,6 +26,9 @@ from dataclasses import dataclass
 
 REPORT_NAME = "junit.xml"
 """The report's file name in the check's state dir (outside the judged tree)."""
+
+INI_NAME = ".synthorg-judge.ini"
+"""Where the judge writes its own pytest.ini in the judged tree (over any file of that name)."""
 
 REPORT_CAP = 32 * 1024 * 1024
 """A larger report is not parsed (the code under test could write it): not resolved."""
