@@ -9,8 +9,10 @@ the verdict per test id (issue 34, finding 1). Two check styles: the starter sui
 from __future__ import annotations
 
 import asyncio
+import py_compile
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -200,3 +202,47 @@ def test_a_failing_check_keeps_stdout_and_stderr(
     assert not outcome.passed
     assert "failed: test_hidden_price.py::TestHidden::test_hidden_price_add" in outcome.output
     assert "AssertionError" in outcome.output  # pytest's own report of the failure
+
+
+HELPER = "CASES = [(0, 0, 0), (2, 9, 11), (-4, 6, 2), (100, 1, 101)]\n"
+HELPER_TEST = (
+    "from calc import price_add\nfrom hidden_helper import CASES\n\n\n"
+    "def test_cases():\n    for a, b, want in CASES:\n        assert price_add(a, b) == want\n"
+)
+
+
+def test_bytecode_standing_in_for_a_hidden_module_is_not_loaded(
+    starter_task: EvalTask, bwrap: BwrapSandbox, judge: JudgeRuntime, tmp_path: Path
+) -> None:
+    # An unchecked hash-based pyc is loaded whatever its source says: the agent's forged
+    # hidden_helper (one case its wrong fix passes) would replace the patch's own.
+    repo = _clone(starter_task, tmp_path / "repo")
+    forged = tmp_path / "forged.py"
+    forged.write_text("CASES = [(7, 3, 10)]\n")
+    tag = sys.implementation.cache_tag
+    pyc = repo / "__pycache__" / f"hidden_helper.{tag}.pyc"
+    pyc.parent.mkdir()
+    py_compile.compile(
+        str(forged), cfile=str(pyc), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH
+    )
+    commit = _commit(repo, {"calc.py": WRONG}, "wrong fix + forged bytecode")
+    patch = _new_files({"hidden_helper.py": HELPER, "test_hidden_cases.py": HELPER_TEST})
+    check = HiddenCheck(fail_to_pass=("test_hidden_cases.py::test_cases",), test_patch=patch)
+    base = starter_task.base_ref
+    wrong = _judge(bwrap, judge, repo, base, commit, check, tmp_path / "a")
+    assert not wrong.passed, wrong.output
+    right = _commit(repo, {"calc.py": RIGHT}, "right fix, bytecode still there")
+    fixed = _judge(bwrap, judge, repo, base, right, check, tmp_path / "b")
+    assert fixed.passed, fixed.output
+
+
+def _new_files(files: dict[str, str]) -> str:
+    parts = []
+    for name, text in files.items():
+        lines = text.splitlines()
+        body = "".join(f"+{line}\n" for line in lines)
+        parts.append(
+            f"diff --git a/{name} b/{name}\nnew file mode 100644\n--- /dev/null\n+++ b/{name}\n"
+            f"@@ -0,0 +1,{len(lines)} @@\n{body}"
+        )
+    return "".join(parts)
