@@ -122,6 +122,13 @@ async def _execute(settings: Settings, plan_or_id: EvalPlan | str, *, new: bool)
         suite = load_suite(Path(plan.suite_path), plan.repo_map)
         total = len(items_of(plan, suite))
         judge = await asyncio.to_thread(_judge_for, settings, suite)
+        by_command = sum(task.check.command is not None for task in suite.tasks)
+        if by_command:
+            console.print(
+                f"[yellow]warning:[/] {by_command} task(s) are judged by a check command's exit "
+                "code, which runs in the agent's tree: an agent can subvert it. Give test ids "
+                "(fail_to_pass) to have the judge decide per test id (docs/eval.md)."
+            )
         done = len(await load_results(c.store, plan.eval_id))
         console.print(
             f"eval [bold]{plan.eval_id}[/]: {total} runs, {done} already judged "

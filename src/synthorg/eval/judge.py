@@ -56,10 +56,16 @@ class Verdict:
         """One line: how many passed, and the ids that failed or never ran."""
         parts = [f"{len(self.passed)} passed"]
         if self.failed:
-            parts.append(f"failed: {', '.join(self.failed)}")
+            parts.append(f"failed: {_some(self.failed)}")
         if self.missing:
-            parts.append(f"did not run: {', '.join(self.missing)}")
+            parts.append(f"did not run: {_some(self.missing)}")
         return "judge: " + "; ".join(parts)
+
+
+def _some(ids: Sequence[str], shown: int = 20) -> str:
+    """The first ids and how many more (a SWE-bench row may list hundreds)."""
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return ", ".join(ids[:shown]) + more
 
 
 def pytest_args(test_command: str | None) -> list[str]:
