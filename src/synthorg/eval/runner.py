@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import shutil
 import subprocess
 import tempfile
 import time
@@ -149,15 +150,19 @@ class EvalRunner:
             await self._c.service.wait(record.id)
         final = await self._c.store.get_conversation(record.id)
         checking = time.monotonic()
-        outcome = await run_hidden_check(
-            self._c.sandbox,
-            git_dir=_git_dir(repo),
-            base=item.task.base_ref,
-            commit=final.commit_sha,
-            check=item.task.check,
-            judge=self._judge,
-            scratch=await asyncio.to_thread(self._check_dir, item),
-        )
+        scratch = await asyncio.to_thread(self._check_dir, item)
+        try:
+            outcome = await run_hidden_check(
+                self._c.sandbox,
+                git_dir=_git_dir(repo),
+                base=item.task.base_ref,
+                commit=final.commit_sha,
+                check=item.task.check,
+                judge=self._judge,
+                scratch=scratch,
+            )
+        finally:
+            await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
         patch = await asyncio.to_thread(_diff, repo, item.task.base_ref, final.commit_sha)
         return TaskResult(
             task_id=item.task.id,
