@@ -202,6 +202,10 @@ def test_a_failing_check_keeps_stdout_and_stderr(
     assert not outcome.passed
     assert "failed: test_hidden_price.py::TestHidden::test_hidden_price_add" in outcome.output
     assert "AssertionError" in outcome.output  # pytest's own report of the failure
+    command = HiddenCheck(command="echo to-stdout; echo to-stderr >&2; exit 1")
+    said = _judge(bwrap, judge, repo, starter_task.base_ref, commit, command, tmp_path / "c")
+    assert not said.passed
+    assert "to-stdout" in said.output and "[stderr]\nto-stderr" in said.output
 
 
 HELPER = "CASES = [(0, 0, 0), (2, 9, 11), (-4, 6, 2), (100, 1, 101)]\n"
