@@ -8,6 +8,7 @@ statistics lie about what was compared).
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -55,6 +56,14 @@ class HiddenCheck(BaseModel):
     test_env: dict[str, str] = Field(
         default_factory=dict, description="Hint: environment variables of the judged run."
     )
+
+    @field_validator("test_env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or "\0" in item:
+                raise ValueError(f"environment variable {key!r} has an invalid name or value")
+        return value
 
     @model_validator(mode="after")
     def _something_to_check(self) -> HiddenCheck:
