@@ -8,6 +8,9 @@ then finish) in the same process, in the same run of this script:
   ledger), the HTTP model client, tool-call validation, and the commands run by the stdlib
   toolbox inside a bubblewrap sandbox. A second native run reaches the gateway over
   loopback TCP instead.
+- mini-swe-agent (the peer, 2.4.6 in its own venv): its ``DefaultAgent`` with its
+  ``LocalEnvironment`` and its ``DeterministicModel`` replaying the same commands, then its
+  submit command; no durable log, gateway, metering or sandbox.
 - baseline: a bare loop calling the same script function directly and running the same
   commands with subprocess.run.
 
@@ -16,6 +19,7 @@ turns. The command time is measured where the command runs (inside the sandbox f
 around subprocess.run for the baseline), so IPC and sandbox hops count as overhead.
 
     uv run python benchmarks/loop_overhead_bench.py [--turns 50] [--repeats 3]
+        [--peer-venv ~/.cache/synthorg-bench/mini-swe-agent]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import asyncio
 import json
 import os
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -308,6 +313,77 @@ def baseline_run(tmp: Path, turns: int) -> dict[str, float]:
     return {"wall": wall, "model": script.seconds, "tools": tool_s, "turns": n}
 
 
+PEER = "mini-swe-agent==2.4.6"
+
+# Runs in the peer's venv: argv = repo, turns. Prints the same figures as the other runs.
+PEER_RUN = """
+import json, sys, time
+from pathlib import Path
+import yaml
+import minisweagent
+from minisweagent.agents.default import DefaultAgent
+from minisweagent.environments import local
+from minisweagent.models.test_models import DeterministicModel, make_output
+
+repo, turns = sys.argv[1], int(sys.argv[2])
+config = yaml.safe_load((Path(minisweagent.__file__).parent / "config/default.yaml").read_text())
+outputs = [
+    make_output(f"Line {n}.", [{"command": f"echo {n} >> progress.txt && echo confirmed-{n}"}])
+    for n in range(1, turns + 1)
+] + [make_output("Done.", [{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}])]
+model = DeterministicModel(outputs=outputs)
+spent = {"model": 0.0, "tools": 0.0}
+query, run = model.query, local._run
+def timed_query(*a, **k):
+    t = time.perf_counter()
+    try:
+        return query(*a, **k)
+    finally:
+        spent["model"] += time.perf_counter() - t
+def timed_run(*a, **k):
+    t = time.perf_counter()
+    try:
+        return run(*a, **k)
+    finally:
+        spent["tools"] += time.perf_counter() - t
+model.query, local._run = timed_query, timed_run
+agent = DefaultAgent(model, local.LocalEnvironment(cwd=repo), **config["agent"])
+started = time.perf_counter()
+result = agent.run("write the numbers 1..N to progress.txt, one per line")
+wall = time.perf_counter() - started
+assert result["exit_status"] == "Submitted", result
+assert Path(repo, "progress.txt").read_text().split() == [str(n) for n in range(1, turns + 1)]
+print(json.dumps({"wall": wall, **spent, "turns": model.current_index + 1}))
+"""
+
+
+def ensure_peer(venv: Path) -> Path:
+    """The peer's interpreter, installing mini-swe-agent in its own venv on first use."""
+    python = venv / "bin" / "python"
+    if python.exists():
+        return python
+    uv = shutil.which("uv") or sys.exit("uv is needed to install the peer's venv")
+    base = os.path.realpath(sys.executable)  # no interpreter download: no internet here
+    subprocess.run([uv, "venv", "-q", str(venv), "--python", base], check=True)
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(python), PEER], check=True)
+    return python
+
+
+def peer_run(tmp: Path, turns: int, python: Path) -> dict[str, float]:
+    """mini-swe-agent's own loop on the same commands, in its venv."""
+    repo = tmp / "peer"
+    repo.mkdir()
+    done = subprocess.run(
+        [str(python), "-c", PEER_RUN, str(repo), str(turns)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    figures: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
 def overhead_ms(run: Mapping[str, float]) -> float:
     return (run["wall"] - run["model"] - run["tools"]) / run["turns"] * 1000
 
@@ -316,7 +392,14 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--peer-venv",
+        type=Path,
+        default=Path.home() / ".cache" / "synthorg-bench" / "mini-swe-agent",
+    )
     args = parser.parse_args()
+    peer_python = ensure_peer(args.peer_venv)
+    peers: list[dict[str, float]] = []
     devnull = os.open(os.devnull, os.O_WRONLY)
     saved = os.dup(2)
     natives: list[dict[str, float]] = []
@@ -329,17 +412,20 @@ async def main() -> None:
                 natives.append(await native_run(Path(tmp), args.turns, "uds"))
                 tcps.append(await native_run(Path(tmp), args.turns, "tcp"))
                 baselines.append(baseline_run(Path(tmp), args.turns))
+                peers.append(peer_run(Path(tmp), args.turns, peer_python))
             finally:
                 os.dup2(saved, 2)
     native = statistics.median(overhead_ms(r) for r in natives)
     tcp = statistics.median(overhead_ms(r) for r in tcps)
     base = statistics.median(overhead_ms(r) for r in baselines)
+    peer = statistics.median(overhead_ms(r) for r in peers)
     best = min(natives, key=overhead_ms)
     print(
         f"turns per run: {int(best['turns'])} (native), {int(baselines[0]['turns'])} (baseline)"
         f"; repeats: {args.repeats}"
     )
-    for name, runs in (("native", natives), ("tcp", tcps), ("baseline", baselines)):
+    rows = (("native", natives), ("tcp", tcps), ("mini-swe", peers), ("baseline", baselines))
+    for name, runs in rows:
         r = runs[len(runs) // 2]
         print(
             f"{name:9s} wall {r['wall'] * 1000:8.1f} ms  model {r['model'] * 1000:6.1f} ms  "
@@ -348,6 +434,11 @@ async def main() -> None:
     print(
         f"overhead per turn: native {native:.2f} ms, baseline {base:.2f} ms "
         f"(ratio {native / base:.1f}x; native minus baseline {native - base:.2f} ms)"
+    )
+    print(
+        f"vs the peer: native {native:.2f} ms, mini-swe-agent DefaultAgent + LocalEnvironment "
+        f"{peer:.2f} ms per turn (ratio {native / peer:.2f}x; the peer has no durable log, "
+        "gateway, metering or sandbox)"
     )
     print(
         f"target <= 20 ms per turn: {'MET' if native <= 20 else 'MISSED'} (gateway on its unix "

@@ -108,3 +108,17 @@ def test_an_unknown_sandbox_limit_is_an_error_naming_it(tmp_path: Path) -> None:
     settings = load_settings(env={"SYNTHORG__SANDBOX__LIMITS__MEMORY_BYTS": "1"})
     with pytest.raises(ConfigError, match=r"sandbox\.limits\.memory_byts"):
         section(settings, "sandbox", SandboxSettings)
+
+
+def test_env_overrides_keep_scalars_as_text_for_the_field_to_validate() -> None:
+    """`null` is a model name like any other and `1e3` is not a turn count (issue 35)."""
+    settings = load_settings(
+        env={"SYNTHORG__RUN__MODEL": "null", "SYNTHORG__SANDBOX__LIMITS__MAX_PROCESSES": "64"}
+    )
+    assert section(settings, "run", RunDefaults).model == "null"
+    assert section(settings, "sandbox", SandboxSettings).limits.max_processes == 64
+    with pytest.raises(ConfigError, match="max_turns"):
+        load_settings(env={"SYNTHORG__ENGINE__MAX_TURNS": "1e3"})
+    # Lists and tables still come as JSON.
+    roots = load_settings(env={"SYNTHORG__SERVER__REPOSITORY_ROOTS": '["/srv/a"]'})
+    assert roots.sections["server"]["repository_roots"] == ["/srv/a"]

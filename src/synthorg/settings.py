@@ -152,14 +152,19 @@ def _apply_env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
             if not isinstance(child, dict):
                 raise ConfigError(f"{key}: {part} is not a table in the config")
             node = child
-        node[parts[-1]] = _parse_env_value(raw)
+        node[parts[-1]] = _parse_env_value(key, raw)
 
 
-def _parse_env_value(raw: str) -> Any:
+def _parse_env_value(key: str, raw: str) -> Any:
+    # A scalar stays text for its field's model to validate ("30" is an int to an int field,
+    # "null" a model name to a str field, "1e3" no turn count); only a list or a table, which
+    # an environment variable cannot spell otherwise, is JSON.
+    if raw.lstrip()[:1] not in ("[", "{"):
+        return raw
     try:
         return json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{key}: a list or table must be valid JSON ({exc})") from exc
 
 
 def _explain(exc: ValidationError, path: Path | None, prefix: str = "") -> str:

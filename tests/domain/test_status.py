@@ -12,8 +12,8 @@ def test_every_reason_maps_to_a_status() -> None:
 
 def test_no_op_is_failure_and_shutdown_is_resumable() -> None:
     assert TerminationReason.NO_OP.conversation_status() is ConversationStatus.FAILED
-    assert TerminationReason.SHUTDOWN.conversation_status().is_resumable
-    assert not TerminationReason.COMPLETED.conversation_status().is_resumable
+    assert TerminationReason.SHUTDOWN.conversation_status() is ConversationStatus.PAUSED
+    assert TerminationReason.COMPLETED.conversation_status().is_ended
 
 
 def test_usage_delta_never_negative() -> None:

@@ -201,6 +201,8 @@ async def test_full_run_pushes_opens_a_pull_request_and_leaks_no_credential(
                                 "owner": "acme",
                                 "repo": "project",
                                 "token_env": probe.FORGE_TOKEN_ENV,
+                                # Configured, so the forge is asked nothing but the pull.
+                                "default_base": probe.PR_BASE,
                             },
                             "fetch": {"allow": [f"{fetch_url}/allowed/"]},
                         }

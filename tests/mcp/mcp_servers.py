@@ -71,6 +71,10 @@ class GitRemoteState:
     authorized: int = 0
     refused: int = 0
     auth_headers: list[str] = field(default_factory=list)
+    upload_pack_seen: Path | None = None
+    """Created when a ref listing for fetch/ls-remote is first asked (hooks may wait on it)."""
+    refuse_upload_pack: bool = False
+    """Answer 503 to fetch/ls-remote (the remote is reachable for pushes only)."""
 
 
 class GitRemoteHandler(_Quiet):
@@ -93,6 +97,12 @@ class GitRemoteHandler(_Quiet):
             return
         state.authorized += 1
         path, _, query = self.path.partition("?")
+        if "git-upload-pack" in path or "service=git-upload-pack" in query:
+            if state.upload_pack_seen is not None:
+                state.upload_pack_seen.touch()
+            if state.refuse_upload_pack:
+                self.reply(503, b"listing refs is down\n")
+                return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         env = {
@@ -167,8 +177,12 @@ class ForgeState:
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     check_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     job_logs: dict[int, str] = field(default_factory=dict)
+    job_log_locations: dict[int, str] = field(default_factory=dict)
+    """Where a job's log redirects instead of this forge's own blob URL."""
     requests: list[str] = field(default_factory=list)
     blob_auth_headers: list[str] = field(default_factory=list)
+    default_branch: str = "main"
+    """What GET /repos/{owner}/{repo} says the repository's default branch is."""
 
     @property
     def full_name(self) -> str:
@@ -228,6 +242,10 @@ class ForgeHandler(_Quiet):
         path, query = routed
         segments = path.strip("/").split("/")
         match segments:
+            case [""]:
+                self._json(
+                    200, {"full_name": state.full_name, "default_branch": state.default_branch}
+                )
             case ["pulls"]:
                 owner, _, ref = query.get("head", [":"])[0].partition(":")
                 found = [
@@ -252,7 +270,8 @@ class ForgeHandler(_Quiet):
                 runs = state.check_runs.get(sha, [])
                 self._json(200, {"total_count": len(runs), "check_runs": runs})
             case ["actions", "jobs", job, "logs"] if int(job) in state.job_logs:
-                self.reply(302, b"", Location=f"/blobs/job-{job}.log")
+                where = state.job_log_locations.get(int(job), f"/blobs/job-{job}.log")
+                self.reply(302, b"", Location=where)
             case _:
                 self._json(404, {"message": "Not Found"})
 

@@ -82,6 +82,40 @@ async def test_reads_ci_status_checks_and_the_failed_jobs_log(
     assert forge.blob_auth_headers == [""]
 
 
+async def test_a_log_whose_redirect_is_refused_is_skipped_and_the_rest_returned(
+    world: World, endpoints: McpEndpoints
+) -> None:
+    number = await _open_pull(world, endpoints)
+    forge = world.forge_state
+    sha = forge.pull_objects[number]["head"]["sha"]
+    forge.statuses[sha] = {
+        "state": "failure",
+        "statuses": [{"context": "lint", "state": "failure", "description": "2 problems"}],
+    }
+    forge.check_runs[sha] = [
+        {"id": 91, "name": "unit", "status": "completed", "conclusion": "failure"},
+        {"id": 92, "name": "e2e", "status": "completed", "conclusion": "failure"},
+    ]
+    forge.job_logs[91] = "never fetched"
+    forge.job_log_locations[91] = "http://logs.elsewhere.test/job-91.log"  # not https, foreign
+    forge.job_logs[92] = "e2e setup\nTimeoutError in test_login\n"
+    result = await call(endpoints, world.bearer(), "ci_status", {})
+    assert not result.is_error, result.text
+    assert result.text.splitlines() == [
+        f"pull request #{number} head {sha[:12]}: combined status failure",
+        "status lint: failure 2 problems",
+        "check unit: completed failure",
+        "check e2e: completed failure",
+        "--- log of failed job unit (last 16000 bytes)",
+        "(log skipped: the forge redirected to 'http://logs.elsewhere.test/job-91.log', "
+        "which is not https)",
+        "--- log of failed job e2e (last 16000 bytes)",
+        "e2e setup",
+        "TimeoutError in test_login",
+    ]
+    assert forge.blob_auth_headers == [""]  # only the good log was fetched, without the token
+
+
 async def test_comments_on_its_own_pull_request(world: World, endpoints: McpEndpoints) -> None:
     number = await _open_pull(world, endpoints)
     result = await call(

@@ -14,10 +14,10 @@ from synthorg.engine import LoopDependencies
 from synthorg.engine.bearers import RunGrant
 from synthorg.gateway.signer import UnboundModelError
 from synthorg.service.bearers import GatewayMinter
-from synthorg.service.boot import Components, ProvisionContext, boot
+from synthorg.service.boot import Components, boot
 from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.options import RunOptions
-from synthorg.service.provisioning import LoopEndpoints, LoopProvisioner, RunSetup
+from synthorg.service.provisioning import LoopEndpoints, LoopProvisioner, ProvisionContext, RunSetup
 from tests.support import scripted_settings, terminations_logged
 
 from .conftest import Booter, make_task

@@ -184,7 +184,7 @@ async def test_shutdown_stops_runs_resumably(booted: Booter, demo_repo: Path) ->
         assert result is not None
         assert result.termination_reason is TerminationReason.SHUTDOWN
         final = await components.store.get_conversation(record.id)
-        assert final.status.is_resumable
+        assert final.status is ConversationStatus.PAUSED  # shut down: resumable
         with pytest.raises(ConflictError, match="shutting down"):
             await service.start(record.id)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from synthorg.domain import AgentIdentity, ConversationRecord, MessageEvent, Task
@@ -65,3 +67,12 @@ def raw_saved_text(url: str) -> str:
         if file.exists():
             chunks.append(file.read_bytes().decode("latin-1"))
     return "\n".join(chunks)
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    """Wait for ``condition`` (checked between event-loop turns), failing after ``timeout_s``."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s} s")
+        await asyncio.sleep(0.01)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from store_helpers import record
+from store_helpers import record, until
 
 from synthorg.domain import MessageEvent, StoredEvent
 from synthorg.store import Store, StoreConfig, open_store
@@ -115,7 +115,9 @@ async def test_postgres_followers_are_woken_by_notify_not_polling(pg_schema_url:
         await follower.create_conversation(rec)
         stream = follower.tail(rec.id)
         first = asyncio.ensure_future(anext(stream))
-        await asyncio.sleep(0.2)  # the follower has read the (empty) history and waits
+        # The follower has read the (empty) history and waits: from here on, with polling at
+        # 600 s, only a NOTIFY can bring it the other process's appends.
+        await until(lambda: follower.followers_waiting(rec.id) == 1)
         proc = await _spawn(pg_schema_url, rec.id, 5, 0.05, 1)
         got = [await asyncio.wait_for(first, 10)]
         while len(got) < 5:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from store_helpers import message, record, uid
+from store_helpers import message, record, uid, until
 
 from synthorg.domain import StoredEvent
 from synthorg.errors import NotFoundError
@@ -63,7 +63,7 @@ async def test_tail_ends_when_the_conversation_is_deleted(store: Store) -> None:
             got.append(stored.seq)
 
     task = asyncio.create_task(follow())
-    await asyncio.sleep(0.1)
+    await until(lambda: got == [1])  # the follower is past the history and following
     await store.delete_conversation(rec.id)
     await asyncio.wait_for(task, 10)
     assert got == [1]

@@ -53,12 +53,9 @@ class LocalServe:
         checked with SO_PEERCRED to reach the serve ``found`` names: the path is resolved
         again at each connect, and whoever can swap a directory on it in between (a
         symlinked data dir) must not get the run."""
-        transport = httpx.AsyncHTTPTransport(uds=str(found.path))
-        # httpx offers no network backend option; its pool is rebuilt with one that checks.
-        transport._pool = httpcore.AsyncConnectionPool(
-            uds=str(found.path), network_backend=_PeerChecked(found)
+        return httpx.AsyncClient(
+            transport=_PeerCheckedTransport(found), base_url="http://serve", timeout=_TIMEOUT
         )
-        return httpx.AsyncClient(transport=transport, base_url="http://serve", timeout=_TIMEOUT)
 
     async def hello(self) -> dict[str, Any]:
         """The serve's pid and sandbox backend (waits for a starting serve, bounded)."""
@@ -164,6 +161,89 @@ class LocalServe:
             f"lost serve pid {self.found.peer.pid} ({type(exc).__name__}: {exc}); the "
             "conversation is resumable with --resume once a serve or this terminal takes it over"
         )
+
+
+# httpcore's errors as httpx's, most specific first (httpx maps them the same way, privately).
+_HTTPX_ERROR: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+def _as_httpx(exc: Exception, request: httpx.Request) -> Exception:
+    for theirs, ours in _HTTPX_ERROR:
+        if isinstance(exc, theirs):
+            return ours(str(exc), request=request)
+    return exc
+
+
+class _PeerCheckedTransport(httpx.AsyncBaseTransport):
+    """httpx's transport boundary over an httpcore pool whose every connection is checked.
+
+    httpx's own transport takes no network backend, so the pool is ours: one connection
+    pool on the socket with ``_PeerChecked`` as its backend, and httpcore's errors mapped to
+    httpx's so callers handle one error family."""
+
+    def __init__(self, found: Found) -> None:
+        self._pool = httpcore.AsyncConnectionPool(
+            uds=str(found.path), network_backend=_PeerChecked(found)
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.AsyncByteStream)
+        core = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        try:
+            response = await self._pool.handle_async_request(core)
+        except Exception as exc:
+            raise _as_httpx(exc, request) from exc
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_Body(response, request),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response body read from httpcore, its errors mapped to httpx's."""
+
+    def __init__(self, response: httpcore.Response, request: httpx.Request) -> None:
+        self._response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._response.aiter_stream():
+                yield chunk
+        except Exception as exc:
+            raise _as_httpx(exc, self._request) from exc
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
 
 
 class _PeerChecked(httpcore.AsyncNetworkBackend):

@@ -181,8 +181,9 @@ class ToolAuditEvent(_NoToolName, _NoUsage, _Event):
     kind: Literal["tool_audit"] = "tool_audit"
     tool: str = Field(description="The MCP tool called.")
     arguments: dict[str, Any] = Field(default_factory=dict, description="Arguments, redacted.")
-    outcome: Literal["started", "ok", "refused", "error"] = Field(
-        description="How the call ended; 'started' is the intent, written before acting."
+    outcome: Literal["started", "ok", "refused", "error", "unknown"] = Field(
+        description="How the call ended; 'started' is the intent, written before acting; "
+        "'unknown': its effect may have happened and could not be checked."
     )
     detail: str = Field(default="", description="Result or refusal message, redacted.")
     duration_ms: float = Field(ge=0, description="Wall time of the call.")

@@ -22,18 +22,38 @@ class ConversationStatus(StrEnum):
     @property
     def is_active(self) -> bool:
         """A run is in progress (a process is working or waiting on a person)."""
-        return self in {ConversationStatus.RUNNING, ConversationStatus.WAITING_CONFIRMATION}
+        return self in _ACTIVE
 
     @property
-    def is_resumable(self) -> bool:
-        """A new run may continue this conversation."""
-        return self in {
-            ConversationStatus.CREATED,
-            ConversationStatus.PAUSED,
-            ConversationStatus.ERROR,
-            ConversationStatus.CANCELLED,
-            ConversationStatus.INTERRUPTED,
-        }
+    def is_ended(self) -> bool:
+        """The last run ended on its own terms (finished, failed, cancelled, error); a new run
+        may still continue the conversation with a message."""
+        return self in _ENDED
+
+    def may_become(self, new: ConversationStatus) -> bool:
+        """Whether a conversation in this status may move to ``new`` (the transition table).
+
+        Nothing returns to CREATED; only a run in progress waits for a decision; only a run
+        in progress is INTERRUPTED (its owner died). Every other move is legal: a run in
+        progress may end any way, and any conversation not in progress may be started again
+        (RUNNING) or ended before its loop starts (a refused worktree, a stop during set-up).
+        """
+        if new is ConversationStatus.CREATED:
+            return self is ConversationStatus.CREATED
+        if new in (ConversationStatus.WAITING_CONFIRMATION, ConversationStatus.INTERRUPTED):
+            return self.is_active or self is new
+        return True
+
+
+_ACTIVE = frozenset({ConversationStatus.RUNNING, ConversationStatus.WAITING_CONFIRMATION})
+_ENDED = frozenset(
+    {
+        ConversationStatus.FINISHED,
+        ConversationStatus.FAILED,
+        ConversationStatus.CANCELLED,
+        ConversationStatus.ERROR,
+    }
+)
 
 
 class TerminationReason(StrEnum):

@@ -31,7 +31,10 @@ class Task(BaseModel):
     )
     artifacts_expected: bool = Field(
         default=True,
-        description="Whether the task must change the workspace; with no tool calls it is NO_OP.",
+        description=(
+            "Whether the task must change the workspace: a completed run whose worktree content "
+            "is unchanged against its base is NO_OP."
+        ),
     )
     repository: str = Field(description="Path of the git repository (or plain directory).")
 

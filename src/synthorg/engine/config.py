@@ -9,14 +9,12 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from synthorg.domain import Complexity
+from synthorg.engine.loop_names import LOOP_TYPES
 
 
 def known_loop_types() -> frozenset[str]:
-    """Every loop type SynthOrg knows of: the names in the loop catalogue."""
-    # Imported on use: the catalogue imports the loops, and they import this module.
-    from synthorg.engine.catalogue import LOOP_FACTORIES
-
-    return frozenset(LOOP_FACTORIES)
+    """Every loop type SynthOrg knows of (engine.loop_names; the catalogue checks against it)."""
+    return LOOP_TYPES
 
 
 def check_loop_type(value: str) -> str:
@@ -28,7 +26,7 @@ def check_loop_type(value: str) -> str:
 
 
 class _LoopTypeSchema:
-    """The JSON schema of a loop type: an enum of the catalogue's names (made on use)."""
+    """The JSON schema of a loop type: an enum of the known names."""
 
     def __get_pydantic_json_schema__(
         self, schema: CoreSchema, handler: GetJsonSchemaHandler
@@ -37,7 +35,7 @@ class _LoopTypeSchema:
 
 
 LoopType = Annotated[str, AfterValidator(check_loop_type), _LoopTypeSchema()]
-"""A loop type name, validated against the catalogue: the one loop-name validator."""
+"""A loop type name, validated against the known names: the one loop-name validator."""
 
 
 class EngineConfig(BaseModel):

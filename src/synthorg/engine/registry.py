@@ -45,6 +45,15 @@ class LoopDependencies:
 LoopFactory = Callable[[LoopDependencies], ExecutionLoop]
 
 
+def check_family(family: str, factories: Mapping[str, LoopFactory], names: frozenset[str]) -> None:
+    """Fail loud when a loop family's factories and its names in ``engine.loop_names`` differ."""
+    if frozenset(factories) != names:
+        raise ConfigError(
+            f"the {family} loop factories {sorted(factories)} do not match the known "
+            f"{family} loop types {sorted(names)} (engine/loop_names.py)"
+        )
+
+
 class LoopRegistry:
     """Factories by loop type."""
 

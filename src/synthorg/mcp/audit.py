@@ -13,7 +13,7 @@ from synthorg.errors import BoundaryError
 from synthorg.logging import get_logger
 from synthorg.store.protocol import ExecutionUsage
 
-Outcome = Literal["started", "ok", "refused", "error"]
+Outcome = Literal["started", "ok", "refused", "error", "unknown"]
 
 _log = get_logger("synthorg.mcp")
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from synthorg.domain.ids import ProjectId
 from synthorg.errors import ConfigError
 from synthorg.mcp.allowlist import parse_entry
-from synthorg.mcp.refs import ref_name_problem
+from synthorg.mcp.refs import RUN_BRANCH_PREFIX, ref_name_problem
 
 MCP_PATH = "/mcp"
 """Where the server's streamable HTTP endpoint is mounted (on either listener)."""
@@ -48,8 +48,16 @@ class ForgeConfig(BaseModel):
     token_env: str | None = Field(
         default=None, description="Environment variable holding the forge API token."
     )
-    default_base: str = Field(
-        default="main", min_length=1, description="Base branch when the call names none."
+    default_base: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Base branch when the call names none; unset: the forge repository's "
+        "default branch (asked of the forge).",
+    )
+    base_branches: tuple[str, ...] = Field(
+        default=(),
+        description="Branches a pull request may be opened into, besides the default base; "
+        "never a run branch (synthorg/...).",
     )
     timeout_s: float = Field(default=20.0, gt=0, description="Time cap of one API request.")
 
@@ -60,11 +68,23 @@ class ForgeConfig(BaseModel):
 
     @field_validator("default_base")
     @classmethod
-    def _check_base(cls, value: str) -> str:
-        problem = ref_name_problem(value)
-        if problem is not None:
-            raise ValueError(f"default_base {value!r} is not a valid branch name: {problem}")
-        return value
+    def _check_base(cls, value: str | None) -> str | None:
+        return None if value is None else _base_branch(value, "default_base")
+
+    @field_validator("base_branches")
+    @classmethod
+    def _check_bases(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_base_branch(name, "base_branches") for name in value)
+
+
+def _base_branch(name: str, what: str) -> str:
+    problem = ref_name_problem(name)
+    if problem is not None:
+        raise ValueError(f"{what} {name!r} is not a valid branch name: {problem}")
+    if name.startswith(RUN_BRANCH_PREFIX):
+        # Each run owns its branch: a pull request into one would merge into another run.
+        raise ValueError(f"{what} {name!r} is a run branch ({RUN_BRANCH_PREFIX}...), never a base")
+    return name
 
 
 class FetchRule(BaseModel):

@@ -14,3 +14,10 @@ class ToolRefusedError(UsageError):
 
 class ToolFailedError(BoundaryError):
     """A tool call was in scope but the outside world failed it (git, the forge, the fetch)."""
+
+
+class ToolOutcomeUnknownError(BoundaryError):
+    """A tool call may or may not have had its effect, and that could not be found out.
+
+    The message says what was tried; the call is audited as 'unknown', never as a plain error.
+    """

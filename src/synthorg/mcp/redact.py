@@ -1,8 +1,19 @@
-"""Redaction: every form a vault secret can take in text is replaced before text leaves.
+"""Redaction: every run of 8 characters of a vault secret, in any form it takes, is replaced.
 
-The forms: the secret itself, percent-encoded (as URL libraries and git quote it, any hex case),
-hex (any case), and base64 / url-safe base64 at each of the three byte alignments (as inside
-``Authorization: Basic base64(user:secret)``), including the characters at the secret's end.
+The forms: the secret itself, percent-encoded (as URL libraries and git quote it, either hex
+case; every byte escaped, any case), hex (any case), and base64 / url-safe base64 at each of
+the three byte alignments (as inside ``Authorization: Basic base64(user:secret)``), including
+the characters at the secret's end.
+Not only whole forms: a forge that echoes a prefix, a middle or a suffix of its token, or the
+token spaced out, must not pass those either. So the unit is a window of ``RUN`` characters of
+a form, single whitespace allowed between them (a shorter form is its own window); every window
+found is replaced, overlapping and touching windows as one marker.
+
+Finding them costs a few passes in C, about what the whole-form regex it replaces cost
+(``benchmarks/redact_bench.py``). With single whitespace taken out, every
+window covers a whole 4-character block at a multiple of 4; so the text is cut into such blocks
+(``re.findall``), a set intersection keeps those that are 4-grams of a form, and only where such
+a 4-gram occurs is a window looked for, at the few starts that could contain it.
 
 Order matters: redact, *then* cut. ``cut`` never splits a redaction marker, and text read from a
 source that was itself cut (``source_cut``) also loses a trailing piece of a secret whose rest
@@ -12,17 +23,27 @@ lies beyond the cut.
 from __future__ import annotations
 
 import base64
+import bisect
+import functools
+import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 REDACTED = "[REDACTED]"
 MIN_SECRET = 4
 """Shorter values would redact ordinary words; the vault holds nothing that short."""
+RUN = 8
+"""The longest run of a secret form's characters that may survive is ``RUN - 1``."""
 MIN_PIECE = 4
 """The shortest trailing piece of a secret form redacted at a source cut."""
-_B64_CORE_MIN = 8
+_BLOCK = 4
+"""Any RUN consecutive characters contain a whole block of this size at a multiple of it."""
+assert RUN >= 2 * _BLOCK - 1
+_LONE_SPACE = re.compile(r"(?<=\S)\s(?=\S)")
+_BLOCKS = re.compile(f"(?s).{{{_BLOCK}}}")
 
 
 def _b64_forms(raw: bytes) -> set[str]:
@@ -35,65 +56,159 @@ def _b64_forms(raw: bytes) -> set[str]:
             encoded = encode(data).decode()
             start = -(-8 * pad // 6)  # first character with no pad bits
             end = 8 * len(data) // 6  # characters wholly inside the data's bits
-            core = encoded[start:end]
-            if len(core) >= _B64_CORE_MIN:
-                out.add(core)
-                # When the secret ends the data, its last (padded) characters are fixed too.
-                out.add(encoded[start:])
-                out.add(encoded[start:].rstrip("="))
-    return out
+            out.add(encoded[start:end])
+            # When the secret ends the data, its last (padded) characters are fixed too.
+            out.add(encoded[start:])
+    return {form for form in out if form}
+
+
+def _lower_escapes(text: str) -> str:
+    return re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), text)
 
 
 def _forms(secret: str) -> tuple[set[str], set[str]]:
-    """(case-sensitive forms, case-insensitive forms) of one secret."""
+    """(case-sensitive forms, case-insensitive forms lower-cased) of one secret.
+
+    Only forms made of hex digits (and '%') are matched in any case: in a quoted form the
+    secret's own letters keep their case, or ordinary words would match a word-like secret.
+    """
     raw = secret.encode()
-    exact = {secret, *_b64_forms(raw)}
-    folded = {
-        quote(secret, safe=""),
-        quote(secret),
-        "".join(f"%{b:02x}" for b in raw),
-        raw.hex(),
-    }
+    quoted = {quote(secret, safe=""), quote(secret)}
+    exact = {secret, *_b64_forms(raw), *quoted, *map(_lower_escapes, quoted)}
+    folded = {"".join(f"%{b:02x}" for b in raw), raw.hex()}
     return exact, folded
 
 
+def _grams(forms: Iterable[str], size: int) -> set[str]:
+    return {form[i : i + size] for form in forms for i in range(len(form) - size + 1)}
+
+
+def _cases(gram: str) -> set[str]:
+    """Every upper/lower-case spelling of ``gram`` (a folded form is matched in any case)."""
+    return {"".join(chars) for chars in itertools.product(*({c.lower(), c.upper()} for c in gram))}
+
+
+def _spaced(literal: str) -> str:
+    return r"\s?".join(re.escape(ch) for ch in literal)
+
+
+@dataclass(frozen=True, slots=True)
+class _Matcher:
+    """What one set of secrets is matched with (built once per set: the server asks per call)."""
+
+    exact: tuple[str, ...]
+    folded: tuple[str, ...]
+    windows: frozenset[str]
+    """Every RUN-window of a case-sensitive form."""
+    folded_windows: frozenset[str]
+    """Every RUN-window of a case-insensitive form, lower-cased."""
+    blocks: frozenset[str]
+    """Every 4-gram of a long form (a case-insensitive one in every case)."""
+    short: re.Pattern[str] | None
+    """The forms shorter than RUN, whole (spaced out too)."""
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where windows of a form lie in ``text``, as (start, end), by start."""
+        found: list[tuple[int, int]] = []
+        if self.short is not None:
+            found += [(m.start(), m.end(1)) for m in self.short.finditer(text)]
+        parts = _LONE_SPACE.split(text)  # the text with single whitespace taken out, in pieces
+        joined = "".join(parts)
+        hits = self.blocks.intersection(_BLOCKS.findall(joined))
+        aligned = sorted(
+            at for block in hits for at in _occurrences(joined, block) if at % _BLOCK == 0
+        )
+        windows: list[tuple[int, int]] = []
+        for at in aligned:
+            # A window holding this block starts at most a block before it.
+            for start in range(max(0, at - _BLOCK, windows[-1][0] + 1 if windows else 0), at + 1):
+                chars = joined[start : start + RUN]
+                if chars in self.windows or chars.lower() in self.folded_windows:
+                    windows.append((start, start + RUN))
+        if windows:
+            ends = list(itertools.accumulate(map(len, parts)))
+
+            def original(at: int) -> int:  # each piece before ``at`` lost one character after it
+                return at + bisect.bisect_right(ends, at)
+
+            found += [(original(start), original(end - 1) + 1) for start, end in windows]
+        return sorted(found)
+
+
+def _occurrences(text: str, needle: str) -> Iterator[int]:
+    at = text.find(needle)
+    while at != -1:
+        yield at
+        at = text.find(needle, at + 1)
+
+
+@functools.lru_cache(maxsize=64)
+def _matcher(secrets: frozenset[str]) -> _Matcher:
+    exact: set[str] = set()
+    folded: set[str] = set()
+    for secret in secrets:
+        e, f = _forms(secret)
+        exact |= e
+        folded |= f
+    folded = {v for v in folded if len(v) >= MIN_SECRET}
+    long_exact = {f for f in exact if len(f) >= RUN}
+    long_folded = {f for f in folded if len(f) >= RUN}
+    short = sorted((exact | folded) - long_exact - long_folded, key=len, reverse=True)
+    short_pattern = None
+    if short:
+        parts = [_spaced(f) if f in exact else f"(?i:{_spaced(f)})" for f in short]
+        short_pattern = re.compile(f"(?=({'|'.join(parts)}))")
+    blocks = _grams(long_exact, _BLOCK)
+    for gram in _grams(long_folded, _BLOCK):
+        blocks |= _cases(gram)
+    by_length = functools.partial(sorted, key=len, reverse=True)
+    return _Matcher(
+        exact=tuple(by_length(exact)),
+        folded=tuple(by_length(folded)),
+        windows=frozenset(_grams(long_exact, RUN)),
+        folded_windows=frozenset(_grams(long_folded, RUN)),
+        blocks=frozenset(blocks),
+        short=short_pattern,
+    )
+
+
 class Redactor:
-    """Replaces known secrets (and their encoded forms) in strings and JSON-like values."""
+    """Replaces runs of known secrets (in every encoded form) in strings and JSON-like values."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        exact: set[str] = set()
-        folded: set[str] = set()
-        for secret in secrets:
-            if len(secret) >= MIN_SECRET:
-                e, f = _forms(secret)
-                exact |= e
-                folded |= {v.lower() for v in f}
-        folded = {v for v in folded if len(v) >= MIN_SECRET}
-        self._exact = tuple(sorted(exact, key=len, reverse=True))
-        self._folded = tuple(sorted(folded, key=len, reverse=True))
-        # One alternation, longest first, so a form's prefix never leaves the rest behind.
-        parts = sorted(
-            [(v, re.escape(v)) for v in self._exact]
-            + [(v, f"(?i:{re.escape(v)})") for v in self._folded],
-            key=lambda item: len(item[0]),
-            reverse=True,
-        )
-        self._pattern = re.compile("|".join(p for _, p in parts)) if parts else None
+        self._matcher = _matcher(frozenset(s for s in secrets if len(s) >= MIN_SECRET))
+        self._exact = self._matcher.exact
+        self._folded = self._matcher.folded
 
     @property
     def longest(self) -> int:
-        """Length of the longest form (how far past a cut a source must be read)."""
-        return max((len(v) for v in (*self._exact, *self._folded)), default=0)
+        """How far past a cut a source must be read to see any form whole (spaced out too)."""
+        return 2 * max((len(v) for v in (*self._exact, *self._folded)), default=0)
 
     def text(self, value: str, *, source_cut: bool = False) -> str:
-        """``value`` with every secret form replaced by REDACTED.
+        """``value`` with every run of a secret form replaced by REDACTED.
 
         ``source_cut``: ``value`` is the start of a longer text, so a secret form may begin at
         its end and continue past it; such a trailing piece is redacted too.
         """
-        if self._pattern is None:
+        if not self._exact and not self._folded:
             return value
-        value = self._pattern.sub(REDACTED, value)
+        out: list[str] = []
+        done = 0  # everything before this index is written or redacted
+        span_start = span_end = -1
+        for start, end in self._matcher.spans(value):
+            if start <= span_end:  # overlaps or touches the current span: extend it
+                span_end = max(span_end, end)
+                continue
+            if span_end >= 0:
+                out += (value[done:span_start], REDACTED)
+                done = span_end
+            span_start, span_end = start, end
+        if span_end >= 0:
+            out += (value[done:span_start], REDACTED)
+            done = span_end
+        out.append(value[done:])
+        value = "".join(out)
         if source_cut:
             piece = self._trailing_piece(value)
             if piece:

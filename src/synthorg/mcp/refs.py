@@ -12,6 +12,8 @@ import re
 from synthorg.mcp.errors import ToolRefusedError
 
 MAX_REF_LENGTH = 255
+RUN_BRANCH_PREFIX = "synthorg/"
+"""Every run works on ``synthorg/<conversation id>``; no such branch is a pull request's base."""
 # check-ref-format rule 4/5/10: control characters, space, ~ ^ : ? * [ and backslash.
 _FORBIDDEN_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 

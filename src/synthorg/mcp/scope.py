@@ -8,9 +8,9 @@ from fnmatch import fnmatchcase
 from synthorg.gateway.signer import BearerClaims
 from synthorg.mcp.config import McpConfig, ProjectToolConfig
 from synthorg.mcp.errors import ToolRefusedError
-from synthorg.mcp.refs import check_branch_name
+from synthorg.mcp.refs import RUN_BRANCH_PREFIX, check_branch_name
 
-BRANCH_PREFIX = "synthorg/"
+BRANCH_PREFIX = RUN_BRANCH_PREFIX
 
 
 def run_branch(conversation_id: str) -> str:

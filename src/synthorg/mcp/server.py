@@ -22,9 +22,10 @@ from synthorg.logging import get_logger
 from synthorg.mcp.audit import AuditWriteError, McpStore, Outcome, record_call
 from synthorg.mcp.auth import UNAUTHENTICATED, BearerAuthMiddleware, claims_from_request
 from synthorg.mcp.config import MCP_PATH, McpConfig
-from synthorg.mcp.errors import ToolFailedError, ToolRefusedError
+from synthorg.mcp.errors import ToolFailedError, ToolOutcomeUnknownError, ToolRefusedError
 from synthorg.mcp.redact import Redactor
 from synthorg.mcp.scope import resolve_scope
+from synthorg.mcp.target import OriginFormMiddleware
 from synthorg.mcp.tools import (
     CredentialedTool,
     ToolContext,
@@ -152,6 +153,7 @@ class _ToolDispatcher:
         # Built per call so a credential added to the vault is redacted from then on.
         redactor = Redactor(self._vault.secret_values())
         arguments = redactor.value(dict(params.arguments or {}))
+        name = redactor.text(params.name)  # what is recorded and logged of the caller's words
 
         async def audit(outcome: Outcome, detail: str) -> None:
             await record_call(
@@ -159,7 +161,7 @@ class _ToolDispatcher:
                 conversation_id=claims.conversation_id,
                 project_id=claims.project_id,
                 execution_id=claims.execution_id,
-                tool=params.name,
+                tool=name,
                 arguments=arguments,
                 outcome=outcome,
                 detail=detail,
@@ -170,20 +172,23 @@ class _ToolDispatcher:
             await self._check_alive(claims)
         except _Dead as exc:
             text = f"refused: {exc}"
-            _log.warning("mcp.tool_call.dead_bearer", tool=params.name, reason=str(exc))
+            _log.warning("mcp.tool_call.dead_bearer", tool=name, reason=redactor.text(str(exc)))
             if exc.auditable:
                 with contextlib.suppress(AuditWriteError):  # logged; the refusal stands
                     await audit("refused", text)
             return _result(text, True)
 
+        tool = self._tools.get(params.name)
+        if tool is None:
+            # A protocol error, not a tool result (MCP spec: unknown tool -> -32602).
+            text = f"unknown tool {name!r}; available: {', '.join(sorted(self._tools))}"
+            with contextlib.suppress(AuditWriteError):  # logged; the refusal stands
+                await audit("refused", f"refused: {text}")
+            raise MCPError(types.INVALID_PARAMS, text)
+
         outcome: Outcome = "ok"
         acted = False
         try:
-            tool = self._tools.get(params.name)
-            if tool is None:
-                raise ToolRefusedError(
-                    f"unknown tool {params.name!r}; available: {', '.join(sorted(self._tools))}"
-                )
             scope = resolve_scope(self._config, claims)
             raw = dict(params.arguments or {})
             if redactor.value(raw) != raw:
@@ -206,11 +211,13 @@ class _ToolDispatcher:
             outcome, text = "refused", f"refused: {exc}"
         except ToolFailedError as exc:
             outcome, text = "error", f"error: {exc}"
+        except ToolOutcomeUnknownError as exc:
+            outcome, text = "unknown", f"unknown: {exc}"
         except Exception as exc:
             outcome, text = "error", f"error: internal failure ({type(exc).__name__})"
             _log.error(
                 "mcp.tool_call.crashed",
-                tool=params.name,
+                tool=name,
                 error=type(exc).__name__,
                 message=redactor.text(str(exc)),
             )
@@ -266,4 +273,4 @@ def create_mcp_app(
         # (a forwarded unix socket), so the Host check would only get in the way.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return BearerAuthMiddleware(app, signer)
+    return OriginFormMiddleware(BearerAuthMiddleware(app, signer))

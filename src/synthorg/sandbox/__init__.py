@@ -2,44 +2,61 @@
 
 from __future__ import annotations
 
-from synthorg.errors import UsageError
-from synthorg.sandbox.boundary import render_boundary
-from synthorg.sandbox.bwrap import BwrapSandbox
-from synthorg.sandbox.errors import (
-    SandboxIOError,
-    SandboxOptInError,
-    SandboxStartError,
-    SandboxUnavailableError,
-    ToolboxError,
-)
-from synthorg.sandbox.local import LocalSandbox
-from synthorg.sandbox.protocol import (
-    BoundaryDeclaration,
-    BoundaryRow,
-    BoundaryStatus,
-    ExitReason,
-    ForwardedEndpoint,
-    SandboxExit,
-    SandboxLimits,
-    SandboxProcess,
-    SandboxRequest,
-    SandboxStreamer,
-)
-from synthorg.sandbox.toolbox_client import CommandResult, EditResult, ToolboxClient
+from typing import TYPE_CHECKING
 
-BACKENDS = frozenset({"bwrap", "local"})
+from synthorg.lazy import lazy_exports
 
-
-def make_sandbox(backend: str, *, allow_local: bool = False) -> SandboxStreamer:
-    """Build a backend by name; unknown names and local without opt-in fail loud."""
-    if backend == "bwrap":
-        return BwrapSandbox()
-    if backend == "local":
-        return LocalSandbox(allow_unisolated=allow_local)
-    raise UsageError(
-        f"unknown sandbox backend {backend!r}: choose one of {', '.join(sorted(BACKENDS))}"
+if TYPE_CHECKING:
+    from synthorg.sandbox.backends import BACKENDS, make_sandbox
+    from synthorg.sandbox.boundary import render_boundary
+    from synthorg.sandbox.bwrap import BwrapSandbox
+    from synthorg.sandbox.errors import (
+        SandboxIOError,
+        SandboxOptInError,
+        SandboxStartError,
+        SandboxUnavailableError,
+        ToolboxError,
     )
+    from synthorg.sandbox.local import LocalSandbox
+    from synthorg.sandbox.protocol import (
+        BoundaryDeclaration,
+        BoundaryRow,
+        BoundaryStatus,
+        ExitReason,
+        ForwardedEndpoint,
+        SandboxExit,
+        SandboxLimits,
+        SandboxProcess,
+        SandboxRequest,
+        SandboxStreamer,
+    )
+    from synthorg.sandbox.toolbox_client import CommandResult, EditResult, ToolboxClient
 
+_WHERE = {
+    "BACKENDS": "backends",
+    "make_sandbox": "backends",
+    "render_boundary": "boundary",
+    "BwrapSandbox": "bwrap",
+    "SandboxIOError": "errors",
+    "SandboxOptInError": "errors",
+    "SandboxStartError": "errors",
+    "SandboxUnavailableError": "errors",
+    "ToolboxError": "errors",
+    "LocalSandbox": "local",
+    "BoundaryDeclaration": "protocol",
+    "BoundaryRow": "protocol",
+    "BoundaryStatus": "protocol",
+    "ExitReason": "protocol",
+    "ForwardedEndpoint": "protocol",
+    "SandboxExit": "protocol",
+    "SandboxLimits": "protocol",
+    "SandboxProcess": "protocol",
+    "SandboxRequest": "protocol",
+    "SandboxStreamer": "protocol",
+    "CommandResult": "toolbox_client",
+    "EditResult": "toolbox_client",
+    "ToolboxClient": "toolbox_client",
+}
 
 __all__ = [
     "BACKENDS",
@@ -66,3 +83,5 @@ __all__ = [
     "make_sandbox",
     "render_boundary",
 ]
+
+__getattr__ = lazy_exports(__name__, _WHERE)

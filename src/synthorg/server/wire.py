@@ -65,7 +65,8 @@ class CreateConversation(RunOptions):
     task_id: Identifier | None = Field(default=None, description="Task id; default: a new id.")
     complexity: Complexity = Field(default=Complexity.MODERATE, description="Judged difficulty.")
     artifacts_expected: bool = Field(
-        default=True, description="The task must change files (no tool calls => NO_OP)."
+        default=True,
+        description="The task must change files: completed with an unchanged worktree is NO_OP.",
     )
     start: bool = Field(default=True, description="Start the run right away.")
 

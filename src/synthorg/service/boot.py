@@ -24,7 +24,7 @@ from synthorg.sandbox.pool import SandboxPool
 from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
 from synthorg.service.delegation import DelegationHub, DelegationSettings
 from synthorg.service.ownership import OwnershipPolicy
-from synthorg.service.provisioning import LoopProvisioner
+from synthorg.service.provisioning import ProvisionContext, ProvisionerFactory
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.service.rundirs import sweep_dead_run_dirs
 from synthorg.service.runs import LocalRunService
@@ -61,26 +61,6 @@ class Components:
     registry: LoopRegistry
     service: LocalRunService
     sandbox_pool: SandboxPool | None = None
-
-
-ProvisionerFactory = Callable[["ProvisionContext"], LoopProvisioner]
-
-
-@dataclass(frozen=True)
-class ProvisionContext:
-    """What loop provisioning may use: the wired infrastructure, without the service."""
-
-    settings: Settings
-    sandbox: SandboxStreamer
-    sandbox_settings: SandboxSettings
-    signer: GatewaySigner
-    gateway_endpoints: Endpoints
-    mcp_endpoints: McpEndpoints
-    mcp_config: McpConfig
-    checkpoints: CheckpointStore
-    delegation: DelegationHub | None = None
-    sandbox_pool: SandboxPool | None = None
-    """Pre-started OpenHands sandboxes, one run each (``boot(openhands_pool=True)``)."""
 
 
 def _socket_dir(home: Path) -> Path:

@@ -460,12 +460,7 @@ def _check_loop(task: SubTask, parent: ConversationRecord) -> None:
 
 
 def _finished(record: ConversationRecord) -> bool:
-    return record.status in (
-        ConversationStatus.FINISHED,
-        ConversationStatus.FAILED,
-        ConversationStatus.CANCELLED,
-        ConversationStatus.ERROR,
-    )
+    return record.status.is_ended
 
 
 def _observation(children: list[_Child], outcome: MergeOutcome, left: Decimal | None) -> str:

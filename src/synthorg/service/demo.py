@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+
+from synthorg.workspace.git import run_git_sync
 
 DEMO_TASK = (
     "The tests in test_calc.py fail. Find the bug in calc.py, fix it, and run the tests "
@@ -67,5 +68,5 @@ def create_demo_repo(path: Path) -> Path:
         ["add", "-A"],
         ["commit", "-q", "-m", "calc: initial"],
     ):
-        subprocess.run(["git", *env_identity, *args], cwd=path, check=True, capture_output=True)
+        run_git_sync([*env_identity, *args], path)
     return path

@@ -22,9 +22,8 @@ from synthorg.engine.openhands import OPENHANDS_FACTORIES
 from synthorg.engine.registry import LoopFactory
 from synthorg.errors import ConfigError
 from synthorg.sandbox import SandboxRequest, ToolboxClient
-from synthorg.service.boot import ProvisionContext
 from synthorg.service.openhands import provision_openhands, require_runtime
-from synthorg.service.provisioning import LoopEndpoints, LoopProvisioner, RunSetup
+from synthorg.service.provisioning import LoopEndpoints, LoopProvisioner, ProvisionContext, RunSetup
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.models import Workspace
 

@@ -25,8 +25,7 @@ from synthorg.engine.openhands.container_runtime import sandbox_request
 from synthorg.gateway.config import GatewayConfig
 from synthorg.runtime import OpenHandsRuntime, find_runtime
 from synthorg.sandbox import ForwardedEndpoint, SandboxRequest
-from synthorg.service.boot import ProvisionContext
-from synthorg.service.provisioning import LoopEndpoints, RunSetup
+from synthorg.service.provisioning import LoopEndpoints, ProvisionContext, RunSetup
 from synthorg.settings import section
 
 GATEWAY_PORT = 18080

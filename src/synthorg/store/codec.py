@@ -35,7 +35,12 @@ NEVER_RAN_OBSERVATION = (
 
 
 def check_transition(record: ConversationRecord, event: StatusChangeEvent) -> None:
-    """A transition's record and event must say the same new status."""
+    """A transition is in the table (``ConversationStatus.may_become``) and its record and
+    event say the same new status: every status write of both stores passes here."""
+    if event.old is not None and not event.old.may_become(event.new):
+        raise UsageError(
+            f"transition of {record.id}: {event.old.value} may not become {event.new.value}"
+        )
     if record.status is not event.new:
         raise UsageError(
             f"transition of {record.id}: the record says {record.status.value}, "

@@ -29,6 +29,8 @@ class Waiter:
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._event = asyncio.Event()
+        self.waiting = False
+        """In ``wait``: every commit from now on reaches this subscriber only by a wake-up."""
 
     def wake(self) -> None:
         """Set the flag (thread-safe); a closed loop means the subscriber is gone."""
@@ -41,8 +43,12 @@ class Waiter:
 
     async def wait(self, seconds: float) -> None:
         """Until woken or ``seconds`` pass."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._event.wait(), seconds)
+        self.waiting = True
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), seconds)
+        finally:
+            self.waiting = False
 
 
 ANY = "*"
@@ -133,6 +139,11 @@ class TailHub:
         for watcher in watchers:
             watcher.changed(ANY)
 
+    def waiting_count(self, conversation_id: str) -> int:
+        """How many followers of the conversation wait for a wake-up (for tests)."""
+        with self._lock:
+            return sum(1 for w in self._waiters.get(conversation_id, ()) if w.waiting)
+
     def subscriber_count(self) -> int:
         """How many followers are registered (for metrics and tests)."""
         with self._lock:
@@ -186,6 +197,10 @@ class LiveTail(ABC):
         self, conversation_id: str, *, after: int | None = None, limit: int = 100
     ) -> list[StoredEvent]:
         """Events with seq > after, in order."""
+
+    def followers_waiting(self, conversation_id: str) -> int:
+        """Followers of the conversation in this process that have read all and wait to be woken."""
+        return self._hub.waiting_count(conversation_id)
 
     def watch_changes(self) -> AbstractContextManager[ChangeWatcher]:
         """Told of every conversation record created, saved (status, turns, usage) or deleted

@@ -224,25 +224,14 @@ def git_env(
     return env
 
 
-_INHERITED: tuple[dict[bytes, bytes], dict[str, str]] | None = None
-
-
 def _inherited() -> dict[str, str]:
-    """os.environ without the variables that would redirect git. Rebuilt only when the
-    environment changed: comparing its raw bytes (a C-level dict comparison) costs a few
-    microseconds where decoding and filtering ~90 variables cost ~0.1 ms per git spawn."""
-    global _INHERITED
-    raw: dict[bytes, bytes] | None = getattr(os.environ, "_data", None)
-    if raw is not None and _INHERITED is not None and _INHERITED[0] == raw:
-        return _INHERITED[1]
-    kept = {
+    """os.environ without the variables that would redirect git (read at each spawn: the
+    environment may change, and ~0.1 ms a spawn is not worth a cache keyed on private state)."""
+    return {
         k: v
         for k, v in os.environ.items()
         if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES)
     }
-    if raw is not None:
-        _INHERITED = (dict(raw), kept)
-    return kept
 
 
 _PROGRAM: tuple[str | None, str] = (None, "git")

@@ -61,7 +61,7 @@ async def test_resume_after_sigkill_continues_from_the_log(tmp_path: Path) -> No
 
         await h.store.reconcile_after_restart()
         record = await h.store.get_conversation(cid)
-        assert record.status.is_resumable
+        assert record.status is ConversationStatus.INTERRUPTED
         prior = tuple(await h.events(cid))
         run = await h.new_run(
             progress_script(TOTAL), conversation_id=cid, prior=prior, max_turns=100

@@ -25,6 +25,7 @@ from synthorg.engine.native.tools import (
 )
 from synthorg.engine.native.tools.delegate import Delegator, delegate_tool
 from synthorg.engine.native.turn import CheckpointHook, TurnEngine
+from synthorg.engine.no_op import CONTROL_TOOLS
 from synthorg.engine.protocol import GatewayAccess, LoopContext
 
 ModelClientFactory = Callable[[GatewayAccess, str, NativeLoopSettings], ModelClient]
@@ -92,17 +93,21 @@ class NativeLoopDeps:
         return tools
 
 
-CONTROL_TOOLS: dict[str, Callable[[], Tool]] = {
+_CONTROL_TOOL_FACTORIES: dict[str, Callable[[], Tool]] = {
     "finish": finish_tool,
     "think": think_tool,
     "write_plan": write_plan_tool,
     "complete_step": complete_step_tool,
 }
+# The names are engine.no_op's (the NO_OP rule's) one list; a control tool added here only
+# would count as work there.
+if frozenset(_CONTROL_TOOL_FACTORIES) != CONTROL_TOOLS:
+    raise RuntimeError("the native control tools differ from engine.no_op.CONTROL_TOOLS")
 
 
 def control_tools(*names: str) -> list[Tool]:
     """Fresh control tools by name."""
-    return [CONTROL_TOOLS[name]() for name in names]
+    return [_CONTROL_TOOL_FACTORIES[name]() for name in names]
 
 
 LoopBody = Callable[[TurnEngine, ToolSet, LoopContext], Awaitable[str]]
@@ -118,7 +123,7 @@ async def run_native(
         tools = deps.work_tools()
         if deps.mcp_client_factory is not None and context.gateway.mcp_base_url:
             client = deps.mcp_client_factory(context.gateway.mcp_base_url, context.gateway.bearer)
-            reserved = [t.name for t in tools] + list(CONTROL_TOOLS)
+            reserved = [t.name for t in tools] + sorted(CONTROL_TOOLS)
             tools += await mcp_tools(client, reserved)
         engine = TurnEngine(
             context,

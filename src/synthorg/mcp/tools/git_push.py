@@ -5,6 +5,11 @@ The push runs from a throwaway bare repository that borrows the project's object
 planted in the project repository is ever read while the credential is in git's environment,
 and the credential is never written to any git config: it reaches git only through
 ``GIT_CONFIG_*`` environment variables of the one push process.
+
+A push that times out may still land (the remote already has the pack and may be running its
+hooks). So its outcome is then found out, not guessed: the remote's ref is listed (bounded by
+``git_timeout_s`` again) until it shows the pushed commit, and the answer is 'landed', 'not
+landed' or, when the remote could not be asked, 'unknown'.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from synthorg.mcp.errors import ToolFailedError, ToolRefusedError
-from synthorg.mcp.redact import cut
+from synthorg.mcp.errors import ToolFailedError, ToolOutcomeUnknownError, ToolRefusedError
+from synthorg.mcp.redact import Redactor, cut
 from synthorg.mcp.tools.base import ToolContext
 from synthorg.mcp.vault import CredentialKind
 
 _STDERR_TAIL = 2000
+_POLL_S = 0.25
+"""How often the remote is asked again whether a timed-out push landed."""
 # Settings that must hold whatever the host's system config says.
 _HARDENING = (
     ("credential.helper", ""),  # never ask or store credentials through a helper
@@ -72,6 +79,10 @@ def _minimal_env(home: Path, extra_config: Sequence[tuple[str, str]]) -> dict[st
     return env
 
 
+class GitTimeoutError(ToolFailedError):
+    """A git command ran past its time cap and was killed (its effect, if any, is unknown)."""
+
+
 async def _git(
     what: str, args: Sequence[str], env: Mapping[str, str], timeout_s: float
 ) -> tuple[int, str, str]:
@@ -95,7 +106,7 @@ async def _git(
             os.killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
         if isinstance(exc, TimeoutError):
-            raise ToolFailedError(f"git {what} timed out after {timeout_s:g}s") from exc
+            raise GitTimeoutError(f"git {what} timed out after {timeout_s:g}s") from exc
         raise
     return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
@@ -210,21 +221,26 @@ class GitPushTool:
                     project.git_auth, project.git_username, token.get_secret_value()
                 )
                 extra.append(("http.extraHeader", header))
-            # No '+' in the refspec: a push that is not a fast-forward is rejected by git.
-            code, out, err = await _git(
-                "push",
-                [
-                    "--git-dir",
-                    str(staging),
+            env = _minimal_env(home, extra)
+            try:
+                # No '+' in the refspec: a push that is not a fast-forward is rejected by git.
+                code, out, err = await _git(
                     "push",
-                    "--porcelain",
-                    "--no-verify",
-                    remote,
-                    f"{ref}:{ref}",
-                ],
-                _minimal_env(home, extra),
-                timeout,
-            )
+                    [
+                        "--git-dir",
+                        str(staging),
+                        "push",
+                        "--porcelain",
+                        "--no-verify",
+                        remote,
+                        f"{ref}:{ref}",
+                    ],
+                    env,
+                    timeout,
+                )
+            except GitTimeoutError as exc:
+                landed = await _remote_has(ctx.redactor, staging, env, remote, ref, sha, timeout)
+                return _timed_out_answer(exc, landed, branch, sha, remote, timeout)
         if code != 0:
             # Redact the whole output, then keep its tail: a cut never halves a credential.
             detail = cut(ctx.redactor.text(err.strip() or out.strip()), _STDERR_TAIL, keep="tail")
@@ -237,3 +253,65 @@ class GitPushTool:
                 f"git push of {branch} to {remote} failed (exit {code}): {detail}"
             )
         return f"pushed {branch} at {sha[:12]} to {remote}: {_porcelain_summary(out)}"
+
+
+async def _remote_has(
+    redactor: Redactor,
+    staging: Path,
+    env: Mapping[str, str],
+    remote: str,
+    ref: str,
+    sha: str,
+    bound_s: float,
+) -> bool | str:
+    """Whether ``remote`` shows ``ref`` at ``sha`` within ``bound_s``; why not asked, if not.
+
+    True once a listing shows it, False when listings succeeded but never showed it, and the
+    last failure when no listing could be had.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + bound_s
+    answered = False
+    failure = "no time left to ask"
+    while (remaining := deadline - loop.time()) > 0:
+        try:
+            code, out, err = await _git(
+                "ls-remote",
+                ["--git-dir", str(staging), "ls-remote", "--refs", remote, ref],
+                env,
+                remaining,
+            )
+        except ToolFailedError as exc:  # timed out or could not start: nothing more to learn
+            failure = str(exc)
+            break
+        if code == 0:
+            answered = True
+            if any(line.split("\t") == [sha, ref] for line in out.splitlines()):
+                return True
+        else:
+            failure = (
+                f"git ls-remote exited {code}: {cut(redactor.text(err.strip()), 200, keep='tail')}"
+            )
+        await asyncio.sleep(min(_POLL_S, max(0.0, deadline - loop.time())))
+    return False if answered else failure
+
+
+def _timed_out_answer(
+    exc: GitTimeoutError, landed: bool | str, branch: str, sha: str, remote: str, bound_s: float
+) -> str:
+    """The answer after a timed-out push: text when it landed, else the matching error."""
+    what = f"git push of {branch} to {remote} timed out after {bound_s:g}s"
+    if landed is True:
+        return (
+            f"pushed {branch} at {sha[:12]} to {remote}: {what}, then landed: the remote shows "
+            f"{branch} at {sha[:12]}"
+        )
+    if landed is False:
+        raise ToolFailedError(
+            f"{what}; not landed: the remote does not show {branch} at {sha[:12]} "
+            f"{bound_s:g}s later; push again"
+        ) from exc
+    raise ToolOutcomeUnknownError(
+        f"{what}, and whether it landed is unknown: the remote could not be asked ({landed}); "
+        "call git_push again to find out (pushing the same commit again changes nothing)"
+    ) from exc

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from synthorg.mcp.errors import ToolFailedError
 from synthorg.mcp.redact import cut
 from synthorg.mcp.tools.base import ToolContext
 from synthorg.mcp.tools.forge import ForgeClient, forge_of
@@ -142,6 +143,13 @@ class CiStatusTool(_PullReader):
         return cut(text, OUTPUT_CAP)
 
     async def _log(self, ctx: ToolContext, client: ForgeClient, check: dict[str, Any]) -> str:
+        """The end of one failed job's log, or why it is skipped (one bad log sinks no other)."""
+        try:
+            return await self._fetch_log(ctx, client, check)
+        except ToolFailedError as exc:
+            return f"(log skipped: {exc})"
+
+    async def _fetch_log(self, ctx: ToolContext, client: ForgeClient, check: dict[str, Any]) -> str:
         job = check.get("id")
         if not isinstance(job, int):
             return "(no job id)"

@@ -36,9 +36,6 @@ class StepCompleted:
     summary: str
 
 
-CONTROL_TOOL_NAMES = frozenset({"finish", "think", "write_plan", "complete_step"})
-"""Tools that steer the loop rather than do work (they never count against NO_OP)."""
-
 Signal = Finish | PlanWritten | StepCompleted
 """What a control tool tells the loop, beyond its observation."""
 
