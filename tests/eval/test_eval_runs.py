@@ -32,6 +32,7 @@ MODELS = {
     "eval-averse": "synthorg.eval.scripts:plan_averse_script",
     "eval-snoop": "tests.eval.scripts:snooping_script",
     "eval-sleepy": "tests.eval.scripts:sleepy_script",
+    "eval-cheat": "tests.eval.scripts:cheating_script",
 }
 
 
@@ -213,3 +214,21 @@ def test_resume_after_sigkill_finishes_and_runs_nothing_twice(
         ).fetchone()
     assert made == 6, "every (task, arm) ran in exactly one conversation"
     assert all(r["resolved"] for r in results if r["arm"] == "react")
+
+
+def test_an_agent_that_plants_runner_cheats_resolves_nothing(
+    tmp_path: Path, judge: JudgeRuntime
+) -> None:
+    home, config = tmp_path / "home", _config(tmp_path / "synthorg.toml", "eval-cheat")
+    suite = _suite(tmp_path, Complexity.TRIVIAL, limit=2)
+    env = _env(home, config)
+    link_judge(home, judge)
+    ran = _cli(env, "eval", "run", str(suite), "--arms", "react,plan_execute", "--concurrency", "2")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    react = [r for r in _items(home, _eval_id(ran.stdout), "result/") if r["arm"] == "react"]
+    assert len(react) == 2 and all(r["commit_sha"] for r in react)
+    for result in react:  # the cheats were committed, and judged without effect
+        assert "unittest/__main__.py" in str(result["model_patch"])
+        assert "conftest.py" in str(result["model_patch"])
+        assert not result["resolved"], result["check_output"]
+        assert "judge: 0 passed" in str(result["check_output"])
