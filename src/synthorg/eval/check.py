@@ -20,6 +20,7 @@ from synthorg.errors import BoundaryError, ConfigError
 from synthorg.eval.judge import (
     INI_NAME,
     JUDGE_ENV,
+    REPORT_CAP,
     REPORT_NAME,
     judge_argv,
     pytest_args,
@@ -130,8 +131,7 @@ async def run_hidden_check(
         ran = await _run(sandbox, request)
         if check.command is not None:
             return CheckOutcome(ran.returncode == 0, ran.output)
-        report = reports / REPORT_NAME
-        data = report.read_bytes() if report.is_file() and not report.is_symlink() else None
+        data = await asyncio.to_thread(_read_report, reports / REPORT_NAME)
         found = verdict(data, (*check.fail_to_pass, *check.pass_to_pass))
         return CheckOutcome(found.resolved, f"{found.summary()}\n{ran.output}")
     except BoundaryError as exc:
@@ -139,6 +139,14 @@ async def run_hidden_check(
     finally:
         await asyncio.to_thread(shutil.rmtree, workdir, ignore_errors=True)
         await asyncio.to_thread(shutil.rmtree, reports, ignore_errors=True)
+
+
+def _read_report(path: Path) -> bytes | None:
+    """The report's bytes, never more than the cap and one (a larger one is refused unread)."""
+    if path.is_symlink() or not path.is_file():
+        return None
+    with path.open("rb") as handle:
+        return handle.read(REPORT_CAP + 1)
 
 
 def _place_ini(judge: JudgeRuntime, workdir: Path) -> None:
