@@ -87,5 +87,8 @@ if [ "${1:-}" = "--tests" ]; then
   # timeout: about a minute cold with uv's cache, a second when the lock is unchanged.
   log "OpenHands runtime for the tests"
   SYNTHORG_HOME="${SYNTHORG_HOME:-$HOME/.cache/synthorg-tests/home}" uv run synthorg runtime build openhands
+  # The judge hidden checks run with (a hash-pinned pytest venv; seconds with uv's cache).
+  log "judge runtime for the tests"
+  SYNTHORG_HOME="${SYNTHORG_HOME:-$HOME/.cache/synthorg-tests/home}" uv run synthorg eval judge
 fi
 log "ready"

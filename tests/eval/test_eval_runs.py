@@ -19,7 +19,9 @@ import tomlkit
 from synthorg.domain import Complexity, Task
 from synthorg.engine.selection import select_loop_type
 from synthorg.eval.starter import materialize
+from synthorg.runtime.judge import JudgeRuntime
 from synthorg.settings import load_settings
+from tests.eval.judging import link_judge
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -29,11 +31,15 @@ MODELS = {
     "eval-strong": "synthorg.eval.scripts:strong_script",
     "eval-averse": "synthorg.eval.scripts:plan_averse_script",
     "eval-snoop": "tests.eval.scripts:snooping_script",
+    "eval-sleepy": "tests.eval.scripts:sleepy_script",
+    "eval-cheat": "tests.eval.scripts:cheating_script",
 }
 
 
-def _config(path: Path, model: str) -> Path:
+def _config(path: Path, model: str, **engine: str) -> Path:
     doc = tomlkit.document()
+    if engine:
+        doc["engine"] = engine
     doc["gateway"] = {
         "providers": [
             {"name": "scripted", "kind": "scripted", "models": list(MODELS), "scripts": MODELS}
@@ -88,10 +94,15 @@ def _items(home: Path, eval_id: str, prefix: str) -> list[dict[str, object]]:
     return [json.loads(r[0]) for r in rows]
 
 
-def test_a_loop_that_resolves_more_is_promoted_into_the_config(tmp_path: Path) -> None:
-    home, config = tmp_path / "home", _config(tmp_path / "synthorg.toml", "eval-averse")
+def test_a_loop_that_resolves_more_is_promoted_into_the_config(
+    tmp_path: Path, judge: JudgeRuntime
+) -> None:
+    # Selection off, every complexity runs hybrid today: that is the incumbent.
+    config = _config(tmp_path / "synthorg.toml", "eval-averse", default_loop_type="hybrid")
+    home = tmp_path / "home"
     suite = _suite(tmp_path, Complexity.MODERATE)
     env = _env(home, config)
+    link_judge(home, judge)
     ran = _cli(env, "eval", "run", str(suite), "--arms", "hybrid,react", "--concurrency", "4")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     eval_id = _eval_id(ran.stdout)
@@ -104,35 +115,48 @@ def test_a_loop_that_resolves_more_is_promoted_into_the_config(tmp_path: Path) -
     dry = _cli(env, "eval", "promote", eval_id)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "moderate: hybrid -> react" in dry.stdout
-    assert "McNemar p = 0.0312" in dry.stdout
+    assert "McNemar) test p = 0.0312" in dry.stdout
+    assert "routing moderate: hybrid -> react" in dry.stdout
+    assert "turns on loop_auto_select_enabled (it was off)" in dry.stdout
     assert "+loop_complexity_overrides" in dry.stdout.replace(" ", "")
     assert "moderate" not in config.read_text()  # a dry run writes nothing
 
     applied = _cli(env, "eval", "promote", eval_id, "--apply", "--by", "alice")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     settings = load_settings(config)
-    task = Task(id="t", project_id="p", prompt="x", complexity=Complexity.MODERATE, repository="/r")
-    assert select_loop_type(task, settings.engine) == "react"
+    for complexity in Complexity:  # only what the eval decided changed
+        task = Task(id="t", project_id="p", prompt="x", complexity=complexity, repository="/r")
+        want = "react" if complexity is Complexity.MODERATE else "hybrid"
+        assert select_loop_type(task, settings.engine) == want
     (record,) = _items(home, eval_id, "promotion/")
-    assert record["by"] == "alice" and record["overrides"] == {"moderate": "react"}
+    assert record["by"] == "alice" and record["routing"]["moderate"] == "react"
 
     out = tmp_path / "report"
     reported = _cli(env, "eval", "report", eval_id, "--out", str(out))
     assert reported.returncode == 0, reported.stderr
     page = (out / "report.html").read_text()
-    assert "Resolve rate (95% Wilson CI)" in page and "<script" in page
+    assert len(page.encode()) < 1_000_000 and "<pre>" not in page
+    # Written after the promotion: react is what moderate runs now.
+    assert "<th>incumbent (routed today)</th>" in page
+    assert "<td>moderate</td><td>react</td><td>keep react</td>" in page
+    assert "Resolve rate over tasks (95% Wilson CI)" in page
     assert "| moderate | react | 6 | 6 |" in (out / "summary.md").read_text()
     exported = tmp_path / "preds.jsonl"
-    assert _cli(env, "eval", "export", eval_id, "--out", str(exported)).returncode == 0
+    exporting = _cli(env, "eval", "export", eval_id, "--arm", "react", "--out", str(exported))
+    assert exporting.returncode == 0, exporting.stderr
     rows = [json.loads(line) for line in exported.read_text().splitlines()]
-    assert {r["instance_id"] for r in rows} == {r["task_id"] for r in results}
+    assert [r["instance_id"] for r in rows] == sorted({str(r["task_id"]) for r in results})
+    assert {r["model_name_or_path"] for r in rows} == {"synthorg-react"}
     assert any("+    return a + b" in r["model_patch"] for r in rows)
 
 
-def test_the_agent_can_neither_read_nor_forge_the_hidden_check(tmp_path: Path) -> None:
+def test_the_agent_can_neither_read_nor_forge_the_hidden_check(
+    tmp_path: Path, judge: JudgeRuntime
+) -> None:
     home, config = tmp_path / "home", _config(tmp_path / "synthorg.toml", "eval-snoop")
     suite = _suite(tmp_path, Complexity.TRIVIAL, limit=2)
     env = _env(home, config)
+    link_judge(home, judge)
     ran = _cli(env, "eval", "run", str(suite), "--arms", "react,plan_execute", "--concurrency", "2")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     results = _items(home, _eval_id(ran.stdout), "result/")
@@ -147,10 +171,13 @@ def test_the_agent_can_neither_read_nor_forge_the_hidden_check(tmp_path: Path) -
     assert not any("(2, 9), (-4, 6)" in body for body in bodies), "hidden test content leaked"
 
 
-def test_resume_after_sigkill_finishes_and_runs_nothing_twice(tmp_path: Path) -> None:
+def test_resume_after_sigkill_finishes_and_runs_nothing_twice(
+    tmp_path: Path, judge: JudgeRuntime
+) -> None:
     home, config = tmp_path / "home", _config(tmp_path / "synthorg.toml", "eval-strong")
     suite = _suite(tmp_path, Complexity.TRIVIAL, limit=3)
     env = _env(home, config)
+    link_judge(home, judge)
     proc = subprocess.Popen(
         [*SYNTHORG, "eval", "run", str(suite), "--arms", "react,hybrid", "--concurrency", "2"],
         env=env,
@@ -187,3 +214,21 @@ def test_resume_after_sigkill_finishes_and_runs_nothing_twice(tmp_path: Path) ->
         ).fetchone()
     assert made == 6, "every (task, arm) ran in exactly one conversation"
     assert all(r["resolved"] for r in results if r["arm"] == "react")
+
+
+def test_an_agent_that_plants_runner_cheats_resolves_nothing(
+    tmp_path: Path, judge: JudgeRuntime
+) -> None:
+    home, config = tmp_path / "home", _config(tmp_path / "synthorg.toml", "eval-cheat")
+    suite = _suite(tmp_path, Complexity.TRIVIAL, limit=2)
+    env = _env(home, config)
+    link_judge(home, judge)
+    ran = _cli(env, "eval", "run", str(suite), "--arms", "react,plan_execute", "--concurrency", "2")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    react = [r for r in _items(home, _eval_id(ran.stdout), "result/") if r["arm"] == "react"]
+    assert len(react) == 2 and all(r["commit_sha"] for r in react)
+    for result in react:  # the cheats were committed, and judged without effect
+        assert "unittest/__main__.py" in str(result["model_patch"])
+        assert "conftest.py" in str(result["model_patch"])
+        assert not result["resolved"], result["check_output"]
+        assert "judge: 0 passed" in str(result["check_output"])

@@ -125,3 +125,14 @@ def test_duplicate_ids_and_empty_suites_are_refused(tmp_path: Path) -> None:
     empty.write_text("")
     with pytest.raises(SuiteError, match="no task"):
         load_suite(empty)
+
+
+def test_a_row_hint_the_judge_cannot_use_is_refused_at_load(tmp_path: Path) -> None:
+    bad_runner = {**_ROW, "instance_id": "x-1", "test_command": "./runtests.py"}
+    bad_env = {**_ROW, "instance_id": "x-2", "test_env": {"BAD-NAME": "1"}}
+    path = _write_jsonl(tmp_path / "hints.jsonl", [bad_runner, bad_env])
+    with pytest.raises(SuiteError) as caught:
+        load_suite(path, {"astropy/astropy": "/src/astropy"})
+    text = "\n".join(caught.value.problems)
+    assert f"{path}:1:" in text and "the judge runs pytest itself" in text
+    assert f"{path}:2:" in text and "BAD-NAME" in text

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from synthorg.runtime.files import REQUIRED
+from synthorg.runtime.judge import REQUIRED as JUDGE_FILES
 from tests.packaging.conftest import REPO, Installed
 from tests.support import free_port
 
@@ -50,6 +51,8 @@ def test_wheel_metadata_names_licence_urls_extras_and_entry_point(installed: Ins
     assert "synthorg/cli/templates/synthorg.toml" in names  # `synthorg init` renders it
     for required in REQUIRED:  # the OpenHands runtime's lockfile and entrypoint
         assert f"synthorg/runtime/openhands_files/{required}" in names
+    for required in JUDGE_FILES:  # the eval judge's lockfile and pytest.ini
+        assert f"synthorg/runtime/judge_files/{required}" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
@@ -59,6 +62,8 @@ def test_sdist_builds_the_same_wheel_inputs(installed: Installed) -> None:
     assert {"LICENSE", "pyproject.toml", "README.md", "src/synthorg/cli/app.py"} <= names
     for required in REQUIRED:
         assert f"runtimes/openhands/{required}" in names
+    for required in JUDGE_FILES:
+        assert f"runtimes/judge/{required}" in names
 
 
 def test_installed_package_is_the_wheel_not_the_checkout(installed: Installed) -> None:
@@ -193,7 +198,6 @@ def test_plain_install_has_no_psycopg_and_a_postgres_url_names_the_extra(
 @pytest.mark.parametrize(
     ("argv", "module", "extra"),
     [
-        (["eval", "report", "eval-none"], "plotly", "reports"),
         (["worker"], "temporalio", "temporal"),
         (["run", "--engine", "temporal", "--repo", ".", "a task"], "temporalio", "temporal"),
     ],

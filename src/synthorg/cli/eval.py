@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import getpass
-import json
 import os
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
@@ -16,10 +16,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from synthorg.cli.common import ConfigOption, console, fail, run_async, settings_from
+from synthorg.errors import SynthOrgError
 from synthorg.settings import CONFIG_ENV, Settings
 
 if TYPE_CHECKING:
     from synthorg.eval.results import EvalPlan, TaskResult
+    from synthorg.eval.suite import Suite
+    from synthorg.runtime.judge import JudgeRuntime
     from synthorg.store.protocol import EvalRecordStore, Store
 
 app = typer.Typer(
@@ -69,6 +72,7 @@ def run(
 ) -> None:
     """Run every task with every arm (a normal governed run each), then judge it."""
     from synthorg.domain import new_id
+    from synthorg.eval.fingerprint import fingerprint, suite_hash
     from synthorg.eval.results import Arm, EvalPlan
     from synthorg.eval.suite import load_suite
 
@@ -76,10 +80,12 @@ def run(
     path = _suite_path(settings, suite)
     mapping = _repo_map(repo_map)
     try:
-        load_suite(path, mapping)  # every bad entry reported before anything runs
+        prints = fingerprint(load_suite(path, mapping))  # every bad entry reported first
         plan = EvalPlan(
             eval_id=new_id("eval"),
             suite_path=str(path),
+            suite_hash=suite_hash(prints),
+            suite_fingerprint=prints,
             repo_map=mapping,
             arms=tuple(Arm.parse(a) for a in arms.split(",") if a.strip()),
             repeats=repeats,
@@ -113,7 +119,16 @@ async def _execute(settings: Settings, plan_or_id: EvalPlan | str, *, new: bool)
         else:
             plan = plan_or_id
             await save_plan(c.store, plan)
-        total = len(items_of(plan, load_suite(Path(plan.suite_path), plan.repo_map)))
+        suite = load_suite(Path(plan.suite_path), plan.repo_map)
+        total = len(items_of(plan, suite))
+        judge = await asyncio.to_thread(_judge_for, settings, suite)
+        by_command = sum(task.check.command is not None for task in suite.tasks)
+        if by_command:
+            console.print(
+                f"[yellow]warning:[/] {by_command} task(s) are judged by a check command's exit "
+                "code, which runs in the agent's tree: an agent can subvert it. Give test ids "
+                "(fail_to_pass) to have the judge decide per test id (docs/eval.md)."
+            )
         done = len(await load_results(c.store, plan.eval_id))
         console.print(
             f"eval [bold]{plan.eval_id}[/]: {total} runs, {done} already judged "
@@ -131,8 +146,34 @@ async def _execute(settings: Settings, plan_or_id: EvalPlan | str, *, new: bool)
                     )
                     progress.advance(bar)
 
-            await EvalRunner(c, plan, tell).run()
+            await EvalRunner(c, plan, tell, judge).run()
         await _show(c.store, plan)
+
+
+def _judge_for(settings: Settings, suite: Suite) -> JudgeRuntime | None:
+    """The judge runtime when a task is checked by test ids: built once (seconds with uv's
+    cache), before any run starts."""
+    from synthorg.runtime.judge import build_judge
+
+    if all(task.check.command is not None for task in suite.tasks):
+        return None
+    try:
+        return build_judge(settings.home, lambda line: console.print(f"[dim]{escape(line)}[/]"))
+    except SynthOrgError as exc:
+        fail(f"cannot build the judge runtime the hidden checks run with: {exc}")
+
+
+@app.command("judge")
+def judge(config: Path | None = ConfigOption) -> None:
+    """Build (or show) the judge runtime: the hash-pinned pytest venv hidden checks run with."""
+    from synthorg.runtime.judge import build_judge
+
+    settings = settings_from(config)
+    try:
+        built = build_judge(settings.home, lambda line: console.print(f"[dim]{escape(line)}[/]"))
+    except SynthOrgError as exc:
+        fail(str(exc))
+    console.print(f"judge runtime {built.lock_hash}: {built.python}")
 
 
 @app.command("show")
@@ -239,17 +280,19 @@ def promote(
             for p in proposals:
                 arrow = f"{p.incumbent} -> [bold]{p.chosen}[/]" if p.changes else f"keep {p.chosen}"
                 console.print(f"{p.complexity.value}: {arrow}: {escape(p.reason)}")
-            overrides = promotion.new_overrides(engine, proposals)
-            if not any(p.changes for p in proposals):
+            plan = promotion.new_routing(engine, proposals)
+            if not plan.changes:
                 console.print("nothing to promote")
                 return
+            for line in promotion.describe(engine, plan):
+                console.print(escape(line))
             if target is not None:
-                console.print(escape(promotion.config_diff(Path(target), overrides)))
+                console.print(escape(promotion.config_diff(Path(target), plan)))
             if not apply:
                 console.print("dry run: add --apply to write it")
                 return
             assert target is not None
-            promotion.apply(Path(target), overrides)
+            promotion.apply(Path(target), plan)
             moment = datetime.now(UTC).isoformat()
             await store.put_eval_item(
                 eval_id,
@@ -258,7 +301,9 @@ def promote(
                     "by": by or getpass.getuser(),
                     "at": moment,
                     "config": str(target),
-                    "overrides": overrides,
+                    "overrides": plan.overrides,
+                    "loop_auto_select_enabled": plan.auto_select,
+                    "routing": {c.value: loop for c, loop in plan.after.items()},
                     "reasons": {p.complexity.value: p.reason for p in proposals if p.changes},
                 },
             )
@@ -271,50 +316,58 @@ def promote(
 def report(
     eval_id: str,
     out: Path = typer.Option(Path("."), help="Directory for report.html and summary.md."),
+    margin: float = typer.Option(0.05, min=0, max=1, help="Non-inferiority margin."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Write a self-contained HTML report (plots) and a markdown summary."""
-    from synthorg.extras import require
-
-    require("plotly")  # the [reports] extra: say so before reading the store
+    """Write a self-contained HTML report (the decision, tables, charts) and a markdown summary."""
+    from synthorg.eval import promotion
     from synthorg.eval import report as reports
     from synthorg.eval.runner import load_plan, load_results
 
+    settings = settings_from(config)
+
     async def body() -> tuple[list[TaskResult], list[str]]:
-        async with _store_only(settings_from(config)) as store:
+        async with _store_only(settings) as store:
             plan = await load_plan(store, eval_id)
             return await load_results(store, eval_id), [a.name for a in plan.arms]
 
     results, arms = run_async(body())
+    proposals = promotion.propose(results, settings.engine, margin=margin)
+    lines = promotion.describe(settings.engine, promotion.new_routing(settings.engine, proposals))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.html").write_text(reports.html(eval_id, results, arms))
-    (out / "summary.md").write_text(reports.markdown(eval_id, results, arms))
+    (out / "report.html").write_text(reports.html(eval_id, results, arms, proposals, lines))
+    (out / "summary.md").write_text(reports.markdown(eval_id, results, arms, proposals))
     console.print(f"wrote {out / 'report.html'} and {out / 'summary.md'}")
 
 
 @app.command("export")
 def export(
     eval_id: str,
-    out: Path = typer.Option(..., help="predictions JSONL for the SWE-bench harness."),
+    out: Path = typer.Option(
+        ..., help="A directory (one predictions file per arm), or a .jsonl file with --arm."
+    ),
+    arm: str | None = typer.Option(None, help="Export only this arm, into the file --out."),
+    repeat: int | None = typer.Option(None, min=0, help="Only this repeat (default: all)."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """SWE-bench predictions (instance_id, model_name_or_path, model_patch), one per run."""
-    from synthorg.eval.runner import load_results
+    """SWE-bench predictions (instance_id, model_name_or_path, model_patch), one file per arm."""
+    from synthorg.eval import export as exporting
+    from synthorg.eval.runner import load_plan, load_results
 
-    async def body() -> list[dict[str, str]]:
+    async def body() -> list[tuple[Path, int]]:
         async with _store_only(settings_from(config)) as store:
-            return [
-                {
-                    "instance_id": r.task_id,
-                    "model_name_or_path": f"synthorg-{r.arm}-r{r.repeat}",
-                    "model_patch": r.model_patch,
-                }
-                for r in sorted(await load_results(store, eval_id), key=lambda r: r.key)
-            ]
+            plan = await load_plan(store, eval_id)
+            return exporting.export(
+                await load_results(store, eval_id),
+                [a.name for a in plan.arms],
+                plan.repeats,
+                out,
+                arm=arm,
+                repeat=repeat,
+            )
 
-    rows = run_async(body())
-    out.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    console.print(f"wrote {len(rows)} predictions to {out}")
+    for path, rows in run_async(body()):
+        console.print(f"wrote {rows} predictions to {escape(str(path))}")
 
 
 @app.command("starter")

@@ -36,6 +36,10 @@ class EvalPlan(BaseModel):
 
     eval_id: str
     suite_path: str = Field(description="The suite file, absolute.")
+    suite_hash: str | None = Field(None, description="Hash of the suite's content when planned.")
+    suite_fingerprint: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Task id -> field -> hash: what a resume compares."
+    )
     repo_map: dict[str, str] = Field(default_factory=dict, description="SWE-bench repo → path/URL.")
     arms: tuple[Arm, ...] = Field(min_length=2)
     repeats: int = Field(1, ge=1, le=100)

@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from synthorg.domain import ConversationRecord, ConversationStatus, Task, TerminationReason
-from synthorg.errors import NotFoundError, UsageError
+from synthorg.errors import NotFoundError, SynthOrgError, UsageError
 from synthorg.eval.check import run_hidden_check
+from synthorg.eval.fingerprint import differences, fingerprint, suite_hash
+from synthorg.eval.ownership import owning
 from synthorg.eval.results import Arm, EvalPlan, TaskResult, result_key
 from synthorg.eval.suite import EvalTask, Suite, load_suite
+from synthorg.runtime.judge import JudgeRuntime
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
 from synthorg.store.protocol import EvalRecordStore
@@ -89,14 +94,26 @@ def items_of(plan: EvalPlan, suite: Suite) -> list[Item]:
 class EvalRunner:
     """Runs the items of one eval not yet judged, up to ``plan.concurrency`` at a time."""
 
-    def __init__(self, components: Components, plan: EvalPlan, progress: Progress) -> None:
+    def __init__(
+        self,
+        components: Components,
+        plan: EvalPlan,
+        progress: Progress,
+        judge: JudgeRuntime | None,
+    ) -> None:
         self._c = components
         self._plan = plan
         self._progress = progress
+        self._judge = judge
         self._scratch = components.settings.home / "eval" / plan.eval_id
 
     async def run(self) -> list[TaskResult]:
         suite = load_suite(Path(self._plan.suite_path), self._plan.repo_map)
+        same_suite(self._plan, suite)
+        with owning(self._c.settings.home, self._plan.eval_id):
+            return await self._run(suite)
+
+    async def _run(self, suite: Suite) -> list[TaskResult]:
         done = {r.key for r in await load_results(self._c.store, self._plan.eval_id)}
         todo = [item for item in items_of(self._plan, suite) if item.key not in done]
         gate = asyncio.Semaphore(self._plan.concurrency)
@@ -109,9 +126,17 @@ class EvalRunner:
                 )
                 self._progress(item.key, result)
 
-        async with asyncio.TaskGroup() as group:
-            for item in todo:
-                group.create_task(one(item))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for item in todo:
+                    group.create_task(one(item))
+        except ExceptionGroup as failed:
+            # An item's own error (a conversation another host's live eval owns) is the
+            # operator's to read in one line, not inside a group's traceback.
+            known = failed.subgroup(lambda e: isinstance(e, SynthOrgError))
+            if known is None:
+                raise
+            raise _first_leaf(known) from failed
         return await load_results(self._c.store, self._plan.eval_id)
 
     async def _run_item(self, item: Item) -> TaskResult:
@@ -125,14 +150,19 @@ class EvalRunner:
             await self._c.service.wait(record.id)
         final = await self._c.store.get_conversation(record.id)
         checking = time.monotonic()
-        outcome = await run_hidden_check(
-            self._c.sandbox,
-            git_dir=_git_dir(repo),
-            base=item.task.base_ref,
-            commit=final.commit_sha,
-            check=item.task.check,
-            scratch=self._scratch / "checks" / hashlib.sha256(item.key.encode()).hexdigest()[:16],
-        )
+        scratch = await asyncio.to_thread(self._check_dir, item)
+        try:
+            outcome = await run_hidden_check(
+                self._c.sandbox,
+                git_dir=_git_dir(repo),
+                base=item.task.base_ref,
+                commit=final.commit_sha,
+                check=item.task.check,
+                judge=self._judge,
+                scratch=scratch,
+            )
+        finally:
+            await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
         patch = await asyncio.to_thread(_diff, repo, item.task.base_ref, final.commit_sha)
         return TaskResult(
             task_id=item.task.id,
@@ -150,8 +180,16 @@ class EvalRunner:
             check_s=round(time.monotonic() - checking, 3),
             commit_sha=final.commit_sha,
             model_patch=patch,
-            check_output=outcome.output[-2000:],
+            check_output=outcome.output,
         )
+
+    def _check_dir(self, item: Item) -> Path:
+        """A new directory for each check attempt: a tree left mounted by a killed attempt
+        (its sandbox's quota image) can never make the next one fail with EBUSY."""
+        parent = self._scratch / "checks"
+        parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(item.key.encode()).hexdigest()[:16]
+        return Path(tempfile.mkdtemp(prefix=f"{digest}-", dir=parent))
 
     async def _conversation(self, item: Item, repo: Path) -> ConversationRecord:
         """The item's conversation: the recorded one on resume, else a new one (recorded first)."""
@@ -195,6 +233,26 @@ class EvalRunner:
                 capture_output=True,
             )
         return clone
+
+
+def same_suite(plan: EvalPlan, suite: Suite) -> None:
+    """Refuse a suite whose content differs from the one the eval was planned with."""
+    if plan.suite_hash is None:
+        return  # planned before suites were fingerprinted: nothing to compare with
+    now = fingerprint(suite)
+    if suite_hash(now) == plan.suite_hash:
+        return
+    changes = "\n".join(f"  {line}" for line in differences(plan.suite_fingerprint, now))
+    raise UsageError(
+        f"the suite {plan.suite_path} changed since eval {plan.eval_id} was planned; its "
+        f"results would be judged by two different suites. Restore it, or start a new eval "
+        f"(`synthorg eval run`):\n{changes}"
+    )
+
+
+def _first_leaf(group: BaseExceptionGroup[SynthOrgError]) -> SynthOrgError:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _git_dir(repo: Path) -> Path:

@@ -33,8 +33,6 @@ _GIT_ENV = {
     "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
     "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
 }
-CHECK = "python3 -m unittest discover -s . -p 'test_*.py' 2>&1"
-"""How every starter task is judged: all tests, the hidden ones included, pass."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +45,9 @@ class StarterTask:
     files: dict[str, str]
     hidden: dict[str, str]
     tags: tuple[str, ...]
+    fail_to_pass: tuple[str, ...]
+    """Test ids (pytest node ids) the judge must see pass: the hidden ones, at least."""
+    pass_to_pass: tuple[str, ...] = ()
 
 
 def _operator_task(index: int, complexity: Complexity) -> StarterTask:
@@ -112,6 +113,10 @@ def _operator_task(index: int, complexity: Complexity) -> StarterTask:
         files=files,
         hidden=hidden,
         tags=("operator-bug", complexity.value),
+        fail_to_pass=(
+            f"test_hidden_{prefix}.py::TestHidden::test_hidden_{func}",
+            f"test_{prefix}.py::Test{prefix.title()}::test_{func}",
+        ),
     )
 
 
@@ -150,6 +155,8 @@ def _refactor_task() -> StarterTask:
         files,
         hidden,
         ("refactor", "complex"),
+        ("test_hidden_shapes.py::TestHidden::test_split",),
+        ("test_shapes.py::TestShapes::test_square", "test_shapes.py::TestShapes::test_rect"),
     )
 
 
@@ -180,6 +187,7 @@ def _test_writing_task() -> StarterTask:
         files,
         hidden,
         ("write-tests", "complex"),
+        ("test_hidden_slug.py::TestHidden::test_a_test_file_exists_and_covers_slugify",),
     )
 
 
@@ -243,7 +251,8 @@ def materialize(dest: Path) -> Path:
                 "prompt": task.prompt,
                 "complexity": task.complexity.value,
                 "tags": list(task.tags),
-                "check": CHECK,
+                "fail_to_pass": list(task.fail_to_pass),
+                "pass_to_pass": list(task.pass_to_pass),
                 "test_patch": _patch(task.hidden),
             }
         )

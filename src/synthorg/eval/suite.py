@@ -8,6 +8,7 @@ statistics lie about what was compared).
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from synthorg.domain import Complexity
 from synthorg.errors import UsageError
+from synthorg.eval.judge import pytest_args
 
 SWEBENCH_FIELDS = (
     "instance_id",
@@ -48,14 +50,26 @@ class HiddenCheck(BaseModel):
     fail_to_pass: tuple[str, ...] = Field((), description="Test ids that must start passing.")
     pass_to_pass: tuple[str, ...] = Field((), description="Test ids that must keep passing.")
     test_patch: str = Field("", description="Patch applied before the check (hidden tests).")
-    test_command: str = Field(
-        "python -m pytest -q", description="Runner the test ids are appended to."
+    test_command: str | None = Field(
+        None, description="Hint: 'pytest OPTIONS' for the judge's pytest (ids are appended)."
     )
+    test_env: dict[str, str] = Field(
+        default_factory=dict, description="Hint: environment variables of the judged run."
+    )
+
+    @field_validator("test_env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or "\0" in item:
+                raise ValueError(f"environment variable {key!r} has an invalid name or value")
+        return value
 
     @model_validator(mode="after")
     def _something_to_check(self) -> HiddenCheck:
         if self.command is None and not self.fail_to_pass:
             raise ValueError("give 'check' (a command) or FAIL_TO_PASS test ids")
+        pytest_args(self.test_command)  # a runner the judge cannot run is refused at load
         return self
 
 
@@ -147,6 +161,8 @@ def _swebench_tasks(path: Path, text: str, repo_map: Mapping[str, str]) -> list[
                 fail_to_pass=_string_list(row["FAIL_TO_PASS"]),
                 pass_to_pass=_string_list(row["PASS_TO_PASS"]),
                 test_patch=row["test_patch"],
+                test_command=row.get("test_command"),
+                test_env=row.get("test_env") or {},
             )
             tasks.append(
                 EvalTask(
@@ -178,7 +194,14 @@ def _native_tasks(path: Path, text: str, base: Path) -> list[EvalTask]:
         entry = dict(entry)
         check = {
             key: entry.pop(key)
-            for key in ("check", "fail_to_pass", "pass_to_pass", "test_patch", "test_command")
+            for key in (
+                "check",
+                "fail_to_pass",
+                "pass_to_pass",
+                "test_patch",
+                "test_command",
+                "test_env",
+            )
             if key in entry
         }
         if "check" in check:

@@ -1,0 +1,154 @@
+"""Locate and build the judge's runtime: a hash-pinned pytest venv hidden checks run with.
+
+The hidden check must not run a test runner the judged tree can shadow, nor the base
+interpreter (which has no pytest). This venv holds pytest and its closure only, installed from
+``runtimes/judge/requirements.lock`` with ``--require-hashes`` (the same installer as the
+OpenHands runtime), under ``SYNTHORG_HOME/runtimes/judge/<lock hash>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from synthorg.errors import ConfigError
+from synthorg.paths import synthorg_home
+from synthorg.runtime.installer import (
+    OutputCallback,
+    Step,
+    find_uv,
+    install_step,
+    run_step,
+    venv_step,
+)
+from synthorg.runtime.openhands import (
+    _build_lock,
+    _check_version,
+    _clean_env,
+    _python_says,
+    find_base_python,
+)
+
+FILES_ENV = "SYNTHORG_JUDGE_FILES"
+"""Operator override: a directory holding the judge's lockfile and pytest.ini."""
+
+REQUIRED = ("requirements.lock", "pytest.ini")
+"""What the judge's files directory must hold (bound read-only into the check's sandbox)."""
+
+MARKER_NAME = ".synthorg-judge.json"
+"""Written inside the venv only after a successful build: its presence means 'built'."""
+
+_PACKAGE_DATA = Path(__file__).resolve().parent / "judge_files"
+_SOURCE_TREE = Path(__file__).resolve().parents[3] / "runtimes" / "judge"
+
+
+class JudgeRuntime(BaseModel):
+    """A built judge venv and the files the check binds beside it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    venv_path: Path = Field(description="Root of the judge venv (bound read-only).")
+    python: Path = Field(description="The venv's interpreter: runs pytest for the check.")
+    interpreter_prefix: Path = Field(description="The base CPython's prefix (bound read-only).")
+    files_dir: Path = Field(description="The judge's lockfile and pytest.ini (bound read-only).")
+    lock_hash: str = Field(description="First 16 hex chars of sha256(requirements.lock).")
+
+    @property
+    def ini(self) -> Path:
+        """The judge-owned pytest configuration (``-c``)."""
+        return self.files_dir / "pytest.ini"
+
+
+def files_dir() -> Path:
+    """The directory holding the judge's lockfile and pytest.ini."""
+    override = os.environ.get(FILES_ENV)
+    candidates = [Path(override)] if override else [_PACKAGE_DATA, _SOURCE_TREE]
+    for candidate in candidates:
+        if all((candidate / name).is_file() for name in REQUIRED):
+            return candidate
+    tried = ", ".join(str(c) for c in candidates)
+    raise ConfigError(
+        f"the judge's files ({', '.join(REQUIRED)}) were not found in: {tried}; run from a "
+        f"source checkout or a wheel that ships them, or set {FILES_ENV} to runtimes/judge"
+    )
+
+
+def lock_hash() -> str:
+    """The judge runtime's identity: the lockfile's sha256, first 16 hex chars."""
+    return hashlib.sha256((files_dir() / "requirements.lock").read_bytes()).hexdigest()[:16]
+
+
+def _parent(home: Path | None) -> Path:
+    return (home if home is not None else synthorg_home()) / "runtimes" / "judge"
+
+
+def find_judge(home: Path | None = None) -> JudgeRuntime | None:
+    """The built judge for the current lockfile, or None."""
+    digest = lock_hash()
+    venv = _parent(home) / digest
+    marker = venv / MARKER_NAME
+    if not marker.is_file() or not (venv / "bin" / "python").exists():
+        return None
+    meta = json.loads(marker.read_text())
+    return JudgeRuntime(
+        venv_path=venv,
+        python=venv / "bin" / "python",
+        interpreter_prefix=Path(meta["interpreter_prefix"]),
+        files_dir=files_dir(),
+        lock_hash=digest,
+    )
+
+
+def build_judge(
+    home: Path | None = None,
+    on_output: OutputCallback = lambda _line: None,
+    *,
+    base_python: Path | None = None,
+) -> JudgeRuntime:
+    """Build (or reuse) the judge venv; atomic (a temp dir renamed into place under a lock)."""
+    digest = lock_hash()
+    parent = _parent(home)
+    with _build_lock(parent):
+        existing = find_judge(home)
+        if existing is not None:
+            return existing
+        for stale in parent.glob(".building-*"):  # holding the lock: a dead build's
+            shutil.rmtree(stale, ignore_errors=True)
+        python = find_base_python(base_python)
+        _check_version(python)
+        started = time.monotonic()
+        uv = find_uv()
+        tmp = Path(tempfile.mkdtemp(prefix=f".building-{digest}-", dir=parent))
+        try:
+            env = _clean_env()
+            run_step(venv_step(uv, python, tmp), env, on_output)
+            venv_python = tmp / "bin" / "python"
+            step = install_step(uv, files_dir() / "requirements.lock", venv_python)
+            run_step(Step(step.argv, step.phase, "install of the judge's lockfile"), env, on_output)
+            verify = [str(venv_python), "-I", "-c", "import pytest"]
+            run_step(Step(verify, "verify", "the import check of pytest"), env, on_output)
+            marker = {
+                "lock_hash": digest,
+                "interpreter_prefix": _python_says(
+                    venv_python, "import sys; print(sys.base_prefix)"
+                ),
+                "build_seconds": round(time.monotonic() - started, 1),
+            }
+            (tmp / MARKER_NAME).write_text(json.dumps(marker, indent=2))
+            if (parent / digest).exists():  # a build that died after its rename
+                shutil.rmtree(parent / digest)
+            tmp.rename(parent / digest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    built = find_judge(home)
+    assert built is not None
+    on_output(f"judge runtime {digest} built in {marker['build_seconds']} s")
+    return built
