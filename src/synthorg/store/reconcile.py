@@ -4,10 +4,13 @@ A conversation is run by exactly one owner (a lease in the store, renewed by a h
 owner is dead when its lease ran out, or at once when it ran on this host and its pid is gone.
 Whoever meets an active conversation with a dead (or no) owner — `synthorg run --resume`,
 `synthorg conversations`, `synthorg serve` at start — takes the conversation over atomically
-(only one claimant can), then: every open action gets an observation (an action that only
-awaited approval "never ran", any other "effect unknown"), and the status becomes
-INTERRUPTED (resumable), event and row in one transaction. Because the takeover is exclusive
-and the open actions are recomputed under it, concurrent reconcilers answer each action once.
+(only one claimant can), then: the previous runs' executions still open in the ledger are
+killed (their bearers were already refused once the lease lapsed; now for good), every open
+action gets an observation (an action that only awaited approval "never ran", any other
+"effect unknown"), and the status becomes INTERRUPTED (resumable), event and row in one
+transaction. Because the takeover is exclusive and the open actions are recomputed under it,
+concurrent reconcilers answer each action once. ``sweep`` is the periodic form: live serves
+and workers run it every renewal interval, so a dead run is reconciled with no reader.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from synthorg.domain import (
     ActionEvent,
@@ -29,13 +33,24 @@ from synthorg.domain import (
 )
 from synthorg.store.codec import NEVER_RAN_OBSERVATION, RESTART_OBSERVATION, now
 from synthorg.store.errors import ConversationOwnedError
-from synthorg.store.protocol import ConversationStore, ReconcileReport, RunClaimant, RunOwner
+from synthorg.store.protocol import (
+    ConversationStore,
+    ExecutionStatus,
+    LedgerStore,
+    ReconcileReport,
+    RunClaimant,
+    RunOwner,
+)
 
 LEASE_S = 30.0
 """How long an owner's claim lasts without a heartbeat (it renews every third of it)."""
 
 _ACTIVE = (ConversationStatus.RUNNING, ConversationStatus.WAITING_CONFIRMATION)
 _PAGE = 500
+
+
+class OwnedStore(ConversationStore, LedgerStore, Protocol):
+    """What reconciliation writes: the conversation, its log, its owner and its ledger rows."""
 
 
 def claimant() -> RunClaimant:
@@ -129,8 +144,23 @@ async def _interrupt(
     return answered
 
 
+async def _close_executions(
+    store: OwnedStore, conversation_id: str, holder: RunOwner | None
+) -> None:
+    """Kill the conversation's executions still open: no run of it is alive now (a run
+    closes its own on every exit path it lives through), so their bearers must stay dead."""
+    who = holder.describe() if holder is not None else "no owner"
+    for row in await store.executions_of(conversation_id):
+        if row.status is ExecutionStatus.ACTIVE:
+            await store.set_execution_status(
+                row.execution_id,
+                ExecutionStatus.KILLED,
+                f"superseded: the conversation was taken over (its previous owner: {who})",
+            )
+
+
 async def take_over(
-    store: ConversationStore,
+    store: OwnedStore,
     conversation_id: str,
     me: RunClaimant,
     *,
@@ -147,6 +177,7 @@ async def take_over(
     try:
         # Read after the claim: a reconciler before us may have finished already.
         record = await store.get_conversation(conversation_id)
+        await _close_executions(store, conversation_id, holder)
         answered: list[str] = []
         if record.status in _ACTIVE:
             answered = await _interrupt(store, record, holder)
@@ -157,12 +188,19 @@ async def take_over(
 
 
 async def reconcile_one(
-    store: ConversationStore, record: ConversationRecord, *, lease_s: float = LEASE_S
+    store: OwnedStore,
+    record: ConversationRecord,
+    *,
+    lease_s: float = LEASE_S,
+    ownerless: bool = True,
 ) -> list[str] | None:
-    """Reconcile ``record`` if it is active and its owner is dead; None when left alone."""
+    """Reconcile ``record`` if it is active and its owner is dead (or, with ``ownerless``,
+    absent); None when left alone."""
     if record.status not in _ACTIVE:
         return None
     holder = await store.conversation_owner(record.id)
+    if holder is None and not ownerless:
+        return None
     if holder is not None and not is_dead(holder):
         return None
     me = claimant()
@@ -187,12 +225,24 @@ async def _active(store: ConversationStore) -> list[ConversationRecord]:
     return found
 
 
-async def reconcile(store: ConversationStore) -> ReconcileReport:
+async def reconcile(store: OwnedStore) -> ReconcileReport:
     """Reconcile every active conversation whose owner is dead; live owners are left alone."""
+    return await _reconcile(store, ownerless=True)
+
+
+async def sweep(store: OwnedStore) -> ReconcileReport:
+    """Reconcile every active conversation whose owner record shows it dead (lease lapsed,
+    or its pid gone on this host): what a live process does periodically. An active
+    conversation with no owner record at all is left to ``reconcile`` (a server's start, a
+    reader), as a run between its record and its claim may look like that."""
+    return await _reconcile(store, ownerless=False)
+
+
+async def _reconcile(store: OwnedStore, *, ownerless: bool) -> ReconcileReport:
     interrupted: list[str] = []
     reconciled: list[tuple[str, str]] = []
     for record in await _active(store):
-        answered = await reconcile_one(store, record)
+        answered = await reconcile_one(store, record, ownerless=ownerless)
         if answered is None:
             continue
         interrupted.append(record.id)
