@@ -135,11 +135,11 @@ def test_a_minted_bearer_acts_only_at_its_own_store(tmp_path: Path) -> None:
 async def test_serve_subprocess_over_tcp_and_unix_socket(tmp_path: Path) -> None:
     config = _config(tmp_path)
     port, uds = free_port(), tmp_path / "gw.sock"
-    token = (
-        CliRunner()
-        .invoke(gateway_cli, ["mint", "--model", "echo-model", "--config", str(config)])
-        .stdout.strip()
+    # `mint` opens the execution in the store (its own event loop): off this test's loop.
+    minted = await asyncio.to_thread(
+        CliRunner().invoke, gateway_cli, ["mint", "--model", "echo-model", "--config", str(config)]
     )
+    token = minted.stdout.strip()
     proc = subprocess.Popen(
         [
             sys.executable,
