@@ -12,6 +12,8 @@ from pathlib import Path
 
 import jwt
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from synthorg.errors import ConfigError
 from synthorg.gateway.signer import (
@@ -224,3 +226,24 @@ def test_a_bearer_names_its_ledger() -> None:
     del genuine["lid"]
     with pytest.raises(BearerError):
         signer().verify(jwt.encode(genuine, KEY, algorithm="HS256"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    issued=st.integers(min_value=-10 * 86_400, max_value=10 * 86_400),
+    lifetime=st.integers(min_value=-86_400, max_value=200 * 365 * 86_400),
+)
+def test_a_bearer_is_accepted_exactly_within_its_stated_bounds(issued: int, lifetime: int) -> None:
+    """Over any forged (iat, exp) signed with the real key: accepted iff not expired, issued
+    at most CLOCK_SKEW_S ahead, and living at most the configured token_ttl_s."""
+    now = 1_900_000_000
+    strict = GatewaySigner(KEY, served=served, max_ttl_s=3600, clock=lambda: now)
+    iat, exp = now + issued, now + issued + lifetime
+    token = _forged(iat=iat, exp=exp)
+    valid = exp > now and iat <= now + CLOCK_SKEW_S and exp - iat <= 3600
+    try:
+        strict.verify(token)
+    except BearerError:
+        assert not valid, (issued, lifetime)
+    else:
+        assert valid, (issued, lifetime)
