@@ -19,9 +19,11 @@ from synthorg.domain import (
     Task,
     new_id,
 )
+from synthorg.service.ownership import claim_run
 from synthorg.store import RunClaimant, Store, open_store
 from synthorg.store.codec import RESTART_OBSERVATION
 from synthorg.store.protocol import ExecutionStatus
+from synthorg.store.reconcile import sweep
 from tests.faults.conftest import pg_schema  # noqa: F401  (the PostgreSQL parameter)
 from tests.support import boot_real, scripted_settings
 
@@ -95,3 +97,20 @@ async def test_a_booted_process_sweeps_dead_owners_at_boot_and_periodically(
         await _swept(components.store, *before)
         later = await _dead_run(components.store, lease_s=LEASE_S)  # dies while we live
         await _swept(components.store, *later)
+
+
+async def test_a_start_racing_a_sweep_of_its_conversation_still_claims_it(
+    tmp_path: Path, store_url: str
+) -> None:
+    """A resume's own boot sweeps while it claims: the sweep's brief reconciling claim must
+    not refuse the start as 'already being run' (by this very process)."""
+    store = await open_store(store_url)
+    try:
+        for _ in range(10):
+            conversation, execution = await _dead_run(store, lease_s=0.01)
+            await asyncio.sleep(0.02)  # the lease lapses (store clock): a dead owner
+            _, run = await asyncio.gather(sweep(store), claim_run(store, conversation))
+            assert (await store.get_execution(execution)).status is ExecutionStatus.KILLED
+            await run.release()
+    finally:
+        await store.close()

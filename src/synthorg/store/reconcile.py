@@ -15,9 +15,11 @@ and workers run it every renewal interval, so a dead run is reconciled with no r
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -53,10 +55,17 @@ class OwnedStore(ConversationStore, LedgerStore, Protocol):
     """What reconciliation writes: the conversation, its log, its owner and its ledger rows."""
 
 
-def claimant() -> RunClaimant:
+_RECONCILER = "rec-"
+"""The owner ids of reconcilers' claims: held only while they answer and interrupt, never
+run, so a run's claim waits them out instead of being refused."""
+_RECONCILER_WAIT_S = 10.0
+
+
+def claimant(*, reconciler: bool = False) -> RunClaimant:
     """A fresh claimant identity for this process (a new owner id per claim)."""
+    prefix = _RECONCILER if reconciler else "own-"
     return RunClaimant(
-        owner_id=f"own-{secrets.token_hex(8)}", host=socket.gethostname(), pid=os.getpid()
+        owner_id=f"{prefix}{secrets.token_hex(8)}", host=socket.gethostname(), pid=os.getpid()
     )
 
 
@@ -159,6 +168,27 @@ async def _close_executions(
             )
 
 
+async def _claim(
+    store: OwnedStore, conversation_id: str, me: RunClaimant, lease_s: float
+) -> tuple[RunOwner | None, RunOwner]:
+    """The previous holder and our claim. A reconciler's claim (a sweep, a reader) lasts only
+    while it interrupts the conversation: wait it out, bounded, rather than refuse."""
+    deadline = time.monotonic() + _RECONCILER_WAIT_S
+    while True:
+        holder = await store.conversation_owner(conversation_id)
+        displace = holder.owner_id if holder is not None and is_dead(holder) else None
+        try:
+            owner = await store.claim_conversation(
+                conversation_id, me, lease_s=lease_s, displace=displace
+            )
+        except ConversationOwnedError as exc:
+            if not exc.holder.owner_id.startswith(_RECONCILER) or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.02)
+            continue
+        return holder, owner
+
+
 async def take_over(
     store: OwnedStore,
     conversation_id: str,
@@ -171,9 +201,7 @@ async def take_over(
     Returns the claim and the action ids that were reconciled. ConversationOwnedError when
     a live process owns it (naming host, pid, since).
     """
-    holder = await store.conversation_owner(conversation_id)
-    displace = holder.owner_id if holder is not None and is_dead(holder) else None
-    owner = await store.claim_conversation(conversation_id, me, lease_s=lease_s, displace=displace)
+    holder, owner = await _claim(store, conversation_id, me, lease_s)
     try:
         # Read after the claim: a reconciler before us may have finished already.
         record = await store.get_conversation(conversation_id)
@@ -203,7 +231,7 @@ async def reconcile_one(
         return None
     if holder is not None and not is_dead(holder):
         return None
-    me = claimant()
+    me = claimant(reconciler=True)
     try:
         _, answered = await take_over(store, record.id, me, lease_s=lease_s)
     except ConversationOwnedError:
