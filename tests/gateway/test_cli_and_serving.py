@@ -17,7 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from synthorg.cli.gateway import app as gateway_cli
+from synthorg.cli.gateway import gateway_config
+from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.embedded import serve_embedded
+from synthorg.settings import load_settings
+from synthorg.store import open_store
 from tests.support import free_port
 
 from .harness import UPSTREAM_MODEL, Harness
@@ -79,15 +83,63 @@ def test_mint_prints_a_bearer_and_refuses_unbound_models(tmp_path: Path) -> None
     assert result.exit_code != 0 and "not served by provider" in result.output
 
 
+def test_mint_refuses_a_ttl_past_the_configured_one(tmp_path: Path) -> None:
+    """Issue 29 (7): `mint --ttl` accepted 100 years while `token_ttl_s = 120`."""
+    config = _config(tmp_path)
+    runner = CliRunner()
+    base = ["mint", "--model", "echo-model", "--config", str(config), "--ttl"]
+    for absurd in (str(100 * 365 * 86_400), "121", "-5"):
+        result = runner.invoke(gateway_cli, [*base, absurd])
+        assert result.exit_code != 0, (absurd, result.output)
+        assert "between 1 and 120 s" in " ".join(result.output.split()), result.output
+    assert runner.invoke(gateway_cli, [*base, "120"]).exit_code == 0
+
+
+def test_a_minted_bearer_acts_only_at_its_own_store(tmp_path: Path) -> None:
+    """`mint` opens the execution in the configured store and names that store in the bearer;
+    a gateway with the same key over another store refuses it (issue 29, 2)."""
+    config = _config(tmp_path)
+    result = CliRunner().invoke(
+        gateway_cli, ["mint", "--model", "echo-model", "--json", "--config", str(config)]
+    )
+    assert result.exit_code == 0, result.output
+    bearer = json.loads(result.stdout)["bearer"]
+    gw_config = gateway_config(load_settings(config))
+
+    async def answer(store_path: Path) -> httpx.Response:
+        store = await open_store(store_path)
+        try:
+            app = create_gateway_app(gw_config, signer_for(gw_config), store)
+            async with (
+                serve_embedded(app, tcp_port=0) as gw,
+                httpx.AsyncClient(base_url=f"{gw.tcp_base_url}") as http,
+            ):
+                response = await http.post(
+                    "/chat/completions",
+                    headers={"authorization": f"Bearer {bearer}"},
+                    json={"model": "echo-model", "messages": [{"role": "user", "content": "x"}]},
+                )
+            await app.gateway.aclose()
+        finally:
+            await store.close()
+        return response
+
+    own = asyncio.run(answer(tmp_path / "home" / "store.db"))
+    assert own.status_code == 200, own.text
+    other = asyncio.run(answer(tmp_path / "other.db"))
+    assert other.status_code == 401, other.text
+    assert "issued by ledger" in other.json()["error"]["message"]
+
+
 @pytest.mark.slow
 async def test_serve_subprocess_over_tcp_and_unix_socket(tmp_path: Path) -> None:
     config = _config(tmp_path)
     port, uds = free_port(), tmp_path / "gw.sock"
-    token = (
-        CliRunner()
-        .invoke(gateway_cli, ["mint", "--model", "echo-model", "--config", str(config)])
-        .stdout.strip()
+    # `mint` opens the execution in the store (its own event loop): off this test's loop.
+    minted = await asyncio.to_thread(
+        CliRunner().invoke, gateway_cli, ["mint", "--model", "echo-model", "--config", str(config)]
     )
+    token = minted.stdout.strip()
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -49,7 +49,8 @@ async def test_missing_and_malformed_authorization(harness: Harness) -> None:
 async def test_bad_signature(harness: Harness, tmp_path: Any) -> None:
     other = GatewaySigner(load_or_create_key(tmp_path / "other.key"), served=lambda p, m: True)
     binding, _ = await harness.run()
-    response = await _post(harness, other.mint(binding, ttl_s=60))
+    token = other.mint(binding, ttl_s=60, ledger_id=harness.store.ledger_id)
+    response = await _post(harness, token)
     assert response.status_code == 401
     error = _error(response)
     assert "signature invalid" in error["message"]
@@ -60,7 +61,7 @@ async def test_expired(harness: Harness) -> None:
     binding, _ = await harness.run()
     key = load_or_create_key(harness.gateway.config.signing_key_file)
     past = GatewaySigner(key, served=lambda p, m: True, clock=lambda: time.time() - 3600)
-    response = await _post(harness, past.mint(binding, ttl_s=60))
+    response = await _post(harness, past.mint(binding, ttl_s=60, ledger_id=harness.store.ledger_id))
     assert response.status_code == 401
     assert "expired" in _error(response)["message"]
 
@@ -104,7 +105,11 @@ async def test_binding_no_longer_served(harness: Harness) -> None:
     key = load_or_create_key(harness.gateway.config.signing_key_file)
     lax = GatewaySigner(key, served=lambda p, m: True)
     binding, _ = await harness.run()
-    token = lax.mint(binding.model_copy(update={"model_id": "ghost"}), ttl_s=60)
+    token = lax.mint(
+        binding.model_copy(update={"model_id": "ghost"}),
+        ttl_s=60,
+        ledger_id=harness.store.ledger_id,
+    )
     response = await _post(harness, token, model="ghost")
     assert response.status_code == 403
     assert _error(response)["code"] == "unbound_model"

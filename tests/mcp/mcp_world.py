@@ -79,6 +79,10 @@ class StoreAudit:
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
 
+    @property
+    def ledger_id(self) -> str:
+        return self.store.ledger_id
+
     async def append(self, conversation_id: str, event: ToolAuditEvent, /) -> object:
         return await self.store.append(conversation_id, event)
 
@@ -169,7 +173,7 @@ class World:
             provider="scripted",
             model_id="scripted-1",
         )
-        return self.signer.mint(binding, ttl_s=ttl_s)
+        return self.signer.mint(binding, ttl_s=ttl_s, ledger_id=self.audit.ledger_id)
 
     async def end_run(
         self, conversation: str = CONVERSATION, status: ExecutionStatus = ExecutionStatus.FINISHED

@@ -65,6 +65,7 @@ async def test_serve_command_serves_audits_and_stops_on_sigterm(tmp_path: Path) 
         provider="p",
         cost_ceiling_usd=None,
     )
+    ledger_id = store.ledger_id
     await store.close()
     with serving(FetchHandler, None) as fetch_url:
         config = tmp_path / "synthorg.toml"
@@ -90,6 +91,7 @@ async def test_serve_command_serves_audits_and_stops_on_sigterm(tmp_path: Path) 
                     model_id="m",
                 ),
                 ttl_s=60,
+                ledger_id=ledger_id,
             )
             assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
             over_tcp = await McpToolClient(url, bearer).list_tools()

@@ -64,6 +64,7 @@ def _bearer_for(world: World, execution_id: str) -> str:
             model_id="scripted-1",
         ),
         ttl_s=600,
+        ledger_id=world.audit.ledger_id,
     )
 
 

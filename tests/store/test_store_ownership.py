@@ -12,6 +12,8 @@ from synthorg.domain import ConversationStatus, StatusChangeEvent
 from synthorg.errors import NotFoundError, UsageError
 from synthorg.store import RunClaimant, Store, open_store
 from synthorg.store.errors import ConversationOwnedError
+from synthorg.store.protocol import ExecutionStatus
+from synthorg.store.reconcile import claimant, take_over
 
 
 def _who(host: str = "host-a") -> RunClaimant:
@@ -105,3 +107,64 @@ async def test_a_transition_writes_row_and_event_together(store: Store) -> None:
     with pytest.raises(NotFoundError):
         await store.transition(ghost, StatusChangeEvent(old=None, new=ConversationStatus.RUNNING))
     assert await store.last_seq(rec.id) == stored.seq
+
+
+async def test_an_execution_lives_on_its_owners_lease(store: Store) -> None:
+    """Issue 29 (1): the ledger row of a run carries its owner's lease and is renewed with it;
+    a row opened with no owner (a manual bearer) is not leased, and a lost owner renews
+    nothing."""
+    rec = record()
+    await store.create_conversation(rec)
+    manual = await store.open_execution(
+        execution_id=uid("exec"),
+        conversation_id=rec.id,
+        model="m",
+        provider="p",
+        cost_ceiling_usd=None,
+    )
+    assert manual.lease_expires_at is None
+    await store.set_execution_status(manual.execution_id, ExecutionStatus.FINISHED, "done")
+    me = _who()
+    owner = await store.claim_conversation(rec.id, me, lease_s=60)
+    row = await store.open_execution(
+        execution_id=uid("exec"),
+        conversation_id=rec.id,
+        model="m",
+        provider="p",
+        cost_ceiling_usd=None,
+    )
+    assert row.lease_expires_at == owner.expires_at
+    assert await store.renew_claim(rec.id, me.owner_id, lease_s=600)
+    renewed = await store.get_execution(row.execution_id)
+    held = await store.conversation_owner(rec.id)
+    assert held is not None and renewed.lease_expires_at == held.expires_at
+    assert renewed.lease_expires_at is not None and row.lease_expires_at is not None
+    assert renewed.lease_expires_at > row.lease_expires_at
+    assert not await store.renew_claim(rec.id, uid("own"), lease_s=6000)  # not the owner
+    assert (await store.get_execution(row.execution_id)).lease_expires_at == held.expires_at
+
+
+async def test_a_takeover_kills_the_previous_runs_open_execution(store: Store) -> None:
+    """Issue 29 (1, 3): once another process takes a conversation over (a resume after a
+    crash, a reconciler), the dead run's execution is killed: its bearer stays dead."""
+    rec = record(status=ConversationStatus.RUNNING)
+    await store.create_conversation(rec)
+    dead = RunClaimant(owner_id=uid("own"), host="elsewhere", pid=1)
+    await store.claim_conversation(rec.id, dead, lease_s=0.05)
+    row = await store.open_execution(
+        execution_id=uid("exec"),
+        conversation_id=rec.id,
+        model="m",
+        provider="p",
+        cost_ceiling_usd=None,
+    )
+    holder = await store.conversation_owner(rec.id)
+    while holder is not None and not holder.expired:  # bounded by the 0.05 s lease
+        await asyncio.sleep(0.05)
+        holder = await store.conversation_owner(rec.id)
+    owner, _ = await take_over(store, rec.id, claimant())
+    killed = await store.get_execution(row.execution_id)
+    assert killed.status is ExecutionStatus.KILLED
+    assert "superseded" in killed.status_reason and "elsewhere" in killed.status_reason
+    assert (await store.get_conversation(rec.id)).status is ConversationStatus.INTERRUPTED
+    await store.release_conversation(rec.id, owner.owner_id)

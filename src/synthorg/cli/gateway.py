@@ -113,8 +113,10 @@ def mint(
     as_json: bool = typer.Option(False, "--json", help="Print the binding and bearer as JSON."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Print a bearer for manual use; the model must be served by the named provider."""
-    gw_config = gateway_config(settings_from(config))
+    """Open an execution in the store and print its bearer for manual use; the model must be
+    served by the named provider, the lifetime at most [gateway] token_ttl_s."""
+    settings = settings_from(config)
+    gw_config = gateway_config(settings)
     if provider is None:
         serving = [p.name for p in gw_config.providers if model in p.models]
         if len(serving) != 1:
@@ -133,10 +135,20 @@ def mint(
         model_id=model,
         cost_ceiling=ceiling,
     )
+    signer = signer_for(gw_config)
+
+    async def opened() -> str:
+        # The bearer is valid only at the ledger that opened its execution (this store's).
+        async with opened_store(settings) as store:
+            gateway = create_gateway_app(gw_config, signer, store, providers={}).gateway
+            await gateway.open_execution(binding)
+            return gateway.mint(binding, ttl_s=ttl)
+
     try:
-        token = signer_for(gw_config).mint(binding, ttl_s=ttl or gw_config.token_ttl_s)
+        signer.check(binding, ttl_s=ttl or gw_config.token_ttl_s)  # before a row is opened
     except SynthOrgError as exc:
         fail(str(exc))
+    token = run_async(opened())
     if as_json:
         print(json.dumps({"bearer": token, **binding.model_dump(mode="json")}))
     else:

@@ -69,6 +69,7 @@ def serve(
             load_or_create_key(mcp.signing_key_path),
             # The MCP server only verifies bearers; it never mints, so no model is served.
             served=lambda _provider, _model: False,
+            max_ttl_s=gateway_config(settings).token_ttl_s,
         )
     except SynthOrgError as exc:
         fail(str(exc))

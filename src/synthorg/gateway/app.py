@@ -300,4 +300,8 @@ def create_gateway_app(
 
 def signer_for(config: GatewayConfig) -> GatewaySigner:
     """The signer of ``config``: its key file (generated when absent) and its provider binding."""
-    return GatewaySigner(load_or_create_key(config.signing_key_file), served=config.serves)
+    return GatewaySigner(
+        load_or_create_key(config.signing_key_file),
+        served=config.serves,
+        max_ttl_s=config.token_ttl_s,
+    )

@@ -5,21 +5,27 @@ from __future__ import annotations
 from collections.abc import Container
 
 from synthorg.gateway.config import GatewayConfig
+from synthorg.gateway.liveness import issued_elsewhere
 from synthorg.gateway.refusals import forbidden, unauthorized
 from synthorg.gateway.signer import BearerClaims, BearerError, GatewaySigner
 
 
-def authenticate(signer: GatewaySigner, authorization: str | None) -> BearerClaims:
-    """The verified claims of the request's bearer; 401 otherwise."""
+def authenticate(signer: GatewaySigner, authorization: str | None, ledger_id: str) -> BearerClaims:
+    """The verified claims of the request's bearer, issued by ledger ``ledger_id``; 401
+    otherwise."""
     if not authorization:
         raise unauthorized("missing bearer: send 'Authorization: Bearer <run token>'")
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise unauthorized("malformed Authorization header: expected 'Bearer <run token>'")
     try:
-        return signer.verify(token.strip())
+        claims = signer.verify(token.strip())
     except BearerError as exc:
         raise unauthorized(str(exc)) from exc
+    foreign = issued_elsewhere(claims.ledger_id, ledger_id)
+    if foreign is not None:
+        raise unauthorized(foreign)
+    return claims
 
 
 def resolve_model(

@@ -7,6 +7,7 @@ protocol so gateway logic can be tested without a database.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -20,6 +21,7 @@ class MemoryLedger:
     def __init__(self) -> None:
         self._rows: dict[str, ExecutionUsage] = {}
         self._lock = asyncio.Lock()
+        self.ledger_id = f"memory-{secrets.token_hex(8)}"
 
     async def open_execution(
         self,

@@ -79,14 +79,18 @@ class Gateway:
     # -- a run's life, used by runners and loops ----------------------------------------------
 
     async def open_execution(self, binding: RunBinding) -> ExecutionUsage:
-        """Create the ledger row of a run (idempotent); call before minting its bearer."""
+        """Create the ledger row of a run (idempotent); call before minting its bearer. The
+        row lives on the conversation's owner's lease (``LedgerStore.open_execution``)."""
         row = await open_row(self.ledger, binding)
         self._runs.forget(binding.execution_id)
         return row
 
     def mint(self, binding: RunBinding, *, ttl_s: int | None = None) -> str:
-        """A bearer for ``binding`` (explicit provider binding checked by the signer)."""
-        return self.signer.mint(binding, ttl_s=ttl_s or self.config.token_ttl_s)
+        """A bearer for ``binding``, naming this ledger (explicit provider binding checked by
+        the signer); open its execution first, or every request is refused."""
+        return self.signer.mint(
+            binding, ttl_s=ttl_s or self.config.token_ttl_s, ledger_id=self.ledger.ledger_id
+        )
 
     async def usage(self, execution_id: str) -> ExecutionUsage:
         """Running totals of an execution, including every answered request.
@@ -172,7 +176,7 @@ class Gateway:
 
     def authenticate(self, authorization: str | None) -> BearerClaims:
         """The verified claims of the request's bearer; 401 otherwise."""
-        return authenticate(self.signer, authorization)
+        return authenticate(self.signer, authorization, self.ledger.ledger_id)
 
     def resolve_model(self, claims: BearerClaims, requested: str) -> str:
         """The upstream model id for ``requested``; 403 unless it is exactly the bound one."""

@@ -15,7 +15,8 @@ from decimal import Decimal
 
 from synthorg.errors import NotFoundError
 from synthorg.gateway.config import GatewayConfig
-from synthorg.gateway.refusals import GatewayRefusal, tree_closed
+from synthorg.gateway.liveness import lapsed
+from synthorg.gateway.refusals import GatewayRefusal, forbidden, tree_closed
 from synthorg.gateway.signer import RunBinding
 from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, LedgerStore, TreeBudget
 
@@ -89,16 +90,30 @@ class RunStates:
         return self._runs.get(execution_id)
 
     async def load(self, claims: RunBinding) -> RunState:
-        """The run's state: cached, or (re)read from the ledger once older than the refresh."""
+        """The run's state: cached, or (re)read from the ledger once older than the refresh.
+
+        A cached lease can only be older than the ledger's, so a cached row whose lease
+        looks lapsed is read again before it is judged: a lapse is refused from the moment
+        it happens, never for a renewal this process has not seen yet.
+        """
         state = self._runs.get(claims.execution_id)
         now = self._clock()
-        if state is not None and now - state.loaded_at < self.config.ledger_refresh_s:
+        if (
+            state is not None
+            and now - state.loaded_at < self.config.ledger_refresh_s
+            and not (state.row.status is ExecutionStatus.ACTIVE and lapsed(state.row))
+        ):
             return state
         try:
             row = await self.ledger.get_execution(claims.execution_id)
-        except NotFoundError:
-            # The signature proves the binding: open the row from the claims (mint-only use).
-            row = await open_row(self.ledger, claims)
+        except NotFoundError as exc:
+            # A run's row is opened before its bearer is minted: a bearer without one is
+            # another ledger's (a wiped or restored store), never a run to open afresh.
+            raise forbidden(
+                f"execution {claims.execution_id!r} has no row in this ledger: its bearer "
+                "was not issued here, so it cannot act",
+                "execution_unknown",
+            ) from exc
         known = self._runs.get(claims.execution_id)
         budget = None
         if known is None or known.tree is not None:  # a run outside any tree stays outside

@@ -33,6 +33,11 @@ class McpStore(AuditSink, Protocol):
     meters into, so a run the gateway finished or killed is seen here too.
     """
 
+    @property
+    def ledger_id(self) -> str:
+        """The store's own id: a bearer acts only at the ledger that opened its run."""
+        ...
+
     async def get_conversation(self, conversation_id: str) -> ConversationRecord:
         """The conversation; NotFoundError if unknown."""
         ...

@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp
 
 from synthorg.errors import NotFoundError
-from synthorg.gateway.liveness import run_closed
+from synthorg.gateway.liveness import issued_elsewhere, run_closed
 from synthorg.gateway.signer import BearerClaims, GatewaySigner
 from synthorg.logging import get_logger
 from synthorg.mcp.audit import AuditWriteError, McpStore, Outcome, record_call
@@ -113,6 +113,9 @@ class _ToolDispatcher:
             ) from exc
 
     async def _judge(self, claims: BearerClaims) -> None:
+        foreign = issued_elsewhere(claims.ledger_id, self._store.ledger_id)
+        if foreign is not None:
+            raise _Dead(foreign, auditable=False)
         try:
             record = await self._store.get_conversation(claims.conversation_id)
         except NotFoundError as exc:
@@ -139,7 +142,7 @@ class _ToolDispatcher:
                 f"execution {claims.execution_id!r} belongs to another conversation",
                 auditable=True,
             )
-        closed = run_closed(row)  # the same rule the gateway applies
+        closed = run_closed(row)  # the same rule the gateway applies (the lease included)
         if closed is not None:
             raise _Dead(closed.message, auditable=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -23,7 +24,7 @@ from synthorg.sandbox import BwrapSandbox, SandboxStreamer, make_sandbox
 from synthorg.sandbox.pool import SandboxPool
 from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
 from synthorg.service.delegation import DelegationHub, DelegationSettings
-from synthorg.service.ownership import OwnershipPolicy
+from synthorg.service.ownership import OwnershipPolicy, sweep_dead_owners
 from synthorg.service.provisioning import ProvisionContext, ProvisionerFactory
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.service.rundirs import sweep_dead_run_dirs
@@ -61,6 +62,11 @@ class Components:
     registry: LoopRegistry
     service: LocalRunService
     sandbox_pool: SandboxPool | None = None
+
+
+async def _stopped(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.wait([task])  # its own cancellation is not ours to raise
 
 
 def _socket_dir(home: Path) -> Path:
@@ -168,6 +174,12 @@ async def boot(
         if store is None:
             store = await open_store(store_config(settings))
             stack.push_async_callback(store.close)
+        ownership = ownership or OwnershipPolicy(lease_s=store_config(settings).run_lease_s)
+        # Dead owners' runs are reconciled by whoever is alive, at boot and every renewal.
+        sweeper = asyncio.create_task(
+            sweep_dead_owners(store, ownership.lease_s / 3), name="ownership-sweep"
+        )
+        stack.push_async_callback(_stopped, sweeper)
         signer = signer_for(gateway_config)
         gateway_app = create_gateway_app(gateway_config, signer, store)
         gateway_endpoints = await stack.enter_async_context(

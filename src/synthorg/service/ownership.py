@@ -1,7 +1,9 @@
 """A run's ownership of its conversation: claimed at start, kept alive by a heartbeat, released.
 
 The rule itself (who is dead, what reconciliation writes) lives in ``synthorg.store.reconcile``;
-this module ties it to a run's lifetime and to the commands that read conversations.
+this module ties it to a run's lifetime, to the commands that read conversations, and to the
+periodic sweep of a live process (``sweep_dead_owners``). The heartbeat also renews the run's
+execution's lease in the ledger, so a run's bearer dies with the lease, read by no one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from synthorg.logging import get_logger
 from synthorg.store.errors import LeaseLostError
 from synthorg.store.fence import fenced
 from synthorg.store.protocol import ConversationPage, ConversationStore, RunOwner
-from synthorg.store.reconcile import LEASE_S, claimant, reconcile_one, take_over
+from synthorg.store.reconcile import (
+    LEASE_S,
+    OwnedStore,
+    claimant,
+    reconcile_one,
+    sweep,
+    take_over,
+)
 
 _log = get_logger("synthorg.ownership")
 
@@ -108,7 +117,7 @@ class RunOwnership:
 
 
 async def claim_run(
-    store: ConversationStore,
+    store: OwnedStore,
     conversation_id: str,
     *,
     lease_s: float = LEASE_S,
@@ -124,14 +133,33 @@ async def claim_run(
     return RunOwnership(store, owner, conversation_id, lease_s, fence)
 
 
-async def reconciled(store: ConversationStore, record: ConversationRecord) -> ConversationRecord:
+async def reconciled(store: OwnedStore, record: ConversationRecord) -> ConversationRecord:
     """The record as it stands once a dead owner's leftovers are reconciled."""
     if await reconcile_one(store, record) is None:
         return record
     return await store.get_conversation(record.id)
 
 
-async def reconciled_page(store: ConversationStore, page: ConversationPage) -> ConversationPage:
+async def reconciled_page(store: OwnedStore, page: ConversationPage) -> ConversationPage:
     """The page with each conversation of a dead owner reconciled."""
     items = tuple([await reconciled(store, record) for record in page.items])
     return page.model_copy(update={"items": items})
+
+
+async def sweep_dead_owners(store: OwnedStore, every_s: float) -> None:
+    """Reconcile the runs of dead owners now and then every ``every_s`` (a live process's
+    share of the rule: a killed run leaves ``running`` with nobody reading it). Runs until
+    cancelled; a failed sweep is logged and retried at the next tick."""
+    while True:
+        try:
+            report = await sweep(store)
+        except Exception as exc:  # the store is down or busy: the next tick tries again
+            _log.warning("OWNERSHIP_SWEEP_FAILED", error=f"{type(exc).__name__}: {exc}")
+        else:
+            if report.conversations_interrupted:
+                _log.info(
+                    "OWNERSHIP_SWEPT",
+                    conversations_interrupted=list(report.conversations_interrupted),
+                    actions_reconciled=len(report.actions_reconciled),
+                )
+        await asyncio.sleep(every_s)

@@ -54,7 +54,7 @@ from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
 from synthorg.service.tree import committed_spend, ledger_usage, members, run_tree
 from synthorg.store.errors import ConversationOwnedError
-from synthorg.store.protocol import ExecutionStatus, Store
+from synthorg.store.protocol import Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
@@ -115,8 +115,8 @@ class LocalRunService:
             repositories=self.repositories,
             clock=clock,
         )
-        # Workers (several processes, one store): a taken-over run's writes and model calls
-        # are refused (store.fence; the previous execution killed in the ledger).
+        # Workers (several processes, one store): a taken-over run's writes are refused
+        # (store.fence); its model calls too, as the claim kills its execution.
         self._ownership = ownership or OwnershipPolicy()
 
     # -- creation -------------------------------------------------------------------------
@@ -162,9 +162,9 @@ class LocalRunService:
                 lease_s=self._ownership.lease_s,
                 fence=self._ownership.fence,
             )
+            # The claim killed the previous run's execution if it was still open (a dead or
+            # taken-over owner's: store.reconcile), so its bearer is refused from now on.
             record = await self.store.get_conversation(conversation_id)
-            if self._ownership.fence:
-                await self._supersede(record)
             # Resume: the rule (the caller's) holds now too.
             (repositories or self.repositories).check(record.task.repository)
             if message:
@@ -177,25 +177,6 @@ class LocalRunService:
         active.task = asyncio.create_task(
             ownership.hold(self._run(record, active)), name=f"run-{conversation_id}"
         )
-
-    async def _supersede(self, record: ConversationRecord) -> None:
-        """Kill the previous run's execution if it is still open: it belonged to an owner we
-        just took over from (a finished run closes its own), so its bearer must be refused."""
-        if record.execution_id is None:
-            return
-        try:
-            row = await self.gateway.ledger.get_execution(record.execution_id)
-        except NotFoundError:
-            return
-        if row.status is ExecutionStatus.ACTIVE:
-            await self.gateway.kill_execution(
-                record.execution_id, "superseded: the conversation was taken over by a new run"
-            )
-            _log.info(
-                "EXECUTION_SUPERSEDED",
-                conversation_id=record.id,
-                execution_id=record.execution_id,
-            )
 
     async def run(self, conversation_id: str, *, message: str | None = None) -> ExecutionResult:
         """Start a run and wait for its end (commit gate included)."""

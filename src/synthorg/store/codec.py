@@ -235,7 +235,7 @@ def check_limit(limit: int) -> None:
 
 def execution_from_row(row: dict[str, Any]) -> ExecutionUsage:
     """A ledger row as the model (decimal columns may come back as text or Decimal)."""
-    ceiling = row["cost_ceiling_usd"]
+    ceiling, lease = row["cost_ceiling_usd"], row["lease_expires_at"]
     return ExecutionUsage(
         execution_id=row["execution_id"],
         conversation_id=row["conversation_id"],
@@ -249,6 +249,7 @@ def execution_from_row(row: dict[str, Any]) -> ExecutionUsage:
         status=ExecutionStatus(row["status"]),
         status_reason=row["status_reason"],
         updated_at=parse_ts(row["updated_at"]),
+        lease_expires_at=None if lease is None else parse_ts(lease),
     )
 
 

@@ -77,6 +77,14 @@ class StoreConfig(BaseModel):
     pool_timeout_s: float = Field(
         default=10.0, gt=0, le=3600, description="PostgreSQL: wait for a pooled connection."
     )
+    run_lease_s: float = Field(
+        default=30.0,
+        ge=0.3,
+        le=3600,
+        description="A run's owner lease: renewed every third of it (and dead-owner sweeps "
+        "run as often); a killed run's bearer is refused at most this long after its last "
+        "renewal. Workers use twice their heartbeat timeout instead.",
+    )
 
     @model_validator(mode="after")
     def _one_key_source(self) -> StoreConfig:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import AsyncIterator
 from datetime import datetime
 from decimal import Decimal
@@ -55,7 +56,7 @@ from synthorg.store.protocol import (
     TreeBudget,
 )
 from synthorg.store.reconcile import reconcile
-from synthorg.store.schema import VERSION_TABLE, pending, render
+from synthorg.store.schema import IDENTIFY, IDENTITY, VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
 from synthorg.store.tail import LiveTail, TailHub
 from synthorg.store.tree_budget import DELETE_TREE_SQL, TREE_COSTS_SQL, read_tree_budget
@@ -111,6 +112,21 @@ WHERE o.expires_at < clock_timestamp() OR o.owner_id = excluded.owner_id
 RETURNING owner_id, host, pid, since, heartbeat_at, expires_at, FALSE
 """
 
+_RENEW = """
+WITH owner AS (
+    UPDATE conversation_owners SET heartbeat_at = clock_timestamp(),
+        expires_at = clock_timestamp() + make_interval(secs => %(lease)s)
+    WHERE conversation_id = %(cid)s AND owner_id = %(oid)s RETURNING expires_at
+), runs AS (
+    UPDATE executions SET lease_expires_at = owner.expires_at FROM owner
+    WHERE executions.conversation_id = %(cid)s AND executions.status = 'active'
+        AND executions.lease_expires_at IS NOT NULL
+)
+SELECT 1 FROM owner
+"""
+"""Renew the owner's lease and its run's execution's in one statement (take_over killed any
+earlier execution of the conversation, so only this owner's run is extended)."""
+
 
 class PostgresStore(PostgresBudget, PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
     """Conversations, the event log and the ledger in a PostgreSQL database."""
@@ -125,6 +141,7 @@ class PostgresStore(PostgresBudget, PostgresEvalItems, PostgresIdempotencyKeys, 
         timeouts: PgTimeouts | None = None,
     ) -> None:
         self.url = url
+        self._ledger_id = ""
         self._cipher = cipher
         self._poll_interval = poll_interval
         self._hub = TailHub()
@@ -248,7 +265,17 @@ class PostgresStore(PostgresBudget, PostgresEvalItems, PostgresIdempotencyKeys, 
                     "INSERT INTO schema_version (version, applied_at) VALUES (%s, now())",
                     (migration.version,),
                 )
+            await conn.execute(IDENTIFY.format(mark="%s"), (secrets.token_hex(16), codec.now()))
+            cur = await conn.execute(IDENTITY)
+            named = await cur.fetchone()
+            assert named is not None  # made just above if it was not there
+            self._ledger_id = str(named[0])
         return len(todo)
+
+    @property
+    def ledger_id(self) -> str:
+        """This store's own random id (see ``LedgerStore.ledger_id``)."""
+        return self._ledger_id
 
     async def schema_version(self) -> int:
         """The schema version of the database."""
@@ -362,12 +389,7 @@ class PostgresStore(PostgresBudget, PostgresEvalItems, PostgresIdempotencyKeys, 
         raise ConflictError(f"conversation {conversation_id}: ownership changing; retry")
 
     async def renew_claim(self, conversation_id: str, owner_id: str, *, lease_s: float) -> bool:
-        rows = await self._all(
-            "UPDATE conversation_owners SET heartbeat_at = clock_timestamp(),"
-            " expires_at = clock_timestamp() + make_interval(secs => %s)"
-            " WHERE conversation_id = %s AND owner_id = %s RETURNING 1",
-            (lease_s, conversation_id, owner_id),
-        )
+        rows = await self._all(_RENEW, {"cid": conversation_id, "oid": owner_id, "lease": lease_s})
         return bool(rows)
 
     async def release_conversation(self, conversation_id: str, owner_id: str) -> None:
@@ -528,8 +550,9 @@ class PostgresStore(PostgresBudget, PostgresEvalItems, PostgresIdempotencyKeys, 
         async with self._conn() as conn:
             await conn.execute(
                 "INSERT INTO executions (execution_id, conversation_id, model, provider,"
-                " cost_ceiling_usd, cost_usd, status, created_at, updated_at)"
-                " VALUES (%s, %s, %s, %s, %s, 0, %s, now(), now())"
+                " cost_ceiling_usd, cost_usd, status, created_at, updated_at, lease_expires_at)"
+                " VALUES (%s, %s, %s, %s, %s, 0, %s, now(), now(), (SELECT expires_at FROM"
+                " conversation_owners WHERE conversation_id = %s))"
                 " ON CONFLICT (execution_id) DO NOTHING",
                 (
                     execution_id,
@@ -538,6 +561,7 @@ class PostgresStore(PostgresBudget, PostgresEvalItems, PostgresIdempotencyKeys, 
                     provider,
                     cost_ceiling_usd,
                     ExecutionStatus.ACTIVE.value,
+                    conversation_id,
                 ),
             )
         return await self.get_execution(execution_id)

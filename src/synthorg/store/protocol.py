@@ -91,6 +91,11 @@ class ExecutionUsage(BaseModel):
     status: ExecutionStatus = Field(default=ExecutionStatus.ACTIVE, description="Status.")
     status_reason: str = Field(default="", description="Why it was finished or killed.")
     updated_at: datetime | None = Field(default=None, description="Last change (UTC).")
+    lease_expires_at: datetime | None = Field(
+        default=None,
+        description="Alive only until then (its owner's lease, renewed with it); None: the "
+        "row is not leased (opened for a conversation no process owned, e.g. a manual bearer).",
+    )
 
 
 class TreeBudget(BaseModel):
@@ -206,7 +211,8 @@ class ConversationStore(Protocol):
         ...
 
     async def renew_claim(self, conversation_id: str, owner_id: str, *, lease_s: float) -> bool:
-        """Extend the lease; False when ``owner_id`` no longer owns the conversation."""
+        """Extend the lease, and with it the lease of the conversation's active executions
+        (in the same transaction); False when ``owner_id`` no longer owns the conversation."""
         ...
 
     async def release_conversation(self, conversation_id: str, owner_id: str) -> None:
@@ -230,6 +236,11 @@ class ConversationStore(Protocol):
 class LedgerStore(Protocol):
     """The gateway's per-execution cost ledger."""
 
+    @property
+    def ledger_id(self) -> str:
+        """This ledger's own random id, made once: a bearer is valid only at its issuer."""
+        ...
+
     async def open_execution(
         self,
         *,
@@ -239,7 +250,8 @@ class LedgerStore(Protocol):
         provider: str,
         cost_ceiling_usd: Decimal | None,
     ) -> ExecutionUsage:
-        """Create the ledger row (idempotent for the same execution id)."""
+        """Create the ledger row (idempotent for the same execution id). Its lease is the
+        conversation's owner's at that moment (renewed with it), none when nobody owns it."""
         ...
 
     async def record_usage(

@@ -4,19 +4,25 @@ A conversation is run by exactly one owner (a lease in the store, renewed by a h
 owner is dead when its lease ran out, or at once when it ran on this host and its pid is gone.
 Whoever meets an active conversation with a dead (or no) owner — `synthorg run --resume`,
 `synthorg conversations`, `synthorg serve` at start — takes the conversation over atomically
-(only one claimant can), then: every open action gets an observation (an action that only
-awaited approval "never ran", any other "effect unknown"), and the status becomes
-INTERRUPTED (resumable), event and row in one transaction. Because the takeover is exclusive
-and the open actions are recomputed under it, concurrent reconcilers answer each action once.
+(only one claimant can), then: the previous runs' executions still open in the ledger are
+killed (their bearers were already refused once the lease lapsed; now for good), every open
+action gets an observation (an action that only awaited approval "never ran", any other
+"effect unknown"), and the status becomes INTERRUPTED (resumable), event and row in one
+transaction. Because the takeover is exclusive and the open actions are recomputed under it,
+concurrent reconcilers answer each action once. ``sweep`` is the periodic form: live serves
+and workers run it every renewal interval, so a dead run is reconciled with no reader.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from synthorg.domain import (
     ActionEvent,
@@ -29,7 +35,14 @@ from synthorg.domain import (
 )
 from synthorg.store.codec import NEVER_RAN_OBSERVATION, RESTART_OBSERVATION, now
 from synthorg.store.errors import ConversationOwnedError
-from synthorg.store.protocol import ConversationStore, ReconcileReport, RunClaimant, RunOwner
+from synthorg.store.protocol import (
+    ConversationStore,
+    ExecutionStatus,
+    LedgerStore,
+    ReconcileReport,
+    RunClaimant,
+    RunOwner,
+)
 
 LEASE_S = 30.0
 """How long an owner's claim lasts without a heartbeat (it renews every third of it)."""
@@ -38,10 +51,21 @@ _ACTIVE = (ConversationStatus.RUNNING, ConversationStatus.WAITING_CONFIRMATION)
 _PAGE = 500
 
 
-def claimant() -> RunClaimant:
+class OwnedStore(ConversationStore, LedgerStore, Protocol):
+    """What reconciliation writes: the conversation, its log, its owner and its ledger rows."""
+
+
+_RECONCILER = "rec-"
+"""The owner ids of reconcilers' claims: held only while they answer and interrupt, never
+run, so a run's claim waits them out instead of being refused."""
+_RECONCILER_WAIT_S = 10.0
+
+
+def claimant(*, reconciler: bool = False) -> RunClaimant:
     """A fresh claimant identity for this process (a new owner id per claim)."""
+    prefix = _RECONCILER if reconciler else "own-"
     return RunClaimant(
-        owner_id=f"own-{secrets.token_hex(8)}", host=socket.gethostname(), pid=os.getpid()
+        owner_id=f"{prefix}{secrets.token_hex(8)}", host=socket.gethostname(), pid=os.getpid()
     )
 
 
@@ -129,8 +153,44 @@ async def _interrupt(
     return answered
 
 
+async def _close_executions(
+    store: OwnedStore, conversation_id: str, holder: RunOwner | None
+) -> None:
+    """Kill the conversation's executions still open: no run of it is alive now (a run
+    closes its own on every exit path it lives through), so their bearers must stay dead."""
+    who = holder.describe() if holder is not None else "no owner"
+    for row in await store.executions_of(conversation_id):
+        if row.status is ExecutionStatus.ACTIVE:
+            await store.set_execution_status(
+                row.execution_id,
+                ExecutionStatus.KILLED,
+                f"superseded: the conversation was taken over (its previous owner: {who})",
+            )
+
+
+async def _claim(
+    store: OwnedStore, conversation_id: str, me: RunClaimant, lease_s: float
+) -> tuple[RunOwner | None, RunOwner]:
+    """The previous holder and our claim. A reconciler's claim (a sweep, a reader) lasts only
+    while it interrupts the conversation: wait it out, bounded, rather than refuse."""
+    deadline = time.monotonic() + _RECONCILER_WAIT_S
+    while True:
+        holder = await store.conversation_owner(conversation_id)
+        displace = holder.owner_id if holder is not None and is_dead(holder) else None
+        try:
+            owner = await store.claim_conversation(
+                conversation_id, me, lease_s=lease_s, displace=displace
+            )
+        except ConversationOwnedError as exc:
+            if not exc.holder.owner_id.startswith(_RECONCILER) or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.02)
+            continue
+        return holder, owner
+
+
 async def take_over(
-    store: ConversationStore,
+    store: OwnedStore,
     conversation_id: str,
     me: RunClaimant,
     *,
@@ -141,12 +201,11 @@ async def take_over(
     Returns the claim and the action ids that were reconciled. ConversationOwnedError when
     a live process owns it (naming host, pid, since).
     """
-    holder = await store.conversation_owner(conversation_id)
-    displace = holder.owner_id if holder is not None and is_dead(holder) else None
-    owner = await store.claim_conversation(conversation_id, me, lease_s=lease_s, displace=displace)
+    holder, owner = await _claim(store, conversation_id, me, lease_s)
     try:
         # Read after the claim: a reconciler before us may have finished already.
         record = await store.get_conversation(conversation_id)
+        await _close_executions(store, conversation_id, holder)
         answered: list[str] = []
         if record.status in _ACTIVE:
             answered = await _interrupt(store, record, holder)
@@ -157,15 +216,22 @@ async def take_over(
 
 
 async def reconcile_one(
-    store: ConversationStore, record: ConversationRecord, *, lease_s: float = LEASE_S
+    store: OwnedStore,
+    record: ConversationRecord,
+    *,
+    lease_s: float = LEASE_S,
+    ownerless: bool = True,
 ) -> list[str] | None:
-    """Reconcile ``record`` if it is active and its owner is dead; None when left alone."""
+    """Reconcile ``record`` if it is active and its owner is dead (or, with ``ownerless``,
+    absent); None when left alone."""
     if record.status not in _ACTIVE:
         return None
     holder = await store.conversation_owner(record.id)
+    if holder is None and not ownerless:
+        return None
     if holder is not None and not is_dead(holder):
         return None
-    me = claimant()
+    me = claimant(reconciler=True)
     try:
         _, answered = await take_over(store, record.id, me, lease_s=lease_s)
     except ConversationOwnedError:
@@ -187,12 +253,24 @@ async def _active(store: ConversationStore) -> list[ConversationRecord]:
     return found
 
 
-async def reconcile(store: ConversationStore) -> ReconcileReport:
+async def reconcile(store: OwnedStore) -> ReconcileReport:
     """Reconcile every active conversation whose owner is dead; live owners are left alone."""
+    return await _reconcile(store, ownerless=True)
+
+
+async def sweep(store: OwnedStore) -> ReconcileReport:
+    """Reconcile every active conversation whose owner record shows it dead (lease lapsed,
+    or its pid gone on this host): what a live process does periodically. An active
+    conversation with no owner record at all is left to ``reconcile`` (a server's start, a
+    reader), as a run between its record and its claim may look like that."""
+    return await _reconcile(store, ownerless=False)
+
+
+async def _reconcile(store: OwnedStore, *, ownerless: bool) -> ReconcileReport:
     interrupted: list[str] = []
     reconciled: list[tuple[str, str]] = []
     for record in await _active(store):
-        answered = await reconcile_one(store, record)
+        answered = await reconcile_one(store, record, ownerless=ownerless)
         if answered is None:
             continue
         interrupted.append(record.id)

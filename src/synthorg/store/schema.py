@@ -177,7 +177,28 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX budget_reservations_by_execution ON budget_reservations (execution_id)",
         ),
     ),
+    Migration(
+        8,
+        "run liveness: an execution lives on its owner's lease; the store names itself",
+        (
+            # NULL: not leased (an operator's bearer); else renewed with the owner's lease.
+            "ALTER TABLE executions ADD COLUMN lease_expires_at {ts}",
+            """
+            CREATE TABLE store_identity (
+                id TEXT PRIMARY KEY, -- random, made once: bearers name the ledger that issued them
+                created_at {ts} NOT NULL
+            )
+            """,
+        ),
+    ),
 )
+
+IDENTIFY = (
+    "INSERT INTO store_identity (id, created_at) SELECT {mark}, {mark}"
+    " WHERE NOT EXISTS (SELECT 1 FROM store_identity)"
+)
+"""Name the store once (the first opener's random id wins), then read ``IDENTITY``."""
+IDENTITY = "SELECT id FROM store_identity ORDER BY created_at LIMIT 1"
 
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -7,6 +7,7 @@ cross-process notification), so their latency is at most that interval.
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -34,7 +35,7 @@ from synthorg.store.protocol import (
     TreeBudget,
 )
 from synthorg.store.reconcile import reconcile
-from synthorg.store.schema import VERSION_TABLE, pending, render
+from synthorg.store.schema import IDENTIFY, IDENTITY, VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
 from synthorg.store.sqlite_engine import BUSY_TIMEOUT_S, SqliteReaders, SqliteWriter
 from synthorg.store.sqlite_eval import SqliteEvalItems
@@ -48,6 +49,11 @@ from synthorg.store.tree_budget import (
 )
 
 _OWNER_COLUMNS = "owner_id, host, pid, since, heartbeat_at, expires_at"
+_RENEW_EXECUTIONS = (
+    "UPDATE executions SET lease_expires_at = ? WHERE conversation_id = ?"
+    " AND status = 'active' AND lease_expires_at IS NOT NULL"
+)
+"""The owner's renewal extends its run's execution (take_over killed any earlier one)."""
 
 
 def _migrate(conn: sqlite3.Connection) -> int:
@@ -62,6 +68,7 @@ def _migrate(conn: sqlite3.Connection) -> int:
             (migration.version, codec.ts_text(codec.now())),
         )
         applied += 1
+    conn.execute(IDENTIFY.format(mark="?"), (secrets.token_hex(16), codec.ts_text(codec.now())))
     return applied
 
 
@@ -82,6 +89,12 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         self._hub = TailHub()
         self._writer = SqliteWriter(path, self._woken, busy_timeout_s)
         self._readers = SqliteReaders(path, busy_s=busy_timeout_s)
+        self._ledger_id = ""
+
+    @property
+    def ledger_id(self) -> str:
+        """This store's own random id (see ``LedgerStore.ledger_id``)."""
+        return self._ledger_id
 
     @classmethod
     async def open(
@@ -99,6 +112,9 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         await store._writer.start()
         try:
             await store.migrate()
+            store._ledger_id = await store._readers.run(
+                lambda c: str(c.execute(IDENTITY).fetchone()[0])
+            )
         except BaseException:
             await store.close()
             raise
@@ -245,20 +261,20 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
     async def renew_claim(self, conversation_id: str, owner_id: str, *, lease_s: float) -> bool:
         moment = codec.now()
 
+        expires = codec.ts_text(moment + timedelta(seconds=lease_s))
+
         def work(conn: sqlite3.Connection) -> bool:
             cur = conn.execute(
                 "UPDATE conversation_owners SET heartbeat_at = ?, expires_at = ?"
                 " WHERE conversation_id = ? AND owner_id = ?",
-                (
-                    codec.ts_text(moment),
-                    codec.ts_text(moment + timedelta(seconds=lease_s)),
-                    conversation_id,
-                    owner_id,
-                ),
+                (codec.ts_text(moment), expires, conversation_id, owner_id),
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            conn.execute(_RENEW_EXECUTIONS, (expires, conversation_id))
+            return True
 
-        return await self._writer.submit(work, single_statement=True)
+        return await self._writer.submit(work)
 
     async def release_conversation(self, conversation_id: str, owner_id: str) -> None:
         def work(conn: sqlite3.Connection) -> None:
@@ -419,8 +435,10 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         def work(conn: sqlite3.Connection) -> dict[str, Any]:
             conn.execute(
                 "INSERT INTO executions (execution_id, conversation_id, model, provider,"
-                " cost_ceiling_usd, cost_usd, status, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, '0', ?, ?, ?) ON CONFLICT (execution_id) DO NOTHING",
+                " cost_ceiling_usd, cost_usd, status, created_at, updated_at, lease_expires_at)"
+                " VALUES (?, ?, ?, ?, ?, '0', ?, ?, ?, (SELECT expires_at FROM"
+                " conversation_owners WHERE conversation_id = ?)) ON CONFLICT (execution_id)"
+                " DO NOTHING",
                 (
                     execution_id,
                     conversation_id,
@@ -430,6 +448,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
                     ExecutionStatus.ACTIVE.value,
                     stamp,
                     stamp,
+                    conversation_id,
                 ),
             )
             return _execution_row(conn, execution_id)
