@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Callable
 from urllib.parse import quote, unquote
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -258,3 +259,12 @@ def test_everyday_branch_names_are_accepted() -> None:
         assert ref_name_problem(name) is None, name
     for name in ("x.lock", "a/.b", "-b", "b\n"):
         assert ref_name_problem(name) is not None, name
+
+
+@pytest.mark.parametrize("segment", ["%252e%252e", "%252E%252e", "%252f", "%255c", "x%2541"])
+def test_a_double_encoded_escape_is_refused(segment: str) -> None:
+    """``%252e%252e`` is ``..`` to a server that decodes twice: outside the prefix it matched
+    (found by the property above, hypothesis example ``/allowed/%252e%252e``)."""
+    with pytest.raises(UrlError, match="double-encoded"):
+        normalise_url(f"http://docs.test/allowed/{segment}")
+    assert not AllowList(ALLOWED).allows(f"http://docs.test/allowed/{segment}")

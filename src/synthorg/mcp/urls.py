@@ -4,7 +4,8 @@ Normalisation lower-cases scheme and host, drops the default port, decodes perce
 unreserved characters (so ``%2e%2e`` becomes ``..``), upper-cases the remaining escapes, encodes
 non-ASCII, and removes dot segments (RFC 3986 5.2.4). Shapes that servers are known to read
 differently from this form are refused outright instead of being guessed at: backslashes,
-encoded separators (``%2f``, ``%5c``), NULs, ``..;`` segments, control characters, userinfo.
+encoded separators (``%2f``, ``%5c``), double-encoded escapes (``%252e``), NULs, ``..;``
+segments, control characters, userinfo.
 
 Hand-written on purpose (~100 lines): ``rfc3986`` does not decode unreserved escapes before
 removing dot segments, and ``yarl``/``httpx`` each normalise differently from what they send;
@@ -26,6 +27,7 @@ _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 _LITERAL = frozenset(_UNRESERVED | frozenset(b"!$&'()*+,;=:@/?"))
 _ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
 _BAD_ESCAPE = re.compile(rb"%(?![0-9A-Fa-f]{2})")
+_DOUBLE_ESCAPE = re.compile(r"%25[0-9A-Fa-f]{2}")
 _HOST = re.compile(
     r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$"
 )
@@ -138,6 +140,11 @@ def normalise_url(raw: str) -> NormalUrl:
         raise UrlError("its path is not absolute")
     if _ENCODED_SEPARATOR.search(path):
         raise UrlError("its path has an encoded '/', '\\' or NUL, which servers read differently")
+    if _DOUBLE_ESCAPE.search(path):
+        raise UrlError(
+            "its path has a double-encoded escape (%25 then two hex digits, as in %252e), which "
+            "a server that decodes twice reads as another path"
+        )
     if any(seg.split(";", 1)[0] in (".", "..") and ";" in seg for seg in path.split("/")):
         raise UrlError("its path has a '..;' segment, which some servers read as '..'")
     query = None if not parts.query and "?" not in raw else _normalise_escapes(parts.query, "query")
