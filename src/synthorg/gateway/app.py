@@ -23,7 +23,7 @@ from synthorg.gateway.refusals import GatewayRefusal
 from synthorg.gateway.service import Gateway
 from synthorg.gateway.signer import GatewaySigner, load_or_create_key
 from synthorg.gateway.ticket import Ticket
-from synthorg.gateway.wire import ChatChunk, ChatRequest, error_body
+from synthorg.gateway.wire import MAY_HAVE_BILLED, ChatChunk, ChatRequest, error_body
 from synthorg.store.protocol import LedgerStore
 
 Scope = MutableMapping[str, Any]
@@ -51,9 +51,20 @@ async def _error(
     type_: str,
     code: str | None,
     headers: Mapping[str, str] | None = None,
+    *,
+    billed: bool = False,
 ) -> None:
+    """An error answer; ``billed`` says whether the upstream may have billed the request."""
     extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-    await _respond(send, status, error_body(message, type_, code), [*_JSON, *extra])
+    extra.append((MAY_HAVE_BILLED.encode(), b"true" if billed else b"false"))
+    body = error_body(message, type_, code, may_have_billed=billed)
+    await _respond(send, status, body, [*_JSON, *extra])
+
+
+async def _provider_error(send: Send, exc: ProviderError) -> None:
+    await _error(
+        send, exc.status, exc.message, exc.type, exc.code, exc.headers, billed=exc.may_have_billed
+    )
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -167,7 +178,7 @@ class GatewayApp:
             response = await ticket.provider.complete(ticket.request)
         except ProviderError as exc:
             await self.gateway.settle(ticket, None, _ending(exc))
-            await _error(send, exc.status, exc.message, exc.type, exc.code, exc.headers)
+            await _provider_error(send, exc)
             return exc.status
         ticket.out_bytes = response.out_bytes()
         # Settle before answering: the next request of this run sees the new total.
@@ -213,9 +224,13 @@ class GatewayApp:
                         return 499
                     message = f"upstream {ticket.claims.provider!r} stalled for {wait:g}s"
                     if not started:
-                        await _error(send, 504, message, "upstream_error", "upstream_timeout")
+                        await _error(
+                            send, 504, message, "upstream_error", "upstream_timeout", billed=True
+                        )
                     else:
-                        await _sse_error(send, message, "upstream_error", "upstream_stalled")
+                        await _sse_error(
+                            send, message, "upstream_error", "upstream_stalled", billed=True
+                        )
                     return 504
                 wait = idle
                 if gone:
@@ -234,15 +249,16 @@ class GatewayApp:
                 if not ticket.streamed(chunk.out_bytes()):
                     # The run dies here, so the bill may be what arrived (no dodging possible).
                     await self.gateway.settle(ticket, usage, "answered")
-                    await _sse_error(send, self._ceiling_message(ticket))
+                    await _sse_error(send, self._ceiling_message(ticket), billed=True)
                     return 402
                 await _sse(send, chunk)
         except ProviderError as exc:
             await self.gateway.settle(ticket, usage, _ending(exc))
             if not started:
-                await _error(send, exc.status, exc.message, exc.type, exc.code, exc.headers)
+                await _provider_error(send, exc)
             else:
-                await _sse_error(send, exc.message, exc.type, exc.code or "upstream_error")
+                code = exc.code or "upstream_error"
+                await _sse_error(send, exc.message, exc.type, code, billed=exc.may_have_billed)
             return exc.status
         finally:
             watcher.cancel()
@@ -281,8 +297,10 @@ async def _sse_error(
     message: str,
     type_: str = "insufficient_quota",
     code: str = "cost_ceiling_reached",
+    *,
+    billed: bool,
 ) -> None:
-    body = b"data: " + error_body(message, type_, code) + b"\n\n"
+    body = b"data: " + error_body(message, type_, code, may_have_billed=billed) + b"\n\n"
     await send({"type": "http.response.body", "body": body})
 
 

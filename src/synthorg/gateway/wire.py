@@ -24,6 +24,10 @@ REQUEST_EXCEEDS_BUDGET = "request_exceeds_budget"
 """Error code: this request's least cost is more than what is left of the ceiling."""
 BUDGET_ERROR_CODES = frozenset({COST_CEILING_REACHED, REQUEST_EXCEEDS_BUDGET})
 """The 402 codes that mean "out of budget": a loop ends BUDGET_EXHAUSTED on either."""
+MAY_HAVE_BILLED = "x-synthorg-may-have-billed"
+"""Header on every error answer: ``true`` when the upstream may have billed the request
+(re-sending it could bill twice), ``false`` when it certainly did not. Also in the body as
+``error.may_have_billed``."""
 
 
 class _Emitted(BaseModel):
@@ -247,9 +251,19 @@ class ChatChunk(_Emitted):
 
 
 def error_body(
-    message: str, type_: str, code: str | None = None, param: str | None = None
+    message: str,
+    type_: str,
+    code: str | None = None,
+    param: str | None = None,
+    *,
+    may_have_billed: bool = False,
 ) -> bytes:
-    """OpenAI's error shape as JSON bytes."""
-    return json.dumps(
-        {"error": {"message": message, "type": type_, "code": code, "param": param}}
-    ).encode()
+    """OpenAI's error shape as JSON bytes, with whether the request may have been billed."""
+    error = {
+        "message": message,
+        "type": type_,
+        "code": code,
+        "param": param,
+        "may_have_billed": may_have_billed,
+    }
+    return json.dumps({"error": error}).encode()
