@@ -12,7 +12,15 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from synthorg.gateway.app import create_gateway_app, signer_for
+from synthorg.gateway.embedded import serve_embedded
+from synthorg.gateway.service import Gateway
+from synthorg.store.protocol import Store
+
+from .harness import fake_config
 
 Writer = asyncio.StreamWriter
 Answer = Callable[[dict[str, Any], Writer], Awaitable[None]]
@@ -138,3 +146,22 @@ def ok(body: dict[str, Any], writer: Writer) -> Awaitable[None]:
     """A well-formed 200 completion."""
     payload = completion(body)
     return fixed(head(200, f"content-length: {len(payload)}") + payload)(body, writer)
+
+
+@contextlib.asynccontextmanager
+async def gateway_over(
+    tmp_path: Path, store: Store, *answers: Answer, **provider: Any
+) -> AsyncIterator[tuple[Gateway, str, HostileUpstream]]:
+    """A real gateway (HTTP on loopback, ``store`` as ledger) whose provider 'fake' is a
+    HostileUpstream serving ``answers``; ``provider`` overrides its config fields."""
+    async with hostile(*answers) as upstream:
+        config = fake_config(tmp_path, upstream.base_url)
+        changed = config.providers[0].model_copy(update=provider)
+        config = config.model_copy(update={"providers": [changed]})
+        app = create_gateway_app(config, signer_for(config), store)
+        try:
+            async with serve_embedded(app, tcp_port=0) as gw:
+                assert gw.tcp_base_url
+                yield app.gateway, gw.tcp_base_url, upstream
+        finally:
+            await app.gateway.aclose()

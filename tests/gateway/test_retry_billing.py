@@ -9,8 +9,6 @@ upstream that answers 200 with HTML, stalls, or breaks off mid-answer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,32 +17,12 @@ import pytest
 
 from synthorg.engine.native.errors import ModelCallError
 from synthorg.engine.native.model import OpenAICompatClient
-from synthorg.gateway.app import create_gateway_app, signer_for
-from synthorg.gateway.embedded import serve_embedded
-from synthorg.gateway.service import Gateway
 from synthorg.store.protocol import Store
 
-from .harness import FAKE_MODEL, fake_config, open_run
-from .hostile_upstream import Answer, Hangup, HostileUpstream, Writer, head, hostile, ok
+from .harness import FAKE_MODEL, open_run
+from .hostile_upstream import Answer, Hangup, Writer, gateway_over, head, ok
 
 MESSAGES = [{"role": "user", "content": "go"}]
-
-
-@asynccontextmanager
-async def gateway_before(
-    tmp_path: Path, store: Store, *answers: Answer, timeout_s: float = 30.0
-) -> AsyncIterator[tuple[Gateway, str, HostileUpstream]]:
-    async with hostile(*answers) as upstream:
-        config = fake_config(tmp_path, upstream.base_url)
-        provider = config.providers[0].model_copy(update={"timeout_s": timeout_s})
-        config = config.model_copy(update={"providers": [provider]})
-        app = create_gateway_app(config, signer_for(config), store)
-        try:
-            async with serve_embedded(app, tcp_port=0) as gw:
-                assert gw.tcp_base_url
-                yield app.gateway, gw.tcp_base_url, upstream
-        finally:
-            await app.gateway.aclose()
 
 
 async def html(body: dict[str, Any], writer: Writer) -> None:
@@ -75,7 +53,7 @@ async def overloaded(body: dict[str, Any], writer: Writer) -> None:
 async def test_a_failure_that_may_have_billed_is_sent_and_billed_once(
     tmp_path: Path, store: Store, answer: Answer, timeout_s: float
 ) -> None:
-    async with gateway_before(tmp_path, store, answer, timeout_s=timeout_s) as (gw, url, up):
+    async with gateway_over(tmp_path, store, answer, timeout_s=timeout_s) as (gw, url, up):
         binding, token = await open_run(gw, FAKE_MODEL, "fake", None)
         client = OpenAICompatClient(url, token, FAKE_MODEL, backoff_s=0.01, max_retries=3)
         try:
@@ -92,7 +70,7 @@ async def test_a_failure_that_may_have_billed_is_sent_and_billed_once(
 async def test_the_mark_is_on_the_header_and_in_the_error_body(
     tmp_path: Path, store: Store
 ) -> None:
-    async with gateway_before(tmp_path, store, html, overloaded) as (gw, url, _):
+    async with gateway_over(tmp_path, store, html, overloaded) as (gw, url, _):
         _, token = await open_run(gw, FAKE_MODEL, "fake", None)
         async with httpx.AsyncClient(headers={"authorization": f"Bearer {token}"}) as http:
             body = {"model": FAKE_MODEL, "messages": MESSAGES}
@@ -106,7 +84,7 @@ async def test_the_mark_is_on_the_header_and_in_the_error_body(
 
 
 async def test_a_failure_marked_not_billed_is_retried(tmp_path: Path, store: Store) -> None:
-    async with gateway_before(tmp_path, store, overloaded, overloaded, ok) as (gw, url, up):
+    async with gateway_over(tmp_path, store, overloaded, overloaded, ok) as (gw, url, up):
         _, token = await open_run(gw, FAKE_MODEL, "fake", None)
         client = OpenAICompatClient(url, token, FAKE_MODEL, backoff_s=0.01, max_retries=3)
         try:

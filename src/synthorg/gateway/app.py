@@ -192,6 +192,9 @@ class GatewayApp:
         config = self.gateway.config.provider(ticket.claims.provider)
         wait = config.timeout_s if config else 600.0
         idle = config.idle_timeout_s if config else 120.0
+        whole = config.stream_timeout_s if config else 1800.0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + whole  # however lively, a stream ends by then
         waiting: list[asyncio.Timeout] = []
         gone = False
 
@@ -210,7 +213,7 @@ class GatewayApp:
         try:
             while True:
                 try:
-                    async with asyncio.timeout(wait) as timeout:
+                    async with asyncio.timeout_at(min(loop.time() + wait, deadline)) as timeout:
                         waiting.append(timeout)
                         try:
                             chunk = await anext(stream)
@@ -223,14 +226,14 @@ class GatewayApp:
                     if gone:
                         return 499
                     message = f"upstream {ticket.claims.provider!r} stalled for {wait:g}s"
+                    code = "upstream_stalled" if started else "upstream_timeout"
+                    if loop.time() >= deadline:
+                        message = f"upstream {ticket.claims.provider!r} streamed past {whole:g}s"
+                        code = "upstream_stream_too_long"
                     if not started:
-                        await _error(
-                            send, 504, message, "upstream_error", "upstream_timeout", billed=True
-                        )
+                        await _error(send, 504, message, "upstream_error", code, billed=True)
                     else:
-                        await _sse_error(
-                            send, message, "upstream_error", "upstream_stalled", billed=True
-                        )
+                        await _sse_error(send, message, "upstream_error", code, billed=True)
                     return 504
                 wait = idle
                 if gone:

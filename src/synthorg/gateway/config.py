@@ -46,6 +46,11 @@ class ProviderConfig(BaseModel):
         gt=0,
         description="Longest silence between a stream's chunks; then the request is cut.",
     )
+    stream_timeout_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description="Longest a whole stream may last, however lively; then it is cut.",
+    )
     script: str | None = Field(
         default=None, description="scripted: registered script (or 'module:attr') for all models."
     )

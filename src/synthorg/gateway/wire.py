@@ -24,6 +24,8 @@ REQUEST_EXCEEDS_BUDGET = "request_exceeds_budget"
 """Error code: this request's least cost is more than what is left of the ceiling."""
 BUDGET_ERROR_CODES = frozenset({COST_CEILING_REACHED, REQUEST_EXCEEDS_BUDGET})
 """The 402 codes that mean "out of budget": a loop ends BUDGET_EXHAUSTED on either."""
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Delta fields carrying reasoning text (DeepSeek/vLLM, OpenRouter): output like the content."""
 MAY_HAVE_BILLED = "x-synthorg-may-have-billed"
 """Header on every error answer: ``true`` when the upstream may have billed the request
 (re-sending it could bill twice), ``false`` when it certainly did not. Also in the body as
@@ -45,6 +47,12 @@ class _Emitted(BaseModel):
     def to_json(self) -> bytes:
         """The wire JSON: what was set (upstream nulls included), nothing unset."""
         return self.model_dump_json(exclude_unset=True).encode()
+
+
+def reasoning_of(part: BaseModel) -> str:
+    """The reasoning text a message or delta carries in its extra fields."""
+    extra = part.model_extra or {}
+    return "".join(value for key in REASONING_FIELDS if isinstance(value := extra.get(key), str))
 
 
 class FunctionCall(BaseModel):
@@ -180,7 +188,9 @@ class ChatResponse(_Emitted):
         """UTF-8 bytes of every choice's text and tool calls (for metering without usage)."""
         total = 0
         for choice in self.choices:
-            total += len(choice.message.text().encode())
+            total += len(choice.message.text().encode()) + len(
+                reasoning_of(choice.message).encode()
+            )
             for call in choice.message.tool_calls or ():
                 total += len(call.function.name.encode()) + len(call.function.arguments.encode())
         return total
@@ -215,6 +225,10 @@ class Delta(BaseModel):
     content: str | None = Field(default=None, description="A text fragment.")
     tool_calls: list[DeltaToolCall] | None = Field(default=None, description="Call fragments.")
 
+    def reasoning(self) -> str:
+        """Reasoning text the upstream streams beside the content (billed as output)."""
+        return reasoning_of(self)
+
 
 class ChunkChoice(BaseModel):
     """One choice of a stream chunk."""
@@ -243,6 +257,7 @@ class ChatChunk(_Emitted):
         total = 0
         for choice in self.choices:
             total += len((choice.delta.content or "").encode())
+            total += len(choice.delta.reasoning().encode())
             for call in choice.delta.tool_calls or ():
                 if call.function is not None:
                     total += len((call.function.name or "").encode())
