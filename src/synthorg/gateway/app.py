@@ -20,6 +20,7 @@ from synthorg.gateway.metrics import GatewayMetrics
 from synthorg.gateway.providers import build_providers
 from synthorg.gateway.providers.base import Provider, ProviderError
 from synthorg.gateway.refusals import GatewayRefusal
+from synthorg.gateway.request_body import BodyReader, authorization
 from synthorg.gateway.service import Gateway
 from synthorg.gateway.signer import GatewaySigner, load_or_create_key
 from synthorg.gateway.ticket import Ticket
@@ -33,7 +34,6 @@ Send = Callable[[Message], Awaitable[None]]
 
 _JSON = [(b"content-type", b"application/json")]
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-_MAX_BODY = 32 * 1024 * 1024
 
 
 async def _respond(
@@ -67,11 +67,18 @@ async def _provider_error(send: Send, exc: ProviderError) -> None:
     )
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return bytes(value).decode("latin-1")
-    return None
+def _parse(raw: bytes) -> ChatRequest:
+    try:
+        return ChatRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise GatewayRefusal(
+            400,
+            f"invalid chat request: {where}: {first['msg']}",
+            "invalid_request_error",
+            "invalid_request",
+        ) from exc
 
 
 class GatewayApp:
@@ -80,6 +87,12 @@ class GatewayApp:
     def __init__(self, gateway: Gateway, *, owns_providers: bool = False) -> None:
         self.gateway = gateway
         self.metrics = GatewayMetrics()
+        config = gateway.config
+        self._bodies = BodyReader(
+            max_bytes=config.max_body_bytes,
+            timeout_s=config.body_timeout_s,
+            max_in_flight=config.max_body_in_flight,
+        )
         self._owns_providers = owns_providers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -115,7 +128,7 @@ class GatewayApp:
 
     async def _models(self, scope: Scope, send: Send) -> None:
         try:
-            claims = self.gateway.authenticate(_header(scope, b"authorization"))
+            claims = self.gateway.authenticate(authorization(scope))
         except GatewayRefusal as refusal:
             await _error(send, refusal.status, refusal.message, refusal.type, refusal.code)
             return
@@ -129,36 +142,21 @@ class GatewayApp:
 
     async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            body = message.get("body", b"")
-            size += len(body)
-            if size > _MAX_BODY:
-                await _error(send, 413, "request body too large", "invalid_request_error", None)
-                return
-            chunks.append(body)
-            if not message.get("more_body"):
-                break
         ticket: Ticket | None = None
+        request: ChatRequest | None = None
         try:
-            claims = self.gateway.authenticate(_header(scope, b"authorization"))
-            try:
-                request = ChatRequest.model_validate_json(b"".join(chunks))
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                raise GatewayRefusal(
-                    400,
-                    f"invalid chat request: {where}: {first['msg']}",
-                    "invalid_request_error",
-                    "invalid_request",
-                ) from exc
+            # The bearer first: an unauthenticated peer gets no byte of its body read.
+            claims = self.gateway.authenticate(authorization(scope))
+            async with self._bodies.body(scope, receive) as raw:
+                request = _parse(raw)
             ticket = await self.gateway.admit(claims, request)
         except GatewayRefusal as refusal:
             self.metrics.refused(refusal.code)
-            await _error(send, refusal.status, refusal.message, refusal.type, refusal.code)
+            # Refused before its body was read: close, rather than read what nobody will use.
+            close = [("connection", "close")] if request is None else []
+            await _error(
+                send, refusal.status, refusal.message, refusal.type, refusal.code, dict(close)
+            )
             return
         status = 499  # the caller went away before an answer
         try:
