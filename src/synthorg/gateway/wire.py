@@ -6,7 +6,15 @@ import json
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 """Every role OpenAI's chat completions accept; anything else is refused."""
@@ -116,16 +124,32 @@ class ChatMessage(BaseModel):
         return "".join(str(part.get("text", "")) for part in self.content)
 
 
+ROUTING_FIELDS = frozenset({"models", "route", "provider"})
+"""Fields that let an upstream router pick another model or provider (OpenRouter's fallback
+``models``/``route`` and ``provider`` preferences): refused, as the binding is to one model."""
+
+
 class ChatRequest(BaseModel):
-    """A chat-completions request; unknown fields (reasoning_effort, ...) are kept, not refused."""
+    """A chat-completions request; other fields are kept here and each provider forwards only
+    the ones it knows (``providers.openai_compat.FORWARDED``); routing fields are refused."""
 
     model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_routing(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (routing := ROUTING_FIELDS & data.keys()):
+            raise ValueError(
+                f"routing field(s) {sorted(routing)} are not accepted: a run is bound to one "
+                "model at one provider"
+            )
+        return data
 
     model: str = Field(description="The model asked for (plain or 'openai/<model>').")
     messages: list[ChatMessage] = Field(min_length=1, description="The message history.")
     tools: list[dict[str, Any]] | None = Field(default=None, description="Tool definitions.")
     tool_choice: Any = Field(default=None, description="Tool choice directive.")
-    stream: bool = Field(default=False, description="Stream server-sent events.")
+    stream: StrictBool = Field(default=False, description="Stream server-sent events.")
     stream_options: dict[str, Any] | None = Field(default=None, description="include_usage etc.")
     max_tokens: OutputCap | None = Field(default=None, description="Output cap (legacy name).")
     max_completion_tokens: OutputCap | None = Field(default=None, description="Output cap.")

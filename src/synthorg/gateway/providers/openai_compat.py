@@ -25,6 +25,44 @@ if TYPE_CHECKING:
     from synthorg.gateway.upstream_http import UpstreamResponse
 from synthorg.gateway.wire import ChatChunk, ChatRequest, ChatResponse
 
+FORWARDED = frozenset(
+    {
+        # the request itself, and what the gateway sets or bounds
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "max_tokens",
+        "max_completion_tokens",
+        "n",
+        # generation controls of OpenAI's API that neither route nor change the price tier
+        "temperature",
+        "top_p",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "seed",
+        "user",
+        "response_format",
+        "reasoning_effort",
+        "verbosity",
+        "prompt_cache_key",
+        "safety_identifier",
+        # sampling controls of vLLM / Ollama / OpenRouter
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+    }
+)
+"""Request fields an OpenAI-compatible upstream is sent; the rest are dropped (a field the
+gateway does not know could route, change the price tier or run paid tools upstream)."""
+
 _PASSED_HEADERS = ("retry-after", "retry-after-ms")
 """Upstream error headers a caller needs to act on; passed through."""
 
@@ -123,7 +161,8 @@ class OpenAICompatProvider:
         )
 
     def _body(self, request: ChatRequest, *, stream: bool) -> bytes:
-        payload: dict[str, Any] = request.model_dump(mode="json", exclude_unset=True)
+        dumped = request.model_dump(mode="json", exclude_unset=True)
+        payload: dict[str, Any] = {k: v for k, v in dumped.items() if k in FORWARDED}
         payload["stream"] = stream
         if stream:
             # Always ask for usage: metering needs it whether or not the caller did.
