@@ -312,7 +312,7 @@ def main() -> None:
             except RuntimeError as exc:
                 notes.append(f"LiteLLM proxy failed to start: {exc} (log: {work}/litellm.log)")
         results = {mode: run_levels(targets, scale, opts.rounds, mode) for mode in MODES}
-    met = all(report(mode, by_level) for mode, by_level in results.items())
+    met = all([report(mode, by_level) for mode, by_level in results.items()])  # every table
     report_cpu()
     for note in notes:
         print(f"\nNOTE: {note}")
