@@ -13,7 +13,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import psutil
 import pytest
@@ -21,6 +21,7 @@ import pytest
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.embedded import serve_embedded
 from synthorg.gateway.service import Gateway
+from synthorg.serving import serve_asgi
 from synthorg.store.protocol import Store
 
 from .harness import FAKE_MODEL, fake_config, open_run
@@ -180,3 +181,32 @@ async def test_two_authorization_headers_are_refused(
             writer.close()
     assert status == 400
     assert body["error"]["code"] == "duplicate_authorization"
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+async def test_a_trickled_head_is_cut_at_the_head_timeout(
+    tmp_path: Path, store: Store, http: Literal["httptools", "h11"]
+) -> None:
+    """A head sent one byte a second: the connection is closed ``head_timeout_s`` (2 s here)
+    after it began, instead of waiting for the head forever."""
+    settings = fake_config(tmp_path, "http://127.0.0.1:9/v1")
+    app = create_gateway_app(settings, signer_for(settings), store)
+    async with serve_asgi(app, name="gateway", port=0, http=http, head_timeout_s=2.0) as ends:
+        assert ends.tcp is not None
+        reader, writer = await asyncio.open_connection(*ends.tcp)
+
+        async def trickle() -> None:
+            with suppress(ConnectionError):
+                for byte in b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-pad: " * 10:
+                    writer.write(bytes([byte]))
+                    await writer.drain()
+                    await asyncio.sleep(1)  # the attacker's pace
+
+        trickler = asyncio.create_task(trickle())
+        try:
+            async with asyncio.timeout(30):  # the test's own bound
+                assert await reader.read() == b"", "closed without an answer"
+        finally:
+            trickler.cancel()
+            writer.close()
+    await app.gateway.aclose()
