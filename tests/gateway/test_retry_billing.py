@@ -9,6 +9,7 @@ upstream that answers 200 with HTML, stalls, or breaks off mid-answer.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,27 @@ import pytest
 
 from synthorg.engine.native.errors import ModelCallError
 from synthorg.engine.native.model import OpenAICompatClient
+from synthorg.store import open_store
 from synthorg.store.protocol import Store
 
 from .harness import FAKE_MODEL, open_run
 from .hostile_upstream import Answer, Hangup, Writer, gateway_over, head, ok
 
 MESSAGES = [{"role": "user", "content": "go"}]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """Both stores: the gateway's own SQLite ledger and a shared PostgreSQL one (holds)."""
+    if request.param == "sqlite":
+        target: str | Path = tmp_path / "store.db"
+    else:
+        target = request.getfixturevalue("pg_schema")
+    store = await open_store(target)
+    try:
+        yield store
+    finally:
+        await store.close()
 
 
 async def html(body: dict[str, Any], writer: Writer) -> None:
@@ -51,9 +67,9 @@ async def overloaded(body: dict[str, Any], writer: Writer) -> None:
     ids=["html", "stall", "break_off"],
 )
 async def test_a_failure_that_may_have_billed_is_sent_and_billed_once(
-    tmp_path: Path, store: Store, answer: Answer, timeout_s: float
+    tmp_path: Path, ledger: Store, answer: Answer, timeout_s: float
 ) -> None:
-    async with gateway_over(tmp_path, store, answer, timeout_s=timeout_s) as (gw, url, up):
+    async with gateway_over(tmp_path, ledger, answer, timeout_s=timeout_s) as (gw, url, up):
         binding, token = await open_run(gw, FAKE_MODEL, "fake", None)
         client = OpenAICompatClient(url, token, FAKE_MODEL, backoff_s=0.01, max_retries=3)
         try:
