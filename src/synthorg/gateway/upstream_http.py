@@ -1,7 +1,7 @@
-"""The gateway's one HTTP stack to upstreams: httpcore's HTTP/1.1 pool, errors mapped to what
-is known.
+"""The gateway's one HTTP stack to upstreams: httpcore over HTTP/1.1, errors mapped to what is
+known.
 
-Every provider (OpenAI-compatible, Anthropic) posts through ``UpstreamClient``: one pool per
+Every provider (OpenAI-compatible, Anthropic) posts through ``UpstreamClient``: one client per
 provider, made once, HTTP/1.1 only, h11's strict parsing (a signed, hex-prefixed or doubled
 length is a protocol error; 1xx heads are skipped). httpcore re-tries only a connection that
 could not be made; a request that was written is never sent again. Its errors are mapped to
@@ -15,8 +15,9 @@ Streams are read through ``iter_lines`` with a cap on one line, so an upstream c
 gateway's memory with one endless event.
 
 httpcore runs on asyncio streams here (``_AsyncioBackend``, its documented network-backend
-hook) rather than its default anyio backend: anyio's cancel scope around every read and write
-cost ~0.3 ms of CPU per request (docs/benchmarks.md, gateway client).
+hook) rather than anyio's, and its connections are kept in a one-origin list (``_Http11Pool``)
+rather than its general pool: together about a quarter less client CPU per request
+(docs/benchmarks/gateway.md, "One HTTP stack").
 """
 
 from __future__ import annotations
@@ -70,8 +71,7 @@ class _AsyncioStream(httpcore.AsyncNetworkStream):
     """An asyncio stream whose writes are sent together before the next read.
 
     httpcore writes a request's head and body separately; sent as one segment, the request
-    costs one send and one wake-up of the upstream instead of two (half the gateway's added
-    CPU per request on loopback, measured).
+    costs one send and one wake-up of the upstream instead of two (counted with strace).
     """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -254,8 +254,8 @@ class _Http11Pool:
     """httpcore's HTTP/1.1 connections to one origin, the idle ones kept in a list.
 
     httpcore's own pool serves any number of origins and protocols under locks and
-    cancellation shields; for one origin over HTTP/1.1 a list does the same job and saves a
-    third of the client's CPU per request (docs/benchmarks/gateway.md). Parsing, framing and
+    cancellation shields; for one origin over HTTP/1.1 a list does the same job for about a
+    fifth less client CPU per request (docs/benchmarks/gateway.md). Parsing, framing and
     the connection states stay httpcore's (``AsyncHTTP11Connection``).
     """
 
