@@ -152,11 +152,10 @@ class GatewayApp:
             ticket = await self.gateway.admit(claims, request)
         except GatewayRefusal as refusal:
             self.metrics.refused(refusal.code)
-            # Refused before its body was read: close, rather than read what nobody will use.
-            close = [("connection", "close")] if request is None else []
-            await _error(
-                send, refusal.status, refusal.message, refusal.type, refusal.code, dict(close)
-            )
+            # Refused before the request was parsed, its body maybe unread: close the
+            # connection rather than have the server read what nobody will use.
+            close = {"connection": "close"} if request is None else None
+            await _error(send, refusal.status, refusal.message, refusal.type, refusal.code, close)
             return
         status = 499  # the caller went away before an answer
         try:
