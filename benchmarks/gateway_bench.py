@@ -1,18 +1,21 @@
-"""Added latency of the SynthOrg gateway vs the LiteLLM proxy in front of the same upstream.
+"""Added latency of the SynthOrg gateway vs its previous revision and the LiteLLM proxy.
 
-Three processes are measured against one fast local OpenAI-compatible upstream (the scripted
-server, echo script): the upstream called directly, through ``synthorg gateway serve`` (bearer
-verified, admission, metering into a real SQLite ledger, JSON access log), and through the
+Four targets in front of one fast local OpenAI-compatible upstream (the scripted server, echo
+script), non-streamed and streamed, at c=1/16/64, rounds interleaved: the upstream called
+directly, ``synthorg gateway serve`` of this tree (bearer verified, admission, metering into a
+real SQLite ledger, JSON access log), the same command of revision e9d3eaf (the hand-written
+HTTP/1.1 client; its ``src`` exported by ``git archive``, its own home and ledger), and the
 LiteLLM proxy (its own venv, created here when missing). Load comes from a separate process
 using raw keep-alive HTTP/1.1 connections, so the client adds as little as possible.
 
-    uv run python benchmarks/gateway_bench.py [--quick] [--no-litellm]
+    uv run python benchmarks/gateway_bench.py [--quick] [--no-litellm] [--no-before]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -25,8 +28,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from support import free_port, wait_port
+from support import BASELINE, baseline_src, free_port, wait_port
 
 LITELLM_VENV = Path(os.environ.get("LITELLM_BENCH_VENV", "/tmp/litellm-bench"))
 MODEL = "bench-model"
@@ -36,6 +40,9 @@ CPU: dict[str, list[float]] = {}
 """Per target: CPU seconds its proxy process spent per request, per measured batch."""
 PIDS: dict[str, int] = {}
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "ping " * 20}], "max_tokens": 64}
+MODES = ("json", "stream")
+TARGET_P50_MS, TARGET_P99_MS, TARGET_RATIO = 0.5, 1.0, 30.0
+"""Added latency at c=1 (p50, p99) and how many times lower than LiteLLM's at every level."""
 
 
 @contextmanager
@@ -121,9 +128,9 @@ async def _one_connection(port: int, request: bytes, count: int, out: list[float
 
 
 async def _load(
-    port: int, path: str, token: str | None, concurrency: int, total: int
+    port: int, path: str, token: str | None, concurrency: int, total: int, mode: str
 ) -> list[float]:
-    body = json.dumps(BODY).encode()
+    body = json.dumps({**BODY, "stream": mode == "stream"}).encode()
     headers = [
         f"POST {path} HTTP/1.1",
         f"Host: 127.0.0.1:{port}",
@@ -144,18 +151,20 @@ async def _load(
 
 
 def load_main(args: list[str]) -> None:
-    port, path, token, concurrency, total = args
+    port, path, token, concurrency, total, mode = args
     try:
         import uvloop
 
         runner = uvloop.run
     except ImportError:  # pragma: no cover
         runner = asyncio.run
-    result = runner(_load(int(port), path, token or None, int(concurrency), int(total)))
+    result = runner(_load(int(port), path, token or None, int(concurrency), int(total), mode))
     print(json.dumps(result))
 
 
-def measure(port: int, path: str, token: str | None, concurrency: int, total: int) -> list[float]:
+def measure(
+    port: int, path: str, token: str | None, concurrency: int, total: int, mode: str
+) -> list[float]:
     out = subprocess.run(
         [
             sys.executable,
@@ -166,6 +175,7 @@ def measure(port: int, path: str, token: str | None, concurrency: int, total: in
             token or "",
             str(concurrency),
             str(total),
+            mode,
         ],
         check=True,
         capture_output=True,
@@ -201,19 +211,10 @@ def pct(values: list[float], q: float) -> float:
 # -- the run -------------------------------------------------------------------------------
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="fewer requests")
-    parser.add_argument("--no-litellm", action="store_true")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per level")
-    opts = parser.parse_args()
-    scale = 0.25 if opts.quick else 1.0
-    work = Path(tempfile.mkdtemp(prefix="gw-bench-"))
-    up_port, gw_port, ll_port = free_port(), free_port(), free_port()
-    env = {**os.environ, "SYNTHORG_HOME": str(work / "home")}
-    config = work / "synthorg.toml"
+def _config(work: Path, home: Path, up_port: int) -> Path:
+    config = work / f"{home.name}.toml"
     config.write_text(f"""
-home = "{work / "home"}"
+home = "{home}"
 [gateway]
 [[gateway.providers]]
 name = "local"
@@ -224,116 +225,108 @@ models = ["{MODEL}"]
 input_per_mtok_usd = 3
 output_per_mtok_usd = 15
 """)
+    return config
+
+
+def _mint(config: Path, env: dict[str, str]) -> str:
+    args = ["mint", "--model", MODEL, "--ceiling", "1000000", "--config", str(config)]
     mint = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from synthorg.cli.gateway import app; app()",
-            "mint",
-            "--model",
-            MODEL,
-            "--ceiling",
-            "1000000",
-            "--config",
-            str(config),
-        ],
+        [sys.executable, "-c", "from synthorg.cli.gateway import app; app()", *args],
         check=True,
         capture_output=True,
         text=True,
         env=env,
     )
-    token = mint.stdout.strip()
+    return mint.stdout.strip()
+
+
+def _gateway(config: Path, port: int) -> list[str]:
+    serve = ["serve", "--config", str(config), "--port", str(port)]
+    return [sys.executable, "-c", "from synthorg.cli.gateway import app; app()", *serve]
+
+
+def _litellm(exe: Path, work: Path, up_port: int, port: int) -> Any:
+    config = work / "litellm.yaml"
+    config.write_text(
+        "model_list:\n"
+        f"  - model_name: {MODEL}\n"
+        "    litellm_params:\n"
+        f"      model: openai/{MODEL}\n"
+        f"      api_base: http://127.0.0.1:{up_port}/v1\n"
+        "      api_key: sk-bench\n"
+        "litellm_settings:\n  telemetry: false\n  drop_params: true\n"
+    )
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_LOG": "ERROR",
+        "LITELLM_MASTER_KEY": LITELLM_KEY,
+    }
+    args = [str(exe), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+    return process([*args, "--num_workers", "1"], port, env=env, log=work / "litellm.log")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer requests")
+    parser.add_argument("--no-litellm", action="store_true")
+    parser.add_argument("--no-before", action="store_true", help=f"skip revision {BASELINE}")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per level")
+    opts = parser.parse_args()
+    scale = 0.25 if opts.quick else 1.0
+    work = Path(tempfile.mkdtemp(prefix="gw-bench-"))
+    up_port, gw_port, before_port, ll_port = free_port(), free_port(), free_port(), free_port()
+    homes = {"synthorg": work / "home", "before": work / "home-before"}
+    configs = {name: _config(work, home, up_port) for name, home in homes.items()}
+    envs = {name: {**os.environ, "SYNTHORG_HOME": str(home)} for name, home in homes.items()}
+    envs["before"]["PYTHONPATH"] = str(baseline_src())
+    token = _mint(configs["synthorg"], envs["synthorg"])
+    (homes["before"] / "keys").mkdir(parents=True, exist_ok=True)
+    for key in (homes["synthorg"] / "keys").iterdir():  # one key: the same bearer for both
+        shutil.copy2(key, homes["before"] / "keys" / key.name)
     targets: dict[str, tuple[int, str, str | None]] = {
         "direct": (up_port, "/v1/chat/completions", None),
         "synthorg": (gw_port, "/v1/chat/completions", token),
     }
-    litellm_note = ""
+    ports = {"synthorg": gw_port, "before": before_port}
+    notes: list[str] = []
     litellm = None if opts.no_litellm else ensure_litellm()
     if litellm is None and not opts.no_litellm:
-        litellm_note = "LiteLLM proxy could not be installed (uv missing or install failed)"
-
-    with process(
-        [
-            sys.executable,
-            "-m",
-            "synthorg.gateway.scripted_server",
-            "--port",
-            str(up_port),
-            "--script",
-            "echo",
-        ],
-        up_port,
-    ):
-        gw_log = work / "gateway.log"
-        with process(
-            [
-                sys.executable,
-                "-c",
-                "from synthorg.cli.gateway import app; app()",
-                "serve",
-                "--config",
-                str(config),
-                "--port",
-                str(gw_port),
-            ],
-            gw_port,
-            env=env,
-            log=gw_log,
-        ) as gw_proc:
-            PIDS["synthorg"] = gw_proc.pid
-            ll_ctx = None
-            if litellm is not None:
-                ll_config = work / "litellm.yaml"
-                ll_config.write_text(
-                    "model_list:\n"
-                    f"  - model_name: {MODEL}\n"
-                    "    litellm_params:\n"
-                    f"      model: openai/{MODEL}\n"
-                    f"      api_base: http://127.0.0.1:{up_port}/v1\n"
-                    "      api_key: sk-bench\n"
-                    "litellm_settings:\n  telemetry: false\n  drop_params: true\n"
-                )
-                ll_env = {
-                    **os.environ,
-                    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                    "LITELLM_LOG": "ERROR",
-                    "LITELLM_MASTER_KEY": LITELLM_KEY,
-                }
-                ll_ctx = process(
-                    [
-                        str(litellm),
-                        "--config",
-                        str(ll_config),
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(ll_port),
-                        "--num_workers",
-                        "1",
-                    ],
-                    ll_port,
-                    env=ll_env,
-                    log=work / "litellm.log",
-                )
+        notes.append("LiteLLM proxy could not be installed (uv missing or install failed)")
+    upstream = [sys.executable, "-m", "synthorg.gateway.scripted_server"]
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(
+            process([*upstream, "--port", str(up_port), "--script", "echo"], up_port)
+        )
+        for name in ("synthorg", *(() if opts.no_before else ("before",))):
+            args = _gateway(configs[name], ports[name])
+            proc = stack.enter_context(
+                process(args, ports[name], env=envs[name], log=work / f"{name}.log")
+            )
+            PIDS[name] = proc.pid
+            targets[name] = (ports[name], "/v1/chat/completions", token)
+        if litellm is not None:
             try:
-                if ll_ctx is not None:
-                    PIDS["litellm"] = ll_ctx.__enter__().pid
-                    targets["litellm"] = (ll_port, "/v1/chat/completions", LITELLM_KEY)
+                PIDS["litellm"] = stack.enter_context(_litellm(litellm, work, up_port, ll_port)).pid
+                targets["litellm"] = (ll_port, "/v1/chat/completions", LITELLM_KEY)
             except RuntimeError as exc:
-                litellm_note = f"LiteLLM proxy failed to start: {exc} (log: {work}/litellm.log)"
-                ll_ctx = None
-            try:
-                results = run_levels(targets, scale, opts.rounds)
-            finally:
-                if ll_ctx is not None:
-                    ll_ctx.__exit__(None, None, None)
-    report(results, litellm_note)
-    if not litellm_note:
+                notes.append(f"LiteLLM proxy failed to start: {exc} (log: {work}/litellm.log)")
+        results = {mode: run_levels(targets, scale, opts.rounds, mode) for mode in MODES}
+    met = all([report(mode, by_level) for mode, by_level in results.items()])  # every table
+    report_cpu()
+    for note in notes:
+        print(f"\nNOTE: {note}")
+    print(
+        f"\ntargets (c=1: +p50 <= {TARGET_P50_MS} ms, +p99 <= {TARGET_P99_MS} ms; "
+        f">= {TARGET_RATIO:g}x lower than LiteLLM at every level): "
+        f"{'MET' if met and not notes else 'NOT MET'}"
+    )
+    if not notes:
         shutil.rmtree(work, ignore_errors=True)  # kept when LiteLLM failed: its log is there
 
 
 def run_levels(
-    targets: dict[str, tuple[int, str, str | None]], scale: float, rounds: int
+    targets: dict[str, tuple[int, str, str | None]], scale: float, rounds: int, mode: str
 ) -> dict[int, dict[str, list[float]]]:
     totals = {1: 1500, 16: 3200, 64: 6400}
     results: dict[int, dict[str, list[float]]] = {}
@@ -345,60 +338,45 @@ def run_levels(
                 if name == "litellm":
                     total = max(concurrency * 4, total // 4)  # it is much slower
                 before = cpu_seconds(PIDS[name]) if name in PIDS else 0.0
-                samples = measure(port, path, token, concurrency, total)
+                samples = measure(port, path, token, concurrency, total, mode)
                 if name in PIDS:
-                    CPU.setdefault(name, []).append(
+                    CPU.setdefault(f"{name} {mode}", []).append(
                         (cpu_seconds(PIDS[name]) - before) / len(samples)
                     )
                 results[concurrency][name] += samples
-        print(f"c={concurrency} done", flush=True)
+        print(f"{mode} c={concurrency} done", flush=True)
     return results
 
 
-def report(results: dict[int, dict[str, list[float]]], litellm_note: str) -> None:
-    print()
-    print(
-        "| concurrency | direct p50 / p99 (ms) | SynthOrg overhead p50 / p99 (ms) "
-        "| LiteLLM overhead p50 / p99 (ms) | LiteLLM / SynthOrg (p50) |"
-    )
-    print("| --- | --- | --- | --- | --- |")
+def report(mode: str, results: dict[int, dict[str, list[float]]]) -> bool:
+    """Print one mode's table; whether its targets are met."""
+    names = [n for n in ("synthorg", "before", "litellm") if n in next(iter(results.values()))]
+    print(f"\n{mode}: added latency over the direct upstream, p50 / p99 (ms)")
+    print("| c | direct p50 / p99 | " + " | ".join(names) + " | LiteLLM / SynthOrg (p50) |")
+    print("| --- " * (len(names) + 3) + "|")
     ok = True
     for concurrency, by in results.items():
         d50, d99 = pct(by["direct"], 0.5) * 1e3, pct(by["direct"], 0.99) * 1e3
-        s50 = pct(by["synthorg"], 0.5) * 1e3 - d50
-        s99 = pct(by["synthorg"], 0.99) * 1e3 - d99
-        row = f"| {concurrency} | {d50:.3f} / {d99:.3f} | {s50:.3f} / {s99:.3f} | "
-        if "litellm" in by:
-            l50 = pct(by["litellm"], 0.5) * 1e3 - d50
-            l99 = pct(by["litellm"], 0.99) * 1e3 - d99
-            ratio = l50 / s50 if s50 > 0 else float("inf")
-            row += f"{l50:.3f} / {l99:.3f} | {ratio:.1f}x |"
-            ok &= ratio >= 5
-        else:
-            row += "n/a | n/a |"
+        added = {n: (pct(by[n], 0.5) * 1e3 - d50, pct(by[n], 0.99) * 1e3 - d99) for n in names}
+        cells = " | ".join(f"{added[n][0]:+.3f} / {added[n][1]:+.3f}" for n in names)
+        s50, s99 = added["synthorg"]
+        ratio = "n/a"
+        if "litellm" in added:
+            value = added["litellm"][0] / s50 if s50 > 0 else float("inf")
+            ratio = f"{value:.1f}x"
+            ok &= value >= TARGET_RATIO
         if concurrency == 1:
-            ok &= s50 <= 1.0
-        print(row)
+            ok &= s50 <= TARGET_P50_MS and s99 <= TARGET_P99_MS
+        print(f"| {concurrency} | {d50:.3f} / {d99:.3f} | {cells} | {ratio} |")
         n = {k: len(v) for k, v in by.items()}
-        print(
-            f"  samples: {n}; mean ms: "
-            + ", ".join(f"{k}={statistics.fmean(v) * 1e3:.3f}" for k, v in by.items()),
-            file=sys.stderr,
-        )
-    if CPU:
-        cpu = {k: statistics.fmean(v) * 1e3 for k, v in CPU.items()}
-        line = ", ".join(f"{k} {v:.3f} ms" for k, v in cpu.items())
-        print(f"\nproxy CPU per request (load-insensitive): {line}", end="")
-        if "litellm" in cpu and cpu.get("synthorg"):
-            print(f" -> LiteLLM / SynthOrg = {cpu['litellm'] / cpu['synthorg']:.1f}x")
-        else:
-            print()
-    if litellm_note:
-        print(f"\nNOTE: {litellm_note}")
-    print(
-        f"\ntargets (p50 overhead <= 1 ms at c=1, >= 5x lower than LiteLLM): "
-        f"{'MET' if ok and not litellm_note else 'NOT MET'}"
-    )
+        print(f"  samples: {n}", file=sys.stderr)
+    return ok
+
+
+def report_cpu() -> None:
+    cpu = {k: statistics.fmean(v) * 1e3 for k, v in CPU.items()}
+    line = ", ".join(f"{k} {v:.3f} ms" for k, v in cpu.items())
+    print(f"\nproxy CPU per request (load-insensitive): {line}")
 
 
 if __name__ == "__main__":

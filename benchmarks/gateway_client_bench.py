@@ -1,11 +1,12 @@
-"""Per-request cost of the gateway's upstream client: hand-written HTTP/1.1 vs aiohttp vs httpx.
+"""Per-request cost of the gateway's upstream client vs the hand-written one it replaced.
 
 One fast local upstream (the scripted server, echo script, its own process on uvloop) is called
 sequentially over one keep-alive connection by each client in turn, in interleaved rounds so
-machine drift hits each alike. Reported: p50 / p99 latency per client and the p50 difference vs
-the gateway's hand-written client (``synthorg.gateway.http1``), same run. The rule: a
-well-kept client replaces the hand-written one unless it costs more than 0.3 ms per request.
-aiohttp is a dev dependency, for this benchmark only.
+machine drift hits each alike: the gateway's stack (``upstream_http``: httpcore on asyncio
+streams), plain httpcore, httpx, aiohttp, and the hand-written HTTP/1.1 client of revision
+e9d3eaf (``http1``, loaded from that revision's source). Reported: p50 / p99 latency and this
+process's CPU per request, and the difference vs ``http1``, same run. aiohttp is a dev
+dependency, for this benchmark only.
 
     uv run python benchmarks/gateway_client_bench.py [--requests 400] [--rounds 5]
 """
@@ -13,6 +14,7 @@ aiohttp is a dev dependency, for this benchmark only.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import signal
@@ -21,13 +23,27 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
+import httpcore
 import httpx
 import yarl
 
-from support import free_port, wait_port
-from synthorg.gateway.http1 import Http1Pool
+from support import baseline_src, free_port, wait_port
+from synthorg.gateway.upstream_http import UpstreamClient
+
+
+def _old_pool() -> Any:
+    """The hand-written ``Http1Pool`` of the baseline revision (it imports only errors)."""
+    path = baseline_src() / "synthorg" / "gateway" / "http1.py"
+    spec = importlib.util.spec_from_file_location("baseline_http1", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.Http1Pool
+
 
 BODY = json.dumps(
     {"model": "bench-model", "messages": [{"role": "user", "content": "ping " * 20}]}
@@ -39,7 +55,7 @@ Call = Callable[[], Awaitable[bytes]]
 
 
 async def _clients(base: str) -> tuple[dict[str, Call], Callable[[], Awaitable[None]]]:
-    pool = Http1Pool(base, headers=HEADERS, timeout_s=30)
+    pool = _old_pool()(base, headers=HEADERS, timeout_s=30)
     # Tuned as the gateway's provider tunes it: no cookie jar, the URL parsed once.
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=60),
@@ -54,6 +70,21 @@ async def _clients(base: str) -> tuple[dict[str, Call], Callable[[], Awaitable[N
         timeout=30,
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
     )
+
+    core = httpcore.AsyncConnectionPool(max_connections=None, max_keepalive_connections=64)
+    core_url = httpcore.URL(base + "/chat/completions")
+    core_headers = [(k.encode(), v.encode()) for k, v in HEADERS.items()]
+    core_headers.append((b"content-length", str(len(BODY)).encode()))
+
+    async def with_httpcore() -> bytes:
+        response = await core.request("POST", core_url, headers=core_headers, content=BODY)
+        return response.content
+
+    ours = UpstreamClient(base, headers=HEADERS)
+
+    async def with_upstream_http() -> bytes:
+        async with ours.post("/chat/completions", BODY) as answer:
+            return await answer.read()
 
     async def hand_written() -> bytes:
         response = await pool.post("/chat/completions", BODY)
@@ -73,8 +104,17 @@ async def _clients(base: str) -> tuple[dict[str, Call], Callable[[], Awaitable[N
         await pool.aclose()
         await session.close()
         await client.aclose()
+        await core.aclose()
+        await ours.aclose()
 
-    return {"http1": hand_written, "aiohttp": with_aiohttp, "httpx": with_httpx}, close
+    clients: dict[str, Call] = {
+        "http1": hand_written,
+        "aiohttp": with_aiohttp,
+        "httpx": with_httpx,
+        "httpcore": with_httpcore,
+        "upstream_http": with_upstream_http,
+    }
+    return clients, close
 
 
 CPU: dict[str, float] = {}

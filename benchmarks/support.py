@@ -91,3 +91,21 @@ async def temporal_on_postgres(prefix: str) -> AsyncIterator[TemporalScratch]:
         server.wait(30)
         with psycopg.connect(PG, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+BASELINE = "e9d3eaf"
+"""The revision the gateway benchmarks compare with: the last with the hand-written client."""
+
+
+def baseline_src(rev: str = BASELINE) -> Path:
+    """``src/`` of revision ``rev`` exported from this repository (cached under /tmp), to run
+    the old code beside the new in the same benchmark."""
+    root = Path(__file__).resolve().parents[1]
+    out = Path(tempfile.gettempdir()) / f"synthorg-bench-{rev}"
+    if not (out / "src" / "synthorg").is_dir():
+        out.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "-C", str(root), "archive", rev, "src"], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out / "src"

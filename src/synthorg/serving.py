@@ -31,6 +31,10 @@ aiohttp's (15 s), so a client never reuses a connection the server is closing (u
 default is exactly httpx's 5 s, which raced)."""
 
 
+HEAD_TIMEOUT_S = 30.0
+"""Longest a request head may take to arrive; any client sends its head at once."""
+
+
 @dataclass(frozen=True, slots=True)
 class Listeners:
     """Where an embedded server listens."""
@@ -84,6 +88,45 @@ def _peer_checked(base: type[asyncio.Protocol], uids: frozenset[int]) -> type[as
     return PeerChecked
 
 
+def _head_timed(base: type[asyncio.Protocol], seconds: float) -> type[asyncio.Protocol]:
+    """``base`` (uvicorn's HTTP protocol) closing a connection whose request head has not
+    arrived ``seconds`` after its first byte (or after the connection was made): uvicorn
+    itself waits for a head forever, so a peer trickling one could hold a connection open.
+    An idle kept-alive connection is left to uvicorn's keep-alive timeout."""
+
+    class HeadTimed(base):  # type: ignore[misc,valid-type]
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            transport = getattr(self, "transport", None)
+            if transport is None:  # refused at accept
+                return
+            waiting_on = self.cycle  # the request before the head that is arriving
+
+            def expire() -> None:
+                self._head_timer = None
+                if self.cycle is waiting_on and not transport.is_closing():
+                    transport.close()
+
+            self._head_timer = asyncio.get_running_loop().call_later(seconds, expire)
+
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._head_timer is None and (self.cycle is None or self.cycle.response_complete):
+                self._arm()
+            super().data_received(data)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            super().connection_lost(exc)
+
+    return HeadTimed
+
+
 def bind_tcp(host: str, port: int) -> socket.socket:
     """A listening TCP socket; IPPROTO_TCP so asyncio sets TCP_NODELAY on accepted sockets."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -130,8 +173,12 @@ async def serve_asgi(
     log_level: str = "warning",
     keep_alive_s: int = KEEP_ALIVE_S,
     peer_uids: frozenset[int] | None = None,
+    head_timeout_s: float = HEAD_TIMEOUT_S,
 ) -> AsyncIterator[Listeners]:
     """Serve ``app`` until the block exits. ``port=None`` (or ``host=None``) means no TCP.
+
+    A request head must arrive within ``head_timeout_s`` of its first byte (of the
+    connection, for a new one); then the connection is closed.
 
     ``peer_uids``: only processes of these uids may talk on the unix socket (checked with
     SO_PEERCRED at accept); None: whoever the socket's permissions let connect.
@@ -153,7 +200,10 @@ async def serve_asgi(
             lifespan="on",
             log_level=log_level,
             access_log=False,
-            http=http if peer_uids is None else _peer_checked(_protocol(http), peer_uids),
+            http=_head_timed(
+                _protocol(http) if peer_uids is None else _peer_checked(_protocol(http), peer_uids),
+                head_timeout_s,
+            ),
             ws="none",
             loop="none",
             timeout_graceful_shutdown=int(_STOP_TIMEOUT_S),

@@ -29,7 +29,8 @@ async def _post(harness: Harness, token: str | None, **body: Any) -> httpx.Respo
 
 def _error(response: httpx.Response) -> dict[str, Any]:
     error = response.json()["error"]
-    assert set(error) == {"message", "type", "code", "param"}
+    assert set(error) == {"message", "type", "code", "param", "may_have_billed"}
+    assert error["may_have_billed"] is False, "a refusal never reaches the upstream"
     assert error["message"]
     return error  # type: ignore[no-any-return]
 

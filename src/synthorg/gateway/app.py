@@ -20,10 +20,11 @@ from synthorg.gateway.metrics import GatewayMetrics
 from synthorg.gateway.providers import build_providers
 from synthorg.gateway.providers.base import Provider, ProviderError
 from synthorg.gateway.refusals import GatewayRefusal
+from synthorg.gateway.request_body import BodyReader, authorization
 from synthorg.gateway.service import Gateway
 from synthorg.gateway.signer import GatewaySigner, load_or_create_key
 from synthorg.gateway.ticket import Ticket
-from synthorg.gateway.wire import ChatChunk, ChatRequest, error_body
+from synthorg.gateway.wire import MAY_HAVE_BILLED, ChatChunk, ChatRequest, error_body
 from synthorg.store.protocol import LedgerStore
 
 Scope = MutableMapping[str, Any]
@@ -33,7 +34,6 @@ Send = Callable[[Message], Awaitable[None]]
 
 _JSON = [(b"content-type", b"application/json")]
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-_MAX_BODY = 32 * 1024 * 1024
 
 
 async def _respond(
@@ -51,16 +51,34 @@ async def _error(
     type_: str,
     code: str | None,
     headers: Mapping[str, str] | None = None,
+    *,
+    billed: bool = False,
 ) -> None:
+    """An error answer; ``billed`` says whether the upstream may have billed the request."""
     extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-    await _respond(send, status, error_body(message, type_, code), [*_JSON, *extra])
+    extra.append((MAY_HAVE_BILLED.encode(), b"true" if billed else b"false"))
+    body = error_body(message, type_, code, may_have_billed=billed)
+    await _respond(send, status, body, [*_JSON, *extra])
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return bytes(value).decode("latin-1")
-    return None
+async def _provider_error(send: Send, exc: ProviderError) -> None:
+    await _error(
+        send, exc.status, exc.message, exc.type, exc.code, exc.headers, billed=exc.may_have_billed
+    )
+
+
+def _parse(raw: bytes) -> ChatRequest:
+    try:
+        return ChatRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise GatewayRefusal(
+            400,
+            f"invalid chat request: {where}: {first['msg']}",
+            "invalid_request_error",
+            "invalid_request",
+        ) from exc
 
 
 class GatewayApp:
@@ -69,6 +87,12 @@ class GatewayApp:
     def __init__(self, gateway: Gateway, *, owns_providers: bool = False) -> None:
         self.gateway = gateway
         self.metrics = GatewayMetrics()
+        config = gateway.config
+        self._bodies = BodyReader(
+            max_bytes=config.max_body_bytes,
+            timeout_s=config.body_timeout_s,
+            max_in_flight=config.max_body_in_flight,
+        )
         self._owns_providers = owns_providers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -104,7 +128,7 @@ class GatewayApp:
 
     async def _models(self, scope: Scope, send: Send) -> None:
         try:
-            claims = self.gateway.authenticate(_header(scope, b"authorization"))
+            claims = self.gateway.authenticate(authorization(scope))
         except GatewayRefusal as refusal:
             await _error(send, refusal.status, refusal.message, refusal.type, refusal.code)
             return
@@ -118,36 +142,20 @@ class GatewayApp:
 
     async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            body = message.get("body", b"")
-            size += len(body)
-            if size > _MAX_BODY:
-                await _error(send, 413, "request body too large", "invalid_request_error", None)
-                return
-            chunks.append(body)
-            if not message.get("more_body"):
-                break
         ticket: Ticket | None = None
+        request: ChatRequest | None = None
         try:
-            claims = self.gateway.authenticate(_header(scope, b"authorization"))
-            try:
-                request = ChatRequest.model_validate_json(b"".join(chunks))
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                raise GatewayRefusal(
-                    400,
-                    f"invalid chat request: {where}: {first['msg']}",
-                    "invalid_request_error",
-                    "invalid_request",
-                ) from exc
+            # The bearer first: an unauthenticated peer gets no byte of its body read.
+            claims = self.gateway.authenticate(authorization(scope))
+            async with self._bodies.body(scope, receive) as raw:
+                request = _parse(raw)
             ticket = await self.gateway.admit(claims, request)
         except GatewayRefusal as refusal:
             self.metrics.refused(refusal.code)
-            await _error(send, refusal.status, refusal.message, refusal.type, refusal.code)
+            # Refused before the request was parsed, its body maybe unread: close the
+            # connection rather than have the server read what nobody will use.
+            close = {"connection": "close"} if request is None else None
+            await _error(send, refusal.status, refusal.message, refusal.type, refusal.code, close)
             return
         status = 499  # the caller went away before an answer
         try:
@@ -167,7 +175,7 @@ class GatewayApp:
             response = await ticket.provider.complete(ticket.request)
         except ProviderError as exc:
             await self.gateway.settle(ticket, None, _ending(exc))
-            await _error(send, exc.status, exc.message, exc.type, exc.code, exc.headers)
+            await _provider_error(send, exc)
             return exc.status
         ticket.out_bytes = response.out_bytes()
         # Settle before answering: the next request of this run sees the new total.
@@ -181,6 +189,9 @@ class GatewayApp:
         config = self.gateway.config.provider(ticket.claims.provider)
         wait = config.timeout_s if config else 600.0
         idle = config.idle_timeout_s if config else 120.0
+        whole = config.stream_timeout_s if config else 1800.0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + whole  # however lively, a stream ends by then
         waiting: list[asyncio.Timeout] = []
         gone = False
 
@@ -199,7 +210,7 @@ class GatewayApp:
         try:
             while True:
                 try:
-                    async with asyncio.timeout(wait) as timeout:
+                    async with asyncio.timeout_at(min(loop.time() + wait, deadline)) as timeout:
                         waiting.append(timeout)
                         try:
                             chunk = await anext(stream)
@@ -212,10 +223,14 @@ class GatewayApp:
                     if gone:
                         return 499
                     message = f"upstream {ticket.claims.provider!r} stalled for {wait:g}s"
+                    code = "upstream_stalled" if started else "upstream_timeout"
+                    if loop.time() >= deadline:
+                        message = f"upstream {ticket.claims.provider!r} streamed past {whole:g}s"
+                        code = "upstream_stream_too_long"
                     if not started:
-                        await _error(send, 504, message, "upstream_error", "upstream_timeout")
+                        await _error(send, 504, message, "upstream_error", code, billed=True)
                     else:
-                        await _sse_error(send, message, "upstream_error", "upstream_stalled")
+                        await _sse_error(send, message, "upstream_error", code, billed=True)
                     return 504
                 wait = idle
                 if gone:
@@ -234,15 +249,16 @@ class GatewayApp:
                 if not ticket.streamed(chunk.out_bytes()):
                     # The run dies here, so the bill may be what arrived (no dodging possible).
                     await self.gateway.settle(ticket, usage, "answered")
-                    await _sse_error(send, self._ceiling_message(ticket))
+                    await _sse_error(send, self._ceiling_message(ticket), billed=True)
                     return 402
                 await _sse(send, chunk)
         except ProviderError as exc:
             await self.gateway.settle(ticket, usage, _ending(exc))
             if not started:
-                await _error(send, exc.status, exc.message, exc.type, exc.code, exc.headers)
+                await _provider_error(send, exc)
             else:
-                await _sse_error(send, exc.message, exc.type, exc.code or "upstream_error")
+                code = exc.code or "upstream_error"
+                await _sse_error(send, exc.message, exc.type, code, billed=exc.may_have_billed)
             return exc.status
         finally:
             watcher.cancel()
@@ -281,8 +297,10 @@ async def _sse_error(
     message: str,
     type_: str = "insufficient_quota",
     code: str = "cost_ceiling_reached",
+    *,
+    billed: bool,
 ) -> None:
-    body = b"data: " + error_body(message, type_, code) + b"\n\n"
+    body = b"data: " + error_body(message, type_, code, may_have_billed=billed) + b"\n\n"
     await send({"type": "http.response.body", "body": body})
 
 

@@ -46,6 +46,11 @@ class ProviderConfig(BaseModel):
         gt=0,
         description="Longest silence between a stream's chunks; then the request is cut.",
     )
+    stream_timeout_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description="Longest a whole stream may last, however lively; then it is cut.",
+    )
     script: str | None = Field(
         default=None, description="scripted: registered script (or 'module:attr') for all models."
     )
@@ -103,6 +108,17 @@ class GatewayConfig(BaseModel):
         default_factory=_default_key_file, description="HS256 key; generated when absent."
     )
     token_ttl_s: int = Field(default=6 * 3600, gt=0, description="Lifetime of minted bearers.")
+    max_body_bytes: int = Field(
+        default=8 << 20, gt=0, description="Largest chat request body accepted (413 past it)."
+    )
+    body_timeout_s: float = Field(
+        default=30.0, gt=0, description="Longest a request body may take to arrive (408 then)."
+    )
+    max_body_in_flight: int = Field(
+        default=256 << 20,
+        gt=0,
+        description="Request body bytes all requests together may hold (503 past it).",
+    )
     host: str = Field(default="127.0.0.1", description="TCP listen host.")
     port: int = Field(default=8787, ge=0, le=65535, description="TCP listen port (0 = any).")
     unix_socket: Path | None = Field(default=None, description="Also/instead serve on this UDS.")

@@ -6,7 +6,15 @@ import json
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 """Every role OpenAI's chat completions accept; anything else is refused."""
@@ -24,6 +32,12 @@ REQUEST_EXCEEDS_BUDGET = "request_exceeds_budget"
 """Error code: this request's least cost is more than what is left of the ceiling."""
 BUDGET_ERROR_CODES = frozenset({COST_CEILING_REACHED, REQUEST_EXCEEDS_BUDGET})
 """The 402 codes that mean "out of budget": a loop ends BUDGET_EXHAUSTED on either."""
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Delta fields carrying reasoning text (DeepSeek/vLLM, OpenRouter): output like the content."""
+MAY_HAVE_BILLED = "x-synthorg-may-have-billed"
+"""Header on every error answer: ``true`` when the upstream may have billed the request
+(re-sending it could bill twice), ``false`` when it certainly did not. Also in the body as
+``error.may_have_billed``."""
 
 
 class _Emitted(BaseModel):
@@ -41,6 +55,12 @@ class _Emitted(BaseModel):
     def to_json(self) -> bytes:
         """The wire JSON: what was set (upstream nulls included), nothing unset."""
         return self.model_dump_json(exclude_unset=True).encode()
+
+
+def reasoning_of(part: BaseModel) -> str:
+    """The reasoning text a message or delta carries in its extra fields."""
+    extra = part.model_extra or {}
+    return "".join(value for key in REASONING_FIELDS if isinstance(value := extra.get(key), str))
 
 
 class FunctionCall(BaseModel):
@@ -104,16 +124,32 @@ class ChatMessage(BaseModel):
         return "".join(str(part.get("text", "")) for part in self.content)
 
 
+ROUTING_FIELDS = frozenset({"models", "route", "provider"})
+"""Fields that let an upstream router pick another model or provider (OpenRouter's fallback
+``models``/``route`` and ``provider`` preferences): refused, as the binding is to one model."""
+
+
 class ChatRequest(BaseModel):
-    """A chat-completions request; unknown fields (reasoning_effort, ...) are kept, not refused."""
+    """A chat-completions request; other fields are kept here and each provider forwards only
+    the ones it knows (``providers.openai_compat.FORWARDED``); routing fields are refused."""
 
     model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_routing(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (routing := ROUTING_FIELDS & data.keys()):
+            raise ValueError(
+                f"routing field(s) {sorted(routing)} are not accepted: a run is bound to one "
+                "model at one provider"
+            )
+        return data
 
     model: str = Field(description="The model asked for (plain or 'openai/<model>').")
     messages: list[ChatMessage] = Field(min_length=1, description="The message history.")
     tools: list[dict[str, Any]] | None = Field(default=None, description="Tool definitions.")
     tool_choice: Any = Field(default=None, description="Tool choice directive.")
-    stream: bool = Field(default=False, description="Stream server-sent events.")
+    stream: StrictBool = Field(default=False, description="Stream server-sent events.")
     stream_options: dict[str, Any] | None = Field(default=None, description="include_usage etc.")
     max_tokens: OutputCap | None = Field(default=None, description="Output cap (legacy name).")
     max_completion_tokens: OutputCap | None = Field(default=None, description="Output cap.")
@@ -176,7 +212,9 @@ class ChatResponse(_Emitted):
         """UTF-8 bytes of every choice's text and tool calls (for metering without usage)."""
         total = 0
         for choice in self.choices:
-            total += len(choice.message.text().encode())
+            total += len(choice.message.text().encode()) + len(
+                reasoning_of(choice.message).encode()
+            )
             for call in choice.message.tool_calls or ():
                 total += len(call.function.name.encode()) + len(call.function.arguments.encode())
         return total
@@ -211,6 +249,10 @@ class Delta(BaseModel):
     content: str | None = Field(default=None, description="A text fragment.")
     tool_calls: list[DeltaToolCall] | None = Field(default=None, description="Call fragments.")
 
+    def reasoning(self) -> str:
+        """Reasoning text the upstream streams beside the content (billed as output)."""
+        return reasoning_of(self)
+
 
 class ChunkChoice(BaseModel):
     """One choice of a stream chunk."""
@@ -239,6 +281,7 @@ class ChatChunk(_Emitted):
         total = 0
         for choice in self.choices:
             total += len((choice.delta.content or "").encode())
+            total += len(choice.delta.reasoning().encode())
             for call in choice.delta.tool_calls or ():
                 if call.function is not None:
                     total += len((call.function.name or "").encode())
@@ -247,9 +290,19 @@ class ChatChunk(_Emitted):
 
 
 def error_body(
-    message: str, type_: str, code: str | None = None, param: str | None = None
+    message: str,
+    type_: str,
+    code: str | None = None,
+    param: str | None = None,
+    *,
+    may_have_billed: bool = False,
 ) -> bytes:
-    """OpenAI's error shape as JSON bytes."""
-    return json.dumps(
-        {"error": {"message": message, "type": type_, "code": code, "param": param}}
-    ).encode()
+    """OpenAI's error shape as JSON bytes, with whether the request may have been billed."""
+    error = {
+        "message": message,
+        "type": type_,
+        "code": code,
+        "param": param,
+        "may_have_billed": may_have_billed,
+    }
+    return json.dumps({"error": error}).encode()

@@ -79,6 +79,8 @@ class RawGateway:
                     status = int(code)
                     error = {"message": f"status {status}", "type": "upstream_error", "code": None}
                     body, headers = json.dumps({"error": error}).encode(), extra
+                    if not any(h.startswith("x-synthorg-may-have-billed") for h in extra):
+                        headers = [*extra, "x-synthorg-may-have-billed=false"]
                 lines = [f"HTTP/1.1 {status} X", f"content-length: {len(body)}"]
                 lines += [h.replace("=", ": ", 1) for h in headers]
                 writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
@@ -111,17 +113,29 @@ def _client(raw: RawGateway, **kwargs: object) -> OpenAICompatClient:
 MESSAGES = [{"role": "user", "content": "go"}]
 
 
-async def test_a_kept_alive_connection_closed_by_the_server_is_retried(raw: RawGateway) -> None:
-    """The keep-alive race: the second request lands on a connection the server drops."""
+async def test_a_request_the_server_dropped_is_not_resent(raw: RawGateway) -> None:
+    """The gateway read the request and closed: it may have admitted and billed it (issue 30
+    finding 3), so the client fails the call instead of sending it again."""
     raw.script = ["ok", "drop", "ok"]
     client = _client(raw)
     try:
         assert (await client.complete(MESSAGES, [])).text == "hi"
-        assert (await client.complete(MESSAGES, [])).text == "hi"
+        with pytest.raises(ModelCallError):
+            await client.complete(MESSAGES, [])
     finally:
         await client.aclose()
-    assert raw.seen == ["ok", "drop", "ok"], "re-sent once, on a fresh connection"
-    assert raw.connections == 2
+    assert raw.seen == ["ok", "drop"]
+
+
+async def test_a_transient_status_that_may_have_billed_is_not_retried(raw: RawGateway) -> None:
+    raw.script = ["502;x-synthorg-may-have-billed=true", "ok"]
+    client = _client(raw)
+    try:
+        with pytest.raises(ModelCallError, match="502"):
+            await client.complete(MESSAGES, [])
+    finally:
+        await client.aclose()
+    assert raw.seen == ["502;x-synthorg-may-have-billed=true"]
 
 
 async def test_transient_statuses_are_retried_honouring_retry_after(raw: RawGateway) -> None:

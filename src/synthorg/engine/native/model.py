@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from synthorg.engine.native.errors import ModelBudgetExhausted, ModelCallError
+from synthorg.gateway.wire import MAY_HAVE_BILLED
 
 if TYPE_CHECKING:
     import httpx
@@ -107,9 +108,10 @@ class OpenAICompatClient:
     """Chat completions over plain httpx (measured cheaper per call than the openai SDK).
 
     Retries, bounded with exponential backoff (honouring ``retry-after``/``retry-after-ms``),
-    only where no answer has begun: a transient status (429, 5xx, overloaded), or a connection
-    that failed before the first response byte (e.g. a kept-alive connection the gateway was
-    closing). Once a response has begun, nothing is re-sent: that call may have been billed.
+    only what cannot bill twice: a transient status (429, 5xx, overloaded) the gateway marked
+    not billed (``x-synthorg-may-have-billed: false``), or a connection that was never made.
+    A request that reached the gateway and got no such mark (a dropped connection, a timeout,
+    a broken answer, an unmarked error) may have been billed: it is never re-sent.
     """
 
     def __init__(
@@ -177,12 +179,7 @@ class OpenAICompatClient:
         try:
             response = await self._http.send(request, stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            raise _Transient(
-                ModelCallError(f"cannot reach the gateway at {self._url}: {exc!r}")
-            ) from exc
-        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-            # No response byte arrived: the connection died under the request (the keep-alive
-            # race: a pooled connection the server was closing). Safe to send again.
+            # No connection was made: nothing was sent, so nothing can have been billed.
             raise _Transient(
                 ModelCallError(f"cannot reach the gateway at {self._url}: {exc!r}")
             ) from exc
@@ -201,7 +198,11 @@ class OpenAICompatClient:
             await response.aclose()
         if response.status_code != 200:
             error, type_ = _refusal(response)
-            if response.status_code in RETRYABLE_STATUSES and type_ not in _FINAL_TYPES:
+            if (
+                response.status_code in RETRYABLE_STATUSES
+                and type_ not in _FINAL_TYPES
+                and response.headers.get(MAY_HAVE_BILLED) == "false"
+            ):
                 raise _Transient(error, _retry_after(response.headers))
             raise error
         try:

@@ -28,7 +28,7 @@ def build_provider(config: ProviderConfig) -> Provider:
     if config.kind == "scripted":
         return ScriptedProvider.from_config(config)
     if config.kind == "anthropic":
-        # Imported here: it brings httpx (~0.4 s), which a gateway without Anthropic never needs.
+        # Imported here: a gateway without Anthropic never loads its mapping.
         from synthorg.gateway.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider.from_config(config)

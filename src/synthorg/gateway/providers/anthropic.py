@@ -1,12 +1,13 @@
-"""Anthropic Messages API provider over httpx (non-streaming and streaming)."""
+"""Anthropic Messages API provider over the gateway's one HTTP stack (``gateway.upstream_http``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+import os
+import ssl
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
-
-import httpx
 
 from synthorg.gateway.config import ProviderConfig
 from synthorg.gateway.providers.anthropic_mapping import (
@@ -16,7 +17,8 @@ from synthorg.gateway.providers.anthropic_mapping import (
     usage_of,
 )
 from synthorg.gateway.providers.base import ProviderError
-from synthorg.gateway.providers.openai_compat import read_api_key, upstream_error
+from synthorg.gateway.providers.openai_compat import proxy_for, read_api_key, upstream_error
+from synthorg.gateway.upstream_errors import UpstreamHttpError
 from synthorg.gateway.wire import (
     ChatChunk,
     ChatRequest,
@@ -45,20 +47,23 @@ class AnthropicProvider:
         *,
         api_key: str | None = None,
         timeout_s: float = 600.0,
-        transport: httpx.AsyncBaseTransport | None = None,
+        environ: Mapping[str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
         self.name = name
+        self.timeout_s = timeout_s
         self._path = _messages_path(base_url)
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            headers=headers,
-            timeout=httpx.Timeout(timeout_s, connect=10.0),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-            transport=transport,
-        )
+        proxy = proxy_for(base_url, os.environ if environ is None else environ)
+        from synthorg.gateway.upstream_http import UpstreamClient  # httpcore: at first use
+
+        self._http = UpstreamClient(base_url, headers=headers, proxy=proxy, ssl_context=ssl_context)
+
+    def _failed(self, exc: UpstreamHttpError, during: str) -> ProviderError:
+        what = f"failed {during}" if exc.sent else "unreachable"
+        return ProviderError(f"upstream {self.name!r} {what}: {exc}", may_have_billed=exc.sent)
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> AnthropicProvider:
@@ -71,15 +76,21 @@ class AnthropicProvider:
         """One Messages API call, mapped back to a chat completion."""
         body = json.dumps(to_messages_request(request)).encode()
         try:
-            response = await self._client.post(self._path, content=body)
-        except httpx.HTTPError as exc:
-            raise ProviderError(f"upstream {self.name!r} unreachable: {exc!r}") from exc
-        if response.status_code != 200:
-            raise upstream_error(
-                response.status_code, response.content, self.name, response.headers
-            )
+            async with (
+                asyncio.timeout(self.timeout_s),
+                self._http.post(self._path, body) as answer,
+            ):
+                content = await answer.read()
+        except TimeoutError as exc:
+            raise ProviderError(
+                f"upstream {self.name!r} gave no answer within {self.timeout_s:g}s"
+            ) from exc
+        except UpstreamHttpError as exc:
+            raise self._failed(exc, "mid-answer") from exc
+        if answer.status != 200:
+            raise upstream_error(answer.status, content, self.name, answer.headers)
         try:
-            raw = response.json()
+            raw = json.loads(content)
         except ValueError as exc:
             raise ProviderError(f"upstream {self.name!r} sent malformed JSON") from exc
         return from_messages_response(raw, request.model)
@@ -90,13 +101,11 @@ class AnthropicProvider:
         payload["stream"] = True
         mapper = _StreamMapper(request.model)
         try:
-            async with self._client.stream(
-                "POST", self._path, content=json.dumps(payload).encode()
-            ) as response:
-                if response.status_code != 200:
-                    body = await response.aread()
-                    raise upstream_error(response.status_code, body, self.name, response.headers)
-                async for line in response.aiter_lines():
+            async with self._http.post(self._path, json.dumps(payload).encode()) as answer:
+                if answer.status != 200:
+                    body = await answer.read()
+                    raise upstream_error(answer.status, body, self.name, answer.headers)
+                async for line in answer.iter_lines():
                     if not line.startswith("data:"):
                         continue
                     try:
@@ -108,12 +117,12 @@ class AnthropicProvider:
                         raise ProviderError(f"upstream {self.name!r} stream error: {detail}")
                     for chunk in mapper.map(event):
                         yield chunk
-        except httpx.HTTPError as exc:
-            raise ProviderError(f"upstream {self.name!r} failed mid-stream: {exc!r}") from exc
+        except UpstreamHttpError as exc:
+            raise self._failed(exc, "mid-stream") from exc
 
     async def aclose(self) -> None:
         """Close the keep-alive pool."""
-        await self._client.aclose()
+        await self._http.aclose()
 
 
 class _StreamMapper:

@@ -1,7 +1,6 @@
-"""OpenAI-compatible upstream over the keep-alive HTTP/1.1 pool: the gateway's fast path.
+"""OpenAI-compatible upstream over the gateway's one HTTP stack (``gateway.upstream_http``).
 
-HTTPS_PROXY / HTTP_PROXY / NO_PROXY are honoured (resolved once per upstream URL). Why a
-hand-written client and not aiohttp/httpx: see ``synthorg.gateway.http1``.
+HTTPS_PROXY / HTTP_PROXY / NO_PROXY are honoured (resolved once per upstream URL).
 """
 
 from __future__ import annotations
@@ -12,16 +11,57 @@ import os
 import ssl
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
 from synthorg.errors import ConfigError
 from synthorg.gateway.config import ProviderConfig
-from synthorg.gateway.http1 import ConnectFailed, Http1Pool, HttpError, Response
 from synthorg.gateway.providers.base import ProviderError
+from synthorg.gateway.upstream_errors import UpstreamHttpError
+
+if TYPE_CHECKING:
+    from synthorg.gateway.upstream_http import UpstreamResponse
 from synthorg.gateway.wire import ChatChunk, ChatRequest, ChatResponse
+
+FORWARDED = frozenset(
+    {
+        # the request itself, and what the gateway sets or bounds
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "max_tokens",
+        "max_completion_tokens",
+        "n",
+        # generation controls of OpenAI's API that neither route nor change the price tier
+        "temperature",
+        "top_p",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "seed",
+        "user",
+        "response_format",
+        "reasoning_effort",
+        "verbosity",
+        "prompt_cache_key",
+        "safety_identifier",
+        # sampling controls of vLLM / Ollama / OpenRouter
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+    }
+)
+"""Request fields an OpenAI-compatible upstream is sent; the rest are dropped (a field the
+gateway does not know could route, change the price tier or run paid tools upstream)."""
 
 _PASSED_HEADERS = ("retry-after", "retry-after-ms")
 """Upstream error headers a caller needs to act on; passed through."""
@@ -109,9 +149,9 @@ class OpenAICompatProvider:
         self.name = name
         self.timeout_s = timeout_s
         proxy = proxy_for(base_url, os.environ if environ is None else environ)
-        self._pool = Http1Pool(
-            base_url, headers=headers, timeout_s=timeout_s, proxy=proxy, ssl_context=ssl_context
-        )
+        from synthorg.gateway.upstream_http import UpstreamClient  # httpcore: at first use
+
+        self._http = UpstreamClient(base_url, headers=headers, proxy=proxy, ssl_context=ssl_context)
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> OpenAICompatProvider:
@@ -121,7 +161,8 @@ class OpenAICompatProvider:
         )
 
     def _body(self, request: ChatRequest, *, stream: bool) -> bytes:
-        payload: dict[str, Any] = request.model_dump(mode="json", exclude_unset=True)
+        dumped = request.model_dump(mode="json", exclude_unset=True)
+        payload: dict[str, Any] = {k: v for k, v in dumped.items() if k in FORWARDED}
         payload["stream"] = stream
         if stream:
             # Always ask for usage: metering needs it whether or not the caller did.
@@ -130,30 +171,26 @@ class OpenAICompatProvider:
             payload.pop("stream_options", None)
         return json.dumps(payload).encode()
 
-    async def _post(self, body: bytes) -> Response:
-        try:
-            return await self._pool.post("/chat/completions", body)
-        except ConnectFailed as exc:  # nothing was sent
-            raise ProviderError(
-                f"upstream {self.name!r} unreachable: {exc}", may_have_billed=False
-            ) from exc
-        except HttpError as exc:
-            raise ProviderError(f"upstream {self.name!r} failed: {exc}") from exc
+    def _failed(self, exc: UpstreamHttpError, during: str) -> ProviderError:
+        what = f"failed {during}" if exc.sent else "unreachable"
+        return ProviderError(f"upstream {self.name!r} {what}: {exc}", may_have_billed=exc.sent)
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """Forward one completion and parse the answer."""
         try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await self._post(self._body(request, stream=False))
-                body = await response.read()
+            async with (
+                asyncio.timeout(self.timeout_s),
+                self._http.post("/chat/completions", self._body(request, stream=False)) as answer,
+            ):
+                body = await answer.read()
         except TimeoutError as exc:
             raise ProviderError(
                 f"upstream {self.name!r} gave no answer within {self.timeout_s:g}s"
             ) from exc
-        except HttpError as exc:
-            raise ProviderError(f"upstream {self.name!r} failed mid-answer: {exc}") from exc
-        if response.status != 200:
-            raise upstream_error(response.status, body, self.name, response.headers)
+        except UpstreamHttpError as exc:
+            raise self._failed(exc, "mid-answer") from exc
+        if answer.status != 200:
+            raise upstream_error(answer.status, body, self.name, answer.headers)
         try:
             return ChatResponse.model_validate_json(body)
         except ValidationError as exc:
@@ -161,26 +198,32 @@ class OpenAICompatProvider:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Forward a streaming completion, parsing server-sent events as they arrive."""
-        response = await self._post(self._body(request, stream=True))
         try:
-            if response.status != 200:
-                body = await response.read()
-                raise upstream_error(response.status, body, self.name, response.headers)
-            async for line in response.iter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    continue  # drain to the end so the connection can be reused
-                try:
-                    yield ChatChunk.model_validate_json(data)
-                except ValidationError as exc:
-                    raise ProviderError(f"upstream {self.name!r} sent a malformed chunk") from exc
-        except HttpError as exc:
-            raise ProviderError(f"upstream {self.name!r} failed mid-stream: {exc}") from exc
-        finally:
-            response.release()  # closes the connection unless the body was read to its end
+            async with self._http.post(
+                "/chat/completions", self._body(request, stream=True)
+            ) as answer:
+                if answer.status != 200:
+                    body = await answer.read()
+                    raise upstream_error(answer.status, body, self.name, answer.headers)
+                async for chunk in sse_chunks(answer, self.name):
+                    yield chunk
+        except UpstreamHttpError as exc:
+            raise self._failed(exc, "mid-stream") from exc
 
     async def aclose(self) -> None:
         """Close the keep-alive pool."""
-        await self._pool.aclose()
+        await self._http.aclose()
+
+
+async def sse_chunks(answer: UpstreamResponse, provider: str) -> AsyncIterator[ChatChunk]:
+    """The chat-completion chunks of an OpenAI-style event stream, read to its end."""
+    async for line in answer.iter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            continue  # drain to the end so the connection can be reused
+        try:
+            yield ChatChunk.model_validate_json(data)
+        except ValidationError as exc:
+            raise ProviderError(f"upstream {provider!r} sent a malformed chunk") from exc

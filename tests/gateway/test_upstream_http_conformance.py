@@ -1,5 +1,5 @@
-"""The hand-written HTTP/1.1 client against real server libraries (uvicorn's h11 and httptools),
-and through real proxies: absolute-form via an HTTP proxy, a CONNECT tunnel to a TLS upstream.
+"""The gateway's upstream HTTP stack against real server libraries (uvicorn's h11 and
+httptools), and through real proxies: a CONNECT tunnel to a TLS upstream, with credentials.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from synthorg.gateway.http1 import ConnectFailed, Http1Pool
+from synthorg.gateway.upstream_errors import ConnectFailed
+from synthorg.gateway.upstream_http import UpstreamClient
 from synthorg.serving import serve_asgi
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -71,45 +72,44 @@ async def server(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Conforma
         yield app, url
 
 
+async def _read(client: UpstreamClient, path: str, body: bytes) -> tuple[int, bytes]:
+    async with client.post(path, body) as response:
+        return response.status, await response.read()
+
+
 async def test_bodies_and_framings(server: tuple[Conformance, str]) -> None:
     app, url = server
-    pool = Http1Pool(url, headers={"content-type": "application/octet-stream"}, timeout_s=30)
+    client = UpstreamClient(url, headers={"content-type": "application/octet-stream"})
     try:
         big = bytes(range(256)) * 4096  # 1 MiB, every byte value
-        response = await pool.post("/echo", big)
-        assert response.status == 200 and await response.read() == big
-        response = await pool.post("/chunked", b"")
-        assert response.headers.get("transfer-encoding") == "chunked"
-        lines = [line async for line in response.iter_lines() if line]
+        assert await _read(client, "/echo", big) == (200, big)
+        async with client.post("/chunked", b"") as response:
+            assert response.headers.get("transfer-encoding") == "chunked"
+            lines = [line async for line in response.iter_lines() if line]
         assert lines == [f"data: {i}" for i in range(50)]
-        response = await pool.post("/nothing", b"x")
-        assert response.status == 404 and await response.read() == b""
+        assert await _read(client, "/nothing", b"x") == (404, b"")
         for _ in range(3):
-            response = await pool.post("/echo", b"again")
-            assert await response.read() == b"again"
+            assert await _read(client, "/echo", b"again") == (200, b"again")
         assert len(set(map(tuple, app.clients))) == 1, "one keep-alive connection for all"
-        response = await pool.post("/close", b"")
-        assert response.status == 201 and await response.read() == b"bye!!"
-        response = await pool.post("/echo", b"after close")
-        assert await response.read() == b"after close"
+        assert await _read(client, "/close", b"") == (201, b"bye!!")
+        assert await _read(client, "/echo", b"after close") == (200, b"after close")
         assert len(set(map(tuple, app.clients))) == 2, "a new connection after 'close'"
     finally:
-        await pool.aclose()
+        await client.aclose()
 
 
 async def test_a_half_read_response_is_not_reused(server: tuple[Conformance, str]) -> None:
     app, url = server
-    pool = Http1Pool(url, headers={}, timeout_s=30)
+    client = UpstreamClient(url, headers={})
     try:
-        response = await pool.post("/chunked", b"")
-        pieces = response.iter_bytes()
-        await anext(pieces)
-        await pieces.aclose()  # the caller stopped reading (a stream cut at the ceiling)
-        response = await pool.post("/echo", b"fresh")
-        assert await response.read() == b"fresh"
+        async with client.post("/chunked", b"") as response:
+            lines = response.iter_lines()
+            await anext(lines)
+            await lines.aclose()  # the caller stopped reading (a stream cut at the ceiling)
+        assert await _read(client, "/echo", b"fresh") == (200, b"fresh")
         assert len(set(map(tuple, app.clients))) == 2
     finally:
-        await pool.aclose()
+        await client.aclose()
 
 
 def _self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
@@ -194,26 +194,23 @@ async def test_https_through_a_connect_proxy(tmp_path: Path) -> None:
     proxy_server = await asyncio.start_server(proxy, "127.0.0.1", 0)
     up_port = tls_server.sockets[0].getsockname()[1]
     proxy_port = proxy_server.sockets[0].getsockname()[1]
-    pool = Http1Pool(
+    pool = UpstreamClient(
         f"https://localhost:{up_port}/v1",
         headers={},
-        timeout_s=30,
         proxy=f"http://me:s3cret@127.0.0.1:{proxy_port}",
         ssl_context=client_tls,
     )
-    refused = Http1Pool(
+    refused = UpstreamClient(
         f"https://localhost:{up_port}/v1",
         headers={},
-        timeout_s=30,
         proxy=f"http://me:wrong@127.0.0.1:{proxy_port}",
         ssl_context=client_tls,
     )
     try:
-        response = await pool.post("/chat/completions", b'{"over":"tls"}')
-        assert response.status == 200 and await response.read() == b'{"over":"tls"}'
+        assert await _read(pool, "/chat/completions", b'{"over":"tls"}') == (200, b'{"over":"tls"}')
         assert tunnels[0].startswith(f"CONNECT localhost:{up_port} HTTP/1.1\r\n".encode())
         with pytest.raises(ConnectFailed, match="407"):
-            await refused.post("/chat/completions", b"{}")
+            await _read(refused, "/chat/completions", b"{}")
     finally:
         await pool.aclose()
         await refused.aclose()
