@@ -21,6 +21,7 @@ BASICS = (
     "synthorg.domain",
     "synthorg.serving",
     "synthorg.extras",  # which optional extra installs a missing import
+    "synthorg.faultpoints",  # where a fault test stops a process on purpose
 )
 
 # component -> module prefixes it may import (its own package is always allowed).
@@ -31,6 +32,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "localsock": (),
     "logging": (),
     "extras": (),
+    "faultpoints": (),
     "serving": ("synthorg.errors", "synthorg.localsock"),
     "engine": (
         *BASICS,

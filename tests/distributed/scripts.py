@@ -45,3 +45,14 @@ def settle_then_read(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedT
     if READ_FOREVER not in done:
         return ScriptedTurn.call("terminal", "Watching.", command=READ_FOREVER)
     return resilient_fix(messages, tools)
+
+
+MARK_COMMAND = "echo mark >> marks.txt"
+"""A tool call that leaves one line per execution in the landed tree (re-runs show)."""
+
+
+def marked_fix(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
+    """Leave a mark (once, answered or not), then the demo fix from any state."""
+    if not any(s.arguments.get("command") == MARK_COMMAND for s in steps_of(messages)):
+        return ScriptedTurn.call("terminal", "Leaving a mark.", command=MARK_COMMAND)
+    return resilient_fix(messages, tools)

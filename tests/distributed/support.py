@@ -6,7 +6,7 @@ import asyncio
 import os
 import secrets
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from tests.distributed.scripts import SLOW_COMMAND
 from tests.faults.harness import ENDLESS, SCRIPT, Proc, World, synthorg
 
 SLOW = "tests.distributed.scripts:slow_then_fix"
+MARKED = "tests.distributed.scripts:marked_fix"
 
 READY_S = 300.0  # a worker boots the whole stack; on a loaded 2-core machine that takes a while
 HEARTBEAT_S = 4.0
@@ -33,6 +34,8 @@ class TemporalWorld(World):
 
     address: str = ""
     task_queue: str = field(default_factory=lambda: f"q-{secrets.token_hex(4)}")
+    extra_toml: str = ""
+    """More configuration (e.g. model prices), appended."""
 
     @property
     def config(self) -> Path:
@@ -40,9 +43,9 @@ class TemporalWorld(World):
         if not path.exists():
             path.write_text(
                 '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\n'
-                'models = ["m", "endless", "slow"]\n'
+                'models = ["m", "endless", "slow", "marked"]\n'
                 f'script = "{SCRIPT}"\nlatency_ms = 100\n'
-                f'scripts = {{ endless = "{ENDLESS}", slow = "{SLOW}" }}\n'
+                f'scripts = {{ endless = "{ENDLESS}", slow = "{SLOW}", marked = "{MARKED}" }}\n'
                 '[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n'
                 '[sandbox]\nbackend = "bwrap"\n'
                 f'[store]\nurl = "{self.store_url}"\n'
@@ -50,6 +53,7 @@ class TemporalWorld(World):
                 f'[server]\nrepository_roots = ["{self.root / "repos"}"]\n'
                 f'[distributed]\nengine = "temporal"\naddress = "{self.address}"\n'
                 f'task_queue = "{self.task_queue}"\nheartbeat_timeout_s = {HEARTBEAT_S}\n'
+                + self.extra_toml
             )
         return path
 
@@ -60,9 +64,12 @@ class TemporalWorld(World):
         )
 
 
-async def start_worker(world: World, prefix: Sequence[str] = ()) -> Proc:
-    """A `synthorg worker` process, returned once it polls (``prefix``: see ``synthorg``)."""
-    worker = await synthorg(world, "worker", prefix=prefix)
+async def start_worker(
+    world: World, prefix: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> Proc:
+    """A `synthorg worker` process, returned once it polls (``prefix``, ``env``: see
+    ``synthorg``)."""
+    worker = await synthorg(world, "worker", prefix=prefix, env=env)
     ready = worker.watch(" ready: ")
     waiting = asyncio.ensure_future(ready.wait())
     exited = asyncio.ensure_future(worker.proc.wait())

@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,9 +115,12 @@ class Proc:
         return code
 
 
-async def synthorg(world: World, *args: str, prefix: Sequence[str] = ()) -> Proc:
+async def synthorg(
+    world: World, *args: str, prefix: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> Proc:
     """Start ``synthorg ARGS -c CONFIG`` with the world's data dir (``prefix``: a wrapper
-    that execs it, e.g. into a network namespace: the pid stays the process's)."""
+    that execs it, e.g. into a network namespace: the pid stays the process's; ``env``:
+    variables added to the world's, e.g. a pause point)."""
     proc = await asyncio.create_subprocess_exec(
         *prefix,
         sys.executable,
@@ -126,7 +129,7 @@ async def synthorg(world: World, *args: str, prefix: Sequence[str] = ()) -> Proc
         *args,
         "-c",
         str(world.config),
-        env=world.env(),
+        env={**world.env(), **(env or {})},
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

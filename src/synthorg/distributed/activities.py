@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +64,28 @@ class RunActivities:
         try:
             task = Task.model_validate(create["task"])
             options = RunOptions.model_validate(create["options"])
-            record = await self._components.service.create(
-                task, options, conversation_id=conversation_id
+            record = await self._beating(
+                self._components.service.create(task, options, conversation_id=conversation_id)
             )
         except (UsageError, ValueError) as exc:
             raise ApplicationError(str(exc), type="Usage", non_retryable=True) from exc
         return record.id
+
+    async def _beating[T](self, work: Awaitable[T]) -> T:
+        """``work``'s result, heartbeating meanwhile (a killed worker's attempt is retried
+        after the heartbeat timeout, not after the activity's whole start-to-close bound)."""
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                activity.heartbeat()
+                done, _ = await asyncio.wait({task}, timeout=self._beat_s)
+                if done:
+                    return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
 
     @activity.defn(name=RUN_LOOP)
     async def run_loop(self, conversation_id: str, message: str | None) -> dict[str, Any]:

@@ -72,7 +72,7 @@ class RunWorkflow:
         conversation_id = workflow.info().workflow_id
         heartbeat = timedelta(seconds=float(start["heartbeat_s"]))
         if start.get("create") is not None:
-            await _prepare(conversation_id, start["create"])
+            await _prepare(conversation_id, start["create"], heartbeat)
         _status("running")
         result: dict[str, Any] = await workflow.execute_activity(
             RUN_LOOP,
@@ -132,7 +132,8 @@ class CreateWorkflow:
         conversation_id = workflow.info().workflow_id
 
         async def prepared() -> dict[str, Any]:
-            await _prepare(conversation_id, start["create"])
+            heartbeat = timedelta(seconds=float(start["heartbeat_s"]))
+            await _prepare(conversation_id, start["create"], heartbeat)
             return {"conversation_id": conversation_id, "status": "created"}
 
         return await _tracked(prepared())
@@ -165,12 +166,15 @@ async def _maintain(activity: str, args: list[Any]) -> None:
     )
 
 
-async def _prepare(conversation_id: str, create: dict[str, Any]) -> None:
+async def _prepare(conversation_id: str, create: dict[str, Any], heartbeat: timedelta) -> None:
     _status("preparing")
     await workflow.execute_activity(
         PREPARE_WORKSPACE,
         args=[conversation_id, create],
         start_to_close_timeout=timedelta(minutes=5),
+        # A worker killed while making the worktree is noticed after this, not 5 minutes on;
+        # the retry removes what it made half-way (workspace/creating.py) and makes it again.
+        heartbeat_timeout=heartbeat,
         retry_policy=_PREPARE,
     )
 

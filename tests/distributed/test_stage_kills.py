@@ -1,0 +1,72 @@
+"""SIGKILL of the worker holding a run at each stage (stopped there by a pause point, not by
+timing): another worker finishes the run, which lands exactly once and tells the truth."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from synthorg.faultpoints import ANNOUNCE, PAUSE_ENV
+from synthorg.service.demo import DEMO_TASK
+from tests.distributed.conftest import TemporalServer
+from tests.distributed.outcome import BUDGET_USD, assert_landed_once
+from tests.distributed.support import TemporalWorld, start_worker
+from tests.faults.harness import Proc, synthorg
+
+pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
+
+PRICES = "[gateway.prices.marked]\ninput_per_mtok_usd = 3\noutput_per_mtok_usd = 15\n"
+
+
+@pytest.fixture
+def world(tmp_path: Path, pg_schema: str, temporal_server: TemporalServer) -> TemporalWorld:
+    return TemporalWorld(tmp_path, pg_schema, address=temporal_server.address, extra_toml=PRICES)
+
+
+async def start_marked_run(world: TemporalWorld, repo: Path) -> Proc:
+    """``synthorg run --engine temporal`` of the demo task on the marking model."""
+    return await synthorg(
+        world, "run", DEMO_TASK, "--repo", str(repo), "--loop", "react", "--model", "marked",
+        "--budget", str(BUDGET_USD), "--engine", "temporal",
+    )  # fmt: skip
+
+
+async def paused(worker: Proc, point: str, timeout: float = 300.0) -> None:
+    """Until ``worker`` says it stopped at ``point`` (registered before the run starts)."""
+    event = worker.watch(f"{ANNOUNCE} {point}")
+    waiting = asyncio.ensure_future(event.wait())
+    exited = asyncio.ensure_future(worker.proc.wait())
+    await asyncio.wait({waiting, exited}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    exited.cancel()
+    waiting.cancel()
+    assert event.is_set(), f"never paused at {point}; output:\n{worker.output}"
+
+
+# stage -> the pause point the holder is killed at.
+STAGES = {"prepare": "worktree-registered"}
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+@pytest.mark.timeout(900)
+async def test_sigkill_of_the_holder_at_each_stage_loses_nothing(
+    world: TemporalWorld, stage: str
+) -> None:
+    point = STAGES[stage]
+    first = await start_worker(world, env={PAUSE_ENV: point})
+    watched = asyncio.ensure_future(paused(first, point))
+    repo = world.repo(stage)
+    run = await start_marked_run(world, repo)
+    conversation = await run.conversation_id()
+    await watched
+    second = await start_worker(world)  # only now: the first one takes the stage
+    os.kill(first.proc.pid, signal.SIGKILL)
+    await first.exit()
+
+    assert await run.exit(timeout=400) == 0, run.output + second.output
+    assert "completed" in run.output, run.output
+    await assert_landed_once(world, conversation, repo, marks={"marks.txt": 1})
+    assert second.proc.returncode is None
