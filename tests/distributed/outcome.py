@@ -12,6 +12,12 @@ from tests.faults.harness import World, branch_tests_pass, check_log
 BUDGET_USD = Decimal("1")
 """The ceiling the fault runs are started with (``--budget``)."""
 
+PRICES = "".join(
+    f"[gateway.prices.{model}]\ninput_per_mtok_usd = 3\noutput_per_mtok_usd = 15\n"
+    for model in ("marked", "frozen")
+)
+"""The fault runs' models cost something, so a spend over the ceiling would show."""
+
 
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(

@@ -56,3 +56,14 @@ def marked_fix(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
     if not any(s.arguments.get("command") == MARK_COMMAND for s in steps_of(messages)):
         return ScriptedTurn.call("terminal", "Leaving a mark.", command=MARK_COMMAND)
     return resilient_fix(messages, tools)
+
+
+FROZEN_COMMAND = "sleep 60; echo late >> late.txt"
+"""A call its worker is frozen in (SIGSTOP): its late write must land nowhere."""
+
+
+def frozen_then_fix(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
+    """The long call first (answered "effect unknown" after the takeover), then the fix."""
+    if not any(s.arguments.get("command") == FROZEN_COMMAND for s in steps_of(messages)):
+        return ScriptedTurn.call("terminal", "Taking long.", command=FROZEN_COMMAND)
+    return resilient_fix(messages, tools)

@@ -23,6 +23,7 @@ from tests.faults.harness import ENDLESS, SCRIPT, Proc, World, synthorg
 
 SLOW = "tests.distributed.scripts:slow_then_fix"
 MARKED = "tests.distributed.scripts:marked_fix"
+FROZEN = "tests.distributed.scripts:frozen_then_fix"
 
 READY_S = 300.0  # a worker boots the whole stack; on a loaded 2-core machine that takes a while
 HEARTBEAT_S = 4.0
@@ -43,9 +44,10 @@ class TemporalWorld(World):
         if not path.exists():
             path.write_text(
                 '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\n'
-                'models = ["m", "endless", "slow", "marked"]\n'
+                'models = ["m", "endless", "slow", "marked", "frozen"]\n'
                 f'script = "{SCRIPT}"\nlatency_ms = 100\n'
-                f'scripts = {{ endless = "{ENDLESS}", slow = "{SLOW}", marked = "{MARKED}" }}\n'
+                f'scripts = {{ endless = "{ENDLESS}", slow = "{SLOW}", marked = "{MARKED}", '
+                f'frozen = "{FROZEN}" }}\n'
                 '[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n'
                 '[sandbox]\nbackend = "bwrap"\n'
                 f'[store]\nurl = "{self.store_url}"\n'

@@ -13,13 +13,11 @@ import pytest
 from synthorg.faultpoints import ANNOUNCE, PAUSE_ENV
 from synthorg.service.demo import DEMO_TASK
 from tests.distributed.conftest import TemporalServer
-from tests.distributed.outcome import BUDGET_USD, assert_landed_once
+from tests.distributed.outcome import BUDGET_USD, PRICES, assert_landed_once
 from tests.distributed.support import TemporalWorld, start_worker
 from tests.faults.harness import Proc, synthorg
 
 pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
-
-PRICES = "[gateway.prices.marked]\ninput_per_mtok_usd = 3\noutput_per_mtok_usd = 15\n"
 
 
 @pytest.fixture

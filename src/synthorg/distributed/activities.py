@@ -129,10 +129,12 @@ class RunActivities:
                         await service.hand_over(conversation_id)
             with contextlib.suppress(BaseException):
                 await waiting
+            _let_go(conversation_id, "cancelled")
             raise
         try:
             result = waiting.result()
         except LeaseLostError as exc:
+            _let_go(conversation_id, "lease lost")
             raise ApplicationError(str(exc), type="LeaseLost") from exc
         assert result is not None
         if result.termination_reason in _RETRY_ELSEWHERE:
@@ -258,6 +260,11 @@ async def _ended_meanwhile(store: Store, conversation_id: str) -> dict[str, Any]
         "error": record.error,
         "resumed": True,
     }
+
+
+def _let_go(conversation_id: str, why: str) -> None:
+    """This attempt let the run go (Temporal moved it on, or another owner holds it)."""
+    _log.warning("DISTRIBUTED_RUN_LET_GO", conversation_id=conversation_id, why=why)
 
 
 def _summary(result: ExecutionResult) -> dict[str, Any]:

@@ -52,9 +52,11 @@ from synthorg.service.options import RunOptions
 from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
+from synthorg.service.takeover import supersede
 from synthorg.service.tree import committed_spend, ledger_usage, members, run_tree
-from synthorg.store.errors import ConversationOwnedError
-from synthorg.store.protocol import ExecutionStatus, Store
+from synthorg.store.errors import ConversationOwnedError, LeaseLostError
+from synthorg.store.fence import fenced
+from synthorg.store.protocol import Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
@@ -155,16 +157,17 @@ class LocalRunService:
         active.repositories = repositories
         ownership = None
         try:
+            fence = self._ownership.fence
+            previous = await self.store.conversation_owner(conversation_id) if fence else None
             # Across processes: one live owner (refused naming it; a dead one is reconciled).
             ownership = await claim_run(
-                self.store,
-                conversation_id,
-                lease_s=self._ownership.lease_s,
-                fence=self._ownership.fence,
+                self.store, conversation_id, lease_s=self._ownership.lease_s, fence=fence
             )
             record = await self.store.get_conversation(conversation_id)
-            if self._ownership.fence:
-                await self._supersede(record)
+            if fence:
+                active.fence = ownership.owner.owner_id
+                # Before this run's sandbox sees the worktree: the superseded one is stopped.
+                await supersede(self.gateway, record, previous)
             # Resume: the rule (the caller's) holds now too.
             (repositories or self.repositories).check(record.task.repository)
             if message:
@@ -177,25 +180,6 @@ class LocalRunService:
         active.task = asyncio.create_task(
             ownership.hold(self._run(record, active)), name=f"run-{conversation_id}"
         )
-
-    async def _supersede(self, record: ConversationRecord) -> None:
-        """Kill the previous run's execution if it is still open: it belonged to an owner we
-        just took over from (a finished run closes its own), so its bearer must be refused."""
-        if record.execution_id is None:
-            return
-        try:
-            row = await self.gateway.ledger.get_execution(record.execution_id)
-        except NotFoundError:
-            return
-        if row.status is ExecutionStatus.ACTIVE:
-            await self.gateway.kill_execution(
-                record.execution_id, "superseded: the conversation was taken over by a new run"
-            )
-            _log.info(
-                "EXECUTION_SUPERSEDED",
-                conversation_id=record.id,
-                execution_id=record.execution_id,
-            )
 
     async def run(self, conversation_id: str, *, message: str | None = None) -> ExecutionResult:
         """Start a run and wait for its end (commit gate included)."""
@@ -373,18 +357,23 @@ class LocalRunService:
         """Stop the run here without ending it (SHUTDOWN, as at a worker's stop): another
         process resumes it from the log. For a run an engine has moved elsewhere.
 
-        Said in the log first: a process that no longer owns the run (a zombie) is refused
-        there (LeaseLostError) and touches nothing; the successor's run goes on undisturbed.
+        Said in the log first, inside the run's fence: a process that no longer owns the run
+        (a zombie) is refused there (LeaseLostError) and only stops its own run and sandbox;
+        the successor's log and run go on undisturbed.
         """
         active = self._require_active(conversation_id)
-        await self.store.append(
-            conversation_id,
-            MessageEvent(
-                role="system",
-                text="this worker stopped the run: the engine moved it to another worker; "
-                "it resumes there from this log",
-            ),
-        )
+        try:
+            with fenced(active.fence) if active.fence else contextlib.nullcontext():
+                await self.store.append(
+                    conversation_id,
+                    MessageEvent(
+                        role="system",
+                        text="this worker stopped the run: the engine moved it to another "
+                        "worker; it resumes there from this log",
+                    ),
+                )
+        except LeaseLostError:
+            _log.warning("RUN_HAND_OVER_FENCED", conversation_id=conversation_id)
         await self._cancel(active, TerminationReason.SHUTDOWN)
 
     async def _cancel(self, active: ActiveRun, reason: TerminationReason) -> None:

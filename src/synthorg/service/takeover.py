@@ -1,0 +1,51 @@
+"""What a run that takes a conversation over does to the owner it supersedes.
+
+The previous execution is killed in the ledger (its bearer is then refused by any gateway and
+the MCP server), and on this host the old owner's sandboxes in the conversation's worktree are
+stopped: a frozen owner cannot stop them itself, and they would go on writing the worktree the
+new run works in and lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+from synthorg.domain import ConversationRecord
+from synthorg.errors import NotFoundError
+from synthorg.gateway.service import Gateway
+from synthorg.logging import get_logger
+from synthorg.sandbox.superseded import stop_sandboxes
+from synthorg.store.protocol import ExecutionStatus, RunOwner
+
+_log = get_logger("synthorg.service")
+
+
+async def supersede(
+    gateway: Gateway, record: ConversationRecord, previous: RunOwner | None
+) -> None:
+    """Kill the previous run's execution if still open (a finished run closes its own) and
+    stop ``previous``'s sandboxes of this conversation when it runs on this host."""
+    if previous is not None and previous.host == socket.gethostname() and record.workspace:
+        stopped = await asyncio.to_thread(stop_sandboxes, previous.pid, Path(record.workspace.path))
+        if stopped:
+            _log.warning(
+                "SUPERSEDED_SANDBOXES_STOPPED",
+                conversation_id=record.id,
+                owner_pid=previous.pid,
+                sandboxes=stopped,
+            )
+    if record.execution_id is None:
+        return
+    try:
+        row = await gateway.ledger.get_execution(record.execution_id)
+    except NotFoundError:
+        return
+    if row.status is ExecutionStatus.ACTIVE:
+        await gateway.kill_execution(
+            record.execution_id, "superseded: the conversation was taken over by a new run"
+        )
+        _log.info(
+            "EXECUTION_SUPERSEDED", conversation_id=record.id, execution_id=record.execution_id
+        )
