@@ -26,14 +26,20 @@ from synthorg.distributed.names import (
     ROLLBACK,
     RUN_LOOP,
 )
-from synthorg.domain import ConversationStatus, ExecutionResult, Task, TerminationReason
+from synthorg.domain import (
+    ConversationRecord,
+    ConversationStatus,
+    ExecutionResult,
+    Task,
+    TerminationReason,
+)
 from synthorg.engine import Decision
 from synthorg.errors import ConflictError, NotFoundError, UsageError
+from synthorg.faultpoints import pause_point
 from synthorg.logging import get_logger
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
 from synthorg.store.errors import LeaseLostError
-from synthorg.store.protocol import Store
 from synthorg.workspace.git import run_git_sync
 from synthorg.workspace.remote import project_name
 
@@ -93,11 +99,13 @@ class RunActivities:
         service = self._components.service
         store = self._components.store
         info = activity.info()
-        if info.heartbeat_details:
+        retry = bool(info.heartbeat_details)
+        if retry:
             message = None  # an earlier attempt started the run: its message is in the log
-            ended = await _ended_meanwhile(store, conversation_id)
+            ended = _ended(await store.get_conversation(conversation_id))
             if ended is not None:
                 return ended  # its result was lost with its worker: never run it again
+            await pause_point("run-retry-checked")
         await self._client.get_workflow_handle(conversation_id).signal(HELD_BY, self._own_queue)
         _log.info(
             "DISTRIBUTED_RUN_ATTEMPT",
@@ -106,7 +114,13 @@ class RunActivities:
             queue=self._own_queue,
         )
         try:
-            await service.start(conversation_id, message=message)
+            # Checked again once claimed: the earlier attempt may have ended the run (and let
+            # the conversation go) since the check above.
+            await service.start(
+                conversation_id, message=message, admit=_refuse_ended if retry else None
+            )
+        except _EndedMeanwhile as ended_meanwhile:
+            return ended_meanwhile.outcome
         except NotFoundError as exc:
             raise ApplicationError(str(exc), type="NotFound", non_retryable=True) from exc
         waiting = asyncio.ensure_future(service.wait(conversation_id))
@@ -241,10 +255,23 @@ def _refusals() -> Iterator[None]:
         raise ApplicationError(str(exc), type="Usage", non_retryable=True) from exc
 
 
-async def _ended_meanwhile(store: Store, conversation_id: str) -> dict[str, Any] | None:
+class _EndedMeanwhile(Exception):
+    """A retry found the run ended by an earlier attempt: its outcome, nothing run."""
+
+    def __init__(self, outcome: dict[str, Any]) -> None:
+        super().__init__("the run ended in an earlier attempt")
+        self.outcome = outcome
+
+
+def _refuse_ended(record: ConversationRecord) -> None:
+    outcome = _ended(record)
+    if outcome is not None:
+        raise _EndedMeanwhile(outcome)
+
+
+def _ended(record: ConversationRecord) -> dict[str, Any] | None:
     """The outcome of a run an earlier attempt started and that ended by itself (finished,
     failed, paused, cancelled); None when it must be resumed (a dead or stopped worker)."""
-    record = await store.get_conversation(conversation_id)
     reason = record.termination_reason
     if (
         record.status.is_active

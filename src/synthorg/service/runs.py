@@ -41,6 +41,7 @@ from synthorg.engine import (
 from synthorg.engine.bearers import BearerMinter, RunGrant
 from synthorg.engine.lifecycle import events_after
 from synthorg.errors import ConflictError, NotFoundError
+from synthorg.faultpoints import pause_point
 from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
 from synthorg.service.active import ActiveRun, ActiveRuns
@@ -147,9 +148,12 @@ class LocalRunService:
         *,
         message: str | None = None,
         repositories: RepositoryPolicy | None = None,
+        admit: Callable[[ConversationRecord], None] | None = None,
     ) -> None:
         """Start (or continue) a run in the background; ConflictError if one is active.
-        ``repositories``: the caller's rule when it is not this process's."""
+        ``repositories``: the caller's rule when it is not this process's. ``admit`` sees the
+        record once the conversation is claimed and may refuse by raising (an engine's retry
+        of a run that ended meanwhile: checked before the claim it could have changed)."""
         if self._shutdown.is_set():
             raise ConflictError("the service is shutting down; no new runs")
         # Claim the conversation before the first await: concurrent starts must not both pass.
@@ -164,6 +168,8 @@ class LocalRunService:
                 self.store, conversation_id, lease_s=self._ownership.lease_s, fence=fence
             )
             record = await self.store.get_conversation(conversation_id)
+            if admit is not None:
+                admit(record)
             if fence:
                 active.fence = ownership.owner.owner_id
                 # Before this run's sandbox sees the worktree: the superseded one is stopped.
@@ -301,6 +307,7 @@ class LocalRunService:
                     loop, context, requested_stop=lambda: active.stop_requested
                 )
                 active.closing = True  # a stop from now on would only lose the result
+                await pause_point("run-closing")
         finally:
             await asyncio.shield(self._minter.close(execution_id, "run ended"))
         # After the sandbox is gone: nothing in it can change the worktree under the gate, so
