@@ -14,7 +14,7 @@ BUDGET_USD = Decimal("1")
 
 PRICES = "".join(
     f"[gateway.prices.{model}]\ninput_per_mtok_usd = 3\noutput_per_mtok_usd = 15\n"
-    for model in ("marked", "frozen")
+    for model in ("marked", "frozen", "slow")
 )
 """The fault runs' models cost something, so a spend over the ceiling would show."""
 
