@@ -21,7 +21,7 @@ from synthorg.store import open_store
 from tests.distributed.conftest import TemporalServer
 from tests.distributed.outcome import PRICES, assert_landed_once
 from tests.distributed.support import TemporalWorld, events_of, start_worker
-from tests.distributed.test_stage_kills import paused, start_marked_run
+from tests.distributed.test_stage_kills import paused, start_run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
 
@@ -54,7 +54,7 @@ async def test_a_retry_of_an_ended_run_returns_its_outcome(
     holder = await start_worker(world, env={PAUSE_ENV: "run-closing", GO_DIR_ENV: str(go)})
     closing = asyncio.ensure_future(paused(holder, "run-closing"))
     repo = world.repo("ended")
-    run = await start_marked_run(world, repo)
+    run = await start_run(world, repo)
     conversation = await run.conversation_id()
     retrier = await start_worker(world, env={PAUSE_ENV: "run-retry-checked", GO_DIR_ENV: str(go)})
     await closing

@@ -161,6 +161,7 @@ class RunActivities:
     @activity.defn(name=CONFIRM_LANDING)
     async def confirm_landing(self, conversation_id: str, result: dict[str, Any]) -> dict[str, Any]:
         """The run's outcome as recorded, and that a landed commit is on the run's branch."""
+        await pause_point("confirm-landing")
         record = await self._components.store.get_conversation(conversation_id)
         sha = record.commit_sha if result.get("termination_reason") == "completed" else None
         on_branch = False

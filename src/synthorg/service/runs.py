@@ -278,6 +278,7 @@ class LocalRunService:
         )
         try:
             async with self._provision(setup) as (deps, endpoints):
+                await pause_point("sandbox-started")
                 loop = self.registry.build(record.loop_type, deps)
                 context = LoopContext(
                     task=record.task,
