@@ -52,6 +52,9 @@ STAGES: dict[str, str | None] = {
     "sandbox": "sandbox-started",  # the run's sandbox is up, nothing asked of the model yet
     "tool": None,  # inside a tool call (answered "effect unknown", never re-run)
     "gate": "run-closing",  # the model said finish; the work is not landed yet
+    # The sandbox's teardown unbound its quota image, its work not yet copied back (a big
+    # tree makes this window long): only the dead worker's image holds the work.
+    "copy-back": "quota-unbound",
     "confirm": "confirm-landing",  # landed; the workflow reads the outcome back
 }
 

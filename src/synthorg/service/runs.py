@@ -91,6 +91,7 @@ class LocalRunService:
         repositories: RepositoryPolicy | None = None,
         ownership: OwnershipPolicy | None = None,
         checkpoints: CheckpointStore | None = None,
+        settle_dead: Callable[[], int] | None = None,
     ) -> None:
         self.store = store
         self.checkpoints = checkpoints or CheckpointStore()
@@ -121,6 +122,9 @@ class LocalRunService:
         # Workers (several processes, one store): a taken-over run's writes and model calls
         # are refused (store.fence; the previous execution killed in the ledger).
         self._ownership = ownership or OwnershipPolicy()
+        # What dead owners' sandboxes left (a quota image not yet copied back): settled at
+        # takeover, before the run (or its gate) judges the worktree.
+        self._settle_dead = settle_dead
 
     # -- creation -------------------------------------------------------------------------
     async def create(
@@ -173,7 +177,7 @@ class LocalRunService:
             if fence:
                 active.fence = ownership.owner.owner_id
                 # Before this run's sandbox sees the worktree: the superseded one is stopped.
-                await supersede(self.gateway, record, previous)
+                await supersede(self.gateway, record, previous, settle=self._settle_dead)
             # Resume: the rule (the caller's) holds now too.
             (repositories or self.repositories).check(record.task.repository)
             if message:
