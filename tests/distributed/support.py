@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import signal
@@ -25,6 +26,9 @@ SLOW = "tests.distributed.scripts:slow_then_fix"
 MARKED = "tests.distributed.scripts:marked_fix"
 FROZEN = "tests.distributed.scripts:frozen_then_fix"
 
+MODELS = ("m", "endless", "slow", "marked", "frozen")
+"""The scripted provider's models in a TemporalWorld's config."""
+
 READY_S = 300.0  # a worker boots the whole stack; on a loaded 2-core machine that takes a while
 HEARTBEAT_S = 4.0
 
@@ -44,7 +48,7 @@ class TemporalWorld(World):
         if not path.exists():
             path.write_text(
                 '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\n'
-                'models = ["m", "endless", "slow", "marked", "frozen"]\n'
+                f"models = {json.dumps(list(MODELS))}\n"
                 f'script = "{SCRIPT}"\nlatency_ms = 100\n'
                 f'scripts = {{ endless = "{ENDLESS}", slow = "{SLOW}", marked = "{MARKED}", '
                 f'frozen = "{FROZEN}" }}\n'
