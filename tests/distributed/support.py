@@ -15,7 +15,7 @@ import psutil
 from temporalio.client import Client
 
 from synthorg.distributed.config import DistributedConfig
-from synthorg.domain import ActionEvent, ConversationEvent
+from synthorg.domain import ActionEvent, ConversationEvent, ConversationStatus, StatusChangeEvent
 from synthorg.errors import NotFoundError
 from synthorg.service.demo import DEMO_TASK
 from synthorg.store import open_store
@@ -146,5 +146,22 @@ async def events_of(world: World, conversation: str) -> list[ConversationEvent]:
     store = await open_store(world.store_url)
     try:
         return [s.event for s in await store.history(conversation, limit=10_000)]
+    finally:
+        await store.close()
+
+
+async def taken_over(world: World, conversation: str) -> None:
+    """Until another worker took the conversation over (INTERRUPTED -> RUNNING is logged)."""
+    store = await open_store(world.store_url)
+    try:
+        async with asyncio.timeout(300):
+            async for stored in store.tail(conversation):
+                event = stored.event
+                if (
+                    isinstance(event, StatusChangeEvent)
+                    and event.new is ConversationStatus.RUNNING
+                    and event.old is ConversationStatus.INTERRUPTED
+                ):
+                    return
     finally:
         await store.close()

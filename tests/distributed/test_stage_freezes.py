@@ -13,10 +13,9 @@ import pytest
 
 from synthorg.domain import ConversationStatus, MessageEvent, StatusChangeEvent
 from synthorg.faultpoints import GO_DIR_ENV, PAUSE_ENV
-from synthorg.store import open_store
 from tests.distributed.conftest import TemporalServer
 from tests.distributed.outcome import PRICES, assert_landed_once
-from tests.distributed.support import TemporalWorld, events_of, start_worker
+from tests.distributed.support import TemporalWorld, events_of, start_worker, taken_over
 from tests.distributed.test_stage_kills import paused, start_run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
@@ -28,22 +27,6 @@ HAND_OVER = "this worker stopped the run"
 @pytest.fixture
 def world(tmp_path: Path, pg_schema: str, temporal_server: TemporalServer) -> TemporalWorld:
     return TemporalWorld(tmp_path, pg_schema, address=temporal_server.address, extra_toml=PRICES)
-
-
-async def _taken_over(world: TemporalWorld, conversation: str) -> None:
-    store = await open_store(world.store_url)
-    try:
-        async with asyncio.timeout(300):
-            async for stored in store.tail(conversation):
-                event = stored.event
-                if (
-                    isinstance(event, StatusChangeEvent)
-                    and event.new is ConversationStatus.RUNNING
-                    and event.old is ConversationStatus.INTERRUPTED
-                ):
-                    return
-    finally:
-        await store.close()
 
 
 # stage -> the pause point the holder is frozen at. Not "copy-back" (frozen with its quota
@@ -69,7 +52,7 @@ async def test_a_holder_frozen_at_each_stage_lands_nothing_after_the_takeover(
     successor = await start_worker(world)
     os.kill(holder.proc.pid, signal.SIGSTOP)
     try:
-        await _taken_over(world, conversation)
+        await taken_over(world, conversation)
     finally:
         os.kill(holder.proc.pid, signal.SIGCONT)
     (go / f"{point}.go").touch()  # the zombie goes on from where it stood

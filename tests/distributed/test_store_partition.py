@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from synthorg.domain import ConversationStatus, StatusChangeEvent
 from synthorg.faultpoints import GO_DIR_ENV, PAUSE_ENV
-from synthorg.store import open_store
 from tests.distributed.conftest import TemporalServer
 from tests.distributed.outcome import PRICES, assert_landed_once
 from tests.distributed.scripts import FROZEN_COMMAND
-from tests.distributed.support import TemporalWorld, slow_action, start_worker
+from tests.distributed.support import TemporalWorld, slow_action, start_worker, taken_over
 from tests.distributed.test_stage_kills import paused, start_run
 from tests.faults.proxy import Proxy
 
@@ -25,22 +23,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
 @pytest.fixture
 def world(tmp_path: Path, pg_schema: str, temporal_server: TemporalServer) -> TemporalWorld:
     return TemporalWorld(tmp_path, pg_schema, address=temporal_server.address, extra_toml=PRICES)
-
-
-async def _taken_over(world: TemporalWorld, conversation: str) -> None:
-    store = await open_store(world.store_url)
-    try:
-        async with asyncio.timeout(300):
-            async for stored in store.tail(conversation):
-                event = stored.event
-                if (
-                    isinstance(event, StatusChangeEvent)
-                    and event.new is ConversationStatus.RUNNING
-                    and event.old is ConversationStatus.INTERRUPTED
-                ):
-                    return
-    finally:
-        await store.close()
 
 
 # stage -> the pause point the holder stands at when cut off (None: inside the long call).
@@ -76,7 +58,7 @@ async def test_a_holder_cut_off_from_the_store_does_not_fail_a_landed_run(
         other = await start_worker(world)
         proxy.freeze()  # the holder's store goes silent; Temporal still hears it
         if point is not None:
-            await _taken_over(world, conversation)
+            await taken_over(world, conversation)
             (go / f"{point}.go").touch()  # the cut-off holder goes on from the gate
 
         assert await run.exit(timeout=600) == 0, run.output + holder.output + other.output

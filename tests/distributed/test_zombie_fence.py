@@ -23,6 +23,7 @@ from tests.distributed.support import (
     events_of,
     slow_action,
     start_worker,
+    taken_over,
 )
 from tests.faults.harness import Proc, synthorg
 
@@ -45,22 +46,6 @@ def live_sandboxes_under(pid: int) -> list[int]:
         for p in psutil.Process(pid).children(recursive=True)
         if "bwrap" in p.name() and p.status() != psutil.STATUS_ZOMBIE
     ]
-
-
-async def _taken_over(world: TemporalWorld, conversation: str) -> None:
-    store = await open_store(world.store_url)
-    try:
-        async with asyncio.timeout(300):
-            async for stored in store.tail(conversation):
-                event = stored.event
-                if (
-                    isinstance(event, StatusChangeEvent)
-                    and event.new is ConversationStatus.RUNNING
-                    and event.old is ConversationStatus.INTERRUPTED
-                ):
-                    return
-    finally:
-        await store.close()
 
 
 async def _let_go(world: TemporalWorld, conversation: str, zombie: Proc) -> None:
@@ -93,7 +78,7 @@ async def test_a_thawed_zombie_leaves_nothing_after_the_successor(world: Tempora
     assert live_sandboxes_under(owner.pid)
     os.kill(owner.pid, signal.SIGSTOP)
     try:
-        await _taken_over(world, conversation)
+        await taken_over(world, conversation)
         # Stopped by the successor before its own run began: it cannot write on.
         assert live_sandboxes_under(owner.pid) == []
     finally:
