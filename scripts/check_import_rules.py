@@ -36,6 +36,7 @@ BASICS = (
     "synthorg.domain",
     "synthorg.serving",
     "synthorg.extras",  # which optional extra installs a missing import
+    "synthorg.faultpoints",  # where a fault test stops a process on purpose
 )
 
 # The store's protocol with the error and watcher types its signatures name.
@@ -51,6 +52,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "extras": (),
     "lazy": (),
     "githardening": (),
+    "faultpoints": (),
     "web": (),  # static console assets; the package holds no code
     "serving": ("synthorg.errors", "synthorg.localsock"),
     "engine": (

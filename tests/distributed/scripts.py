@@ -45,3 +45,25 @@ def settle_then_read(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedT
     if READ_FOREVER not in done:
         return ScriptedTurn.call("terminal", "Watching.", command=READ_FOREVER)
     return resilient_fix(messages, tools)
+
+
+MARK_COMMAND = "echo mark >> marks.txt"
+"""A tool call that leaves one line per execution in the landed tree (re-runs show)."""
+
+
+def marked_fix(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
+    """Leave a mark (once, answered or not), then the demo fix from any state."""
+    if not any(s.arguments.get("command") == MARK_COMMAND for s in steps_of(messages)):
+        return ScriptedTurn.call("terminal", "Leaving a mark.", command=MARK_COMMAND)
+    return resilient_fix(messages, tools)
+
+
+FROZEN_COMMAND = "sleep 60; echo late >> late.txt"
+"""A call its worker is frozen in (SIGSTOP): its late write must land nowhere."""
+
+
+def frozen_then_fix(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
+    """The long call first (answered "effect unknown" after the takeover), then the fix."""
+    if not any(s.arguments.get("command") == FROZEN_COMMAND for s in steps_of(messages)):
+        return ScriptedTurn.call("terminal", "Taking long.", command=FROZEN_COMMAND)
+    return resilient_fix(messages, tools)

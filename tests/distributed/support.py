@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import psutil
 from temporalio.client import Client
 
 from synthorg.distributed.config import DistributedConfig
-from synthorg.domain import ActionEvent, ConversationEvent
+from synthorg.domain import ActionEvent, ConversationEvent, ConversationStatus, StatusChangeEvent
 from synthorg.errors import NotFoundError
 from synthorg.service.demo import DEMO_TASK
 from synthorg.store import open_store
@@ -22,6 +23,11 @@ from tests.distributed.scripts import SLOW_COMMAND
 from tests.faults.harness import ENDLESS, SCRIPT, Proc, World, synthorg
 
 SLOW = "tests.distributed.scripts:slow_then_fix"
+MARKED = "tests.distributed.scripts:marked_fix"
+FROZEN = "tests.distributed.scripts:frozen_then_fix"
+
+MODELS = ("m", "endless", "slow", "marked", "frozen")
+"""The scripted provider's models in a TemporalWorld's config."""
 
 READY_S = 300.0  # a worker boots the whole stack; on a loaded 2-core machine that takes a while
 HEARTBEAT_S = 4.0
@@ -33,6 +39,8 @@ class TemporalWorld(World):
 
     address: str = ""
     task_queue: str = field(default_factory=lambda: f"q-{secrets.token_hex(4)}")
+    extra_toml: str = ""
+    """More configuration (e.g. model prices), appended."""
 
     @property
     def config(self) -> Path:
@@ -40,9 +48,10 @@ class TemporalWorld(World):
         if not path.exists():
             path.write_text(
                 '[[gateway.providers]]\nname = "scripted"\nkind = "scripted"\n'
-                'models = ["m", "endless", "slow"]\n'
+                f"models = {json.dumps(list(MODELS))}\n"
                 f'script = "{SCRIPT}"\nlatency_ms = 100\n'
-                f'scripts = {{ endless = "{ENDLESS}", slow = "{SLOW}" }}\n'
+                f'scripts = {{ endless = "{ENDLESS}", slow = "{SLOW}", marked = "{MARKED}", '
+                f'frozen = "{FROZEN}" }}\n'
                 '[run]\nmodel = "m"\nshutdown_grace_s = 0.5\n'
                 '[sandbox]\nbackend = "bwrap"\n'
                 f'[store]\nurl = "{self.store_url}"\n'
@@ -50,6 +59,7 @@ class TemporalWorld(World):
                 f'[server]\nrepository_roots = ["{self.root / "repos"}"]\n'
                 f'[distributed]\nengine = "temporal"\naddress = "{self.address}"\n'
                 f'task_queue = "{self.task_queue}"\nheartbeat_timeout_s = {HEARTBEAT_S}\n'
+                + self.extra_toml
             )
         return path
 
@@ -60,9 +70,12 @@ class TemporalWorld(World):
         )
 
 
-async def start_worker(world: World, prefix: Sequence[str] = ()) -> Proc:
-    """A `synthorg worker` process, returned once it polls (``prefix``: see ``synthorg``)."""
-    worker = await synthorg(world, "worker", prefix=prefix)
+async def start_worker(
+    world: World, prefix: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> Proc:
+    """A `synthorg worker` process, returned once it polls (``prefix``, ``env``: see
+    ``synthorg``)."""
+    worker = await synthorg(world, "worker", prefix=prefix, env=env)
     ready = worker.watch(" ready: ")
     waiting = asyncio.ensure_future(ready.wait())
     exited = asyncio.ensure_future(worker.proc.wait())
@@ -133,5 +146,22 @@ async def events_of(world: World, conversation: str) -> list[ConversationEvent]:
     store = await open_store(world.store_url)
     try:
         return [s.event for s in await store.history(conversation, limit=10_000)]
+    finally:
+        await store.close()
+
+
+async def taken_over(world: World, conversation: str) -> None:
+    """Until another worker took the conversation over (INTERRUPTED -> RUNNING is logged)."""
+    store = await open_store(world.store_url)
+    try:
+        async with asyncio.timeout(300):
+            async for stored in store.tail(conversation):
+                event = stored.event
+                if (
+                    isinstance(event, StatusChangeEvent)
+                    and event.new is ConversationStatus.RUNNING
+                    and event.old is ConversationStatus.INTERRUPTED
+                ):
+                    return
     finally:
         await store.close()

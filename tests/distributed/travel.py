@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from synthorg.service.demo import create_demo_repo
-from tests.distributed.support import TemporalWorld
+from tests.distributed.support import MODELS, TemporalWorld
 from tests.gitremote import GitDaemon
 
 TRAVEL = "tests.distributed.scripts:travel_then_fix"
@@ -34,7 +35,7 @@ class TravelWorld(TemporalWorld):
         path = self.root / "synthorg.toml"
         if not path.exists():
             text = TemporalWorld.config.fget(self).read_text()  # type: ignore[attr-defined]
-            models, scripts = 'models = ["m", "endless", "slow"]', "scripts = {"
+            models, scripts = f"models = {json.dumps(list(MODELS))}", "scripts = {"
             assert models in text and scripts in text
             text = text.replace(models, models[:-1] + ', "travel", "settle"]')
             text = text.replace(scripts, f'{scripts} travel = "{TRAVEL}", settle = "{SETTLE}",')

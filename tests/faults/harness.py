@@ -120,7 +120,7 @@ async def synthorg(
 ) -> Proc:
     """Start ``synthorg ARGS -c CONFIG`` with the world's data dir (``prefix``: a wrapper
     that execs it, e.g. into a network namespace: the pid stays the process's; ``env``:
-    more variables)."""
+    variables added to the world's, e.g. a pause point)."""
     proc = await asyncio.create_subprocess_exec(
         *prefix,
         sys.executable,

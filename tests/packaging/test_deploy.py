@@ -116,3 +116,19 @@ def test_the_compose_settings_load_and_put_the_server_on_temporal(compose: dict[
         settings = load_settings(None, env=env)
         assert distributed_config(settings).engine == "temporal"
         assert distributed_config(settings).address == "temporal:7233"
+
+
+def test_workers_have_a_health_check_of_their_own(compose: dict[str, Any]) -> None:
+    """`synthorg worker` serves no HTTP: the image's /ready probe would call it unhealthy."""
+    for name in ("worker-1", "worker-2"):
+        test = compose["services"][name]["healthcheck"]["test"]
+        assert test[:4] == ["CMD", "synthorg", "worker", "--health"], test
+        assert "8420" not in " ".join(test)
+
+
+def test_the_build_context_leaves_out_secrets_and_local_state() -> None:
+    ignored = set((REPO / ".dockerignore").read_text().split())
+    assert {".git", ".venv", "deploy/secrets", "deploy/*.env"} <= ignored
+    copied = re.findall(r"^COPY (?!--from)(.+) \S+$", (DEPLOY / "Containerfile").read_text(), re.M)
+    for sources in copied:  # nothing the image needs is left out
+        assert not set(sources.split()) & ignored, sources

@@ -12,12 +12,20 @@ from synthorg.cli.common import console
 from synthorg.cli.untrusted import visible
 
 if TYPE_CHECKING:
+    from temporalio.client import WorkflowHandle
+
     from synthorg.domain import Task
     from synthorg.service.options import RunOptions
     from synthorg.settings import Settings
     from synthorg.store import Store
 
 _CATCH_UP_S = 10.0
+_RECONNECT_FIRST_S = 0.5
+_RECONNECT_MAX_S = 5.0
+_UNREACHABLE_S = 900.0
+"""Give up following once Temporal has not answered for this long (the run goes on)."""
+_CONNECTED_S = 60.0
+"""A wait for the result that failed only after this long had been connected meanwhile."""
 
 
 async def execute_temporal_run(
@@ -64,7 +72,7 @@ async def execute_temporal_run(
         follower = _Follower(store, conversation_id)
         printing = asyncio.create_task(follower.follow(after))
         try:
-            result: dict[str, Any] = await handle.result()
+            result: dict[str, Any] = await _result(handle, config.address)
         except WorkflowFailureError as exc:
             result = {"termination_reason": "error", "error": str(exc.cause or exc)}
         except asyncio.CancelledError:
@@ -78,6 +86,43 @@ async def execute_temporal_run(
         record = await store.get_conversation(conversation_id)
     _print_outcome(conversation_id, record.status.value, result)
     return result
+
+
+async def _result(handle: WorkflowHandle[Any, Any], address: str) -> dict[str, Any]:
+    """The workflow's result, waiting out a Temporal server that restarts or is unreachable
+    for a while: the run goes on on the workers, so this terminal reconnects with back-off."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    transient = {
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.UNKNOWN,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.CANCELLED,
+        RPCStatusCode.ABORTED,
+        RPCStatusCode.INTERNAL,
+    }
+    clock = asyncio.get_running_loop().time
+    delay = _RECONNECT_FIRST_S
+    down_since: float | None = None
+    while True:
+        asked = clock()
+        try:
+            result: dict[str, Any] = await handle.result()
+            return result
+        except RPCError as exc:
+            if exc.status not in transient:
+                raise
+            now = clock()
+            if down_since is None or now - asked > _CONNECTED_S:  # a new outage
+                down_since, delay = asked, _RECONNECT_FIRST_S
+                console.print(
+                    Text(f"temporal at {address} unreachable ({exc.message}); reconnecting"),
+                    style="yellow",
+                )
+            if now - down_since > _UNREACHABLE_S:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, _RECONNECT_MAX_S)
 
 
 class _Follower:

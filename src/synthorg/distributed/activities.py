@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +26,20 @@ from synthorg.distributed.names import (
     ROLLBACK,
     RUN_LOOP,
 )
-from synthorg.domain import ConversationStatus, ExecutionResult, Task, TerminationReason
+from synthorg.domain import (
+    ConversationRecord,
+    ConversationStatus,
+    ExecutionResult,
+    Task,
+    TerminationReason,
+)
 from synthorg.engine import Decision
 from synthorg.errors import ConflictError, NotFoundError, UsageError
+from synthorg.faultpoints import pause_point
 from synthorg.logging import get_logger
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
 from synthorg.store.errors import LeaseLostError
-from synthorg.store.protocol import Store
 from synthorg.workspace.git import run_git_sync
 from synthorg.workspace.remote import project_name
 
@@ -64,12 +70,28 @@ class RunActivities:
         try:
             task = Task.model_validate(create["task"])
             options = RunOptions.model_validate(create["options"])
-            record = await self._components.service.create(
-                task, options, conversation_id=conversation_id
+            record = await self._beating(
+                self._components.service.create(task, options, conversation_id=conversation_id)
             )
         except (UsageError, ValueError) as exc:
             raise ApplicationError(str(exc), type="Usage", non_retryable=True) from exc
         return record.id
+
+    async def _beating[T](self, work: Awaitable[T]) -> T:
+        """``work``'s result, heartbeating meanwhile (a killed worker's attempt is retried
+        after the heartbeat timeout, not after the activity's whole start-to-close bound)."""
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                activity.heartbeat()
+                done, _ = await asyncio.wait({task}, timeout=self._beat_s)
+                if done:
+                    return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
 
     @activity.defn(name=RUN_LOOP)
     async def run_loop(self, conversation_id: str, message: str | None) -> dict[str, Any]:
@@ -77,11 +99,13 @@ class RunActivities:
         service = self._components.service
         store = self._components.store
         info = activity.info()
-        if info.heartbeat_details:
+        retry = bool(info.heartbeat_details)
+        if retry:
             message = None  # an earlier attempt started the run: its message is in the log
-            ended = await _ended_meanwhile(store, conversation_id)
+            ended = _ended(await store.get_conversation(conversation_id))
             if ended is not None:
                 return ended  # its result was lost with its worker: never run it again
+            await pause_point("run-retry-checked")
         await self._client.get_workflow_handle(conversation_id).signal(HELD_BY, self._own_queue)
         _log.info(
             "DISTRIBUTED_RUN_ATTEMPT",
@@ -90,7 +114,13 @@ class RunActivities:
             queue=self._own_queue,
         )
         try:
-            await service.start(conversation_id, message=message)
+            # Checked again once claimed: the earlier attempt may have ended the run (and let
+            # the conversation go) since the check above.
+            await service.start(
+                conversation_id, message=message, admit=_refuse_ended if retry else None
+            )
+        except _EndedMeanwhile as ended_meanwhile:
+            return ended_meanwhile.outcome
         except NotFoundError as exc:
             raise ApplicationError(str(exc), type="NotFound", non_retryable=True) from exc
         waiting = asyncio.ensure_future(service.wait(conversation_id))
@@ -113,10 +143,12 @@ class RunActivities:
                         await service.hand_over(conversation_id)
             with contextlib.suppress(BaseException):
                 await waiting
+            _let_go(conversation_id, "cancelled")
             raise
         try:
             result = waiting.result()
         except LeaseLostError as exc:
+            _let_go(conversation_id, "lease lost")
             raise ApplicationError(str(exc), type="LeaseLost") from exc
         assert result is not None
         if result.termination_reason in _RETRY_ELSEWHERE:
@@ -129,6 +161,7 @@ class RunActivities:
     @activity.defn(name=CONFIRM_LANDING)
     async def confirm_landing(self, conversation_id: str, result: dict[str, Any]) -> dict[str, Any]:
         """The run's outcome as recorded, and that a landed commit is on the run's branch."""
+        await pause_point("confirm-landing")
         record = await self._components.store.get_conversation(conversation_id)
         sha = record.commit_sha if result.get("termination_reason") == "completed" else None
         on_branch = False
@@ -223,10 +256,23 @@ def _refusals() -> Iterator[None]:
         raise ApplicationError(str(exc), type="Usage", non_retryable=True) from exc
 
 
-async def _ended_meanwhile(store: Store, conversation_id: str) -> dict[str, Any] | None:
+class _EndedMeanwhile(Exception):
+    """A retry found the run ended by an earlier attempt: its outcome, nothing run."""
+
+    def __init__(self, outcome: dict[str, Any]) -> None:
+        super().__init__("the run ended in an earlier attempt")
+        self.outcome = outcome
+
+
+def _refuse_ended(record: ConversationRecord) -> None:
+    outcome = _ended(record)
+    if outcome is not None:
+        raise _EndedMeanwhile(outcome)
+
+
+def _ended(record: ConversationRecord) -> dict[str, Any] | None:
     """The outcome of a run an earlier attempt started and that ended by itself (finished,
     failed, paused, cancelled); None when it must be resumed (a dead or stopped worker)."""
-    record = await store.get_conversation(conversation_id)
     reason = record.termination_reason
     if (
         record.status.is_active
@@ -242,6 +288,11 @@ async def _ended_meanwhile(store: Store, conversation_id: str) -> dict[str, Any]
         "error": record.error,
         "resumed": True,
     }
+
+
+def _let_go(conversation_id: str, why: str) -> None:
+    """This attempt let the run go (Temporal moved it on, or another owner holds it)."""
+    _log.warning("DISTRIBUTED_RUN_LET_GO", conversation_id=conversation_id, why=why)
 
 
 def _summary(result: ExecutionResult) -> dict[str, Any]:

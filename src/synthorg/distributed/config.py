@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,6 +40,15 @@ class DistributedConfig(BaseModel):
         le=600.0,
         description="A run-loop activity silent this long is retried on another worker.",
     )
+    health_file: Path | None = Field(
+        default=None,
+        description="Where a worker renews its health signal (default SYNTHORG_HOME/run/"
+        "worker-health.json); `synthorg worker --health` reads it.",
+    )
+
+    def health_path(self, home: Path) -> Path:
+        """The worker's health file, for the data dir ``home``."""
+        return self.health_file or home / "run" / "worker-health.json"
 
 
 def distributed_config(settings: Settings) -> DistributedConfig:

@@ -16,6 +16,7 @@ from synthorg.distributed import attributes
 from synthorg.distributed.activities import RunActivities
 from synthorg.distributed.config import DistributedConfig
 from synthorg.distributed.names import worker_queue
+from synthorg.distributed.pulse import keep_pulse
 from synthorg.distributed.workflow import (
     CreateWorkflow,
     DeleteWorkflow,
@@ -110,8 +111,25 @@ async def serve_worker(
             f"queue {config.task_queue} concurrency {config.concurrency}"
         )
         _log.info("WORKER_READY", worker=name, queue=config.task_queue, own_queue=own)
+        health = config.health_path(settings.home)
+
+        async def healthy() -> bool:
+            # What its run leases are renewed in answers, and it still polls Temporal.
+            await components.store.count_conversations()
+            return not any(task.done() for task in polling)
+
+        pulse = asyncio.create_task(
+            keep_pulse(
+                health, worker=name, interval_s=config.heartbeat_timeout_s / 4, healthy=healthy
+            ),
+            name="worker-pulse",
+        )
         stopping = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait({stopping, *polling}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {stopping, pulse, *polling}, return_when=asyncio.FIRST_COMPLETED
+        )
+        pulse.cancel()
+        health.unlink(missing_ok=True)  # stopping: no longer a healthy worker
         # Runs first (they end SHUTDOWN and report it), then stop polling.
         await components.service.shutdown()
         await asyncio.gather(runs.shutdown(), control.shutdown())

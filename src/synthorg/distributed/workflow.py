@@ -46,6 +46,11 @@ _MAINTAIN = RetryPolicy(
     maximum_attempts=5,
     non_retryable_error_types=["NotFound", "Conflict", "Usage"],
 )
+# Reading the outcome back: retried on any worker (one cut off from the store fails, another
+# answers) until the bound; a commit not on the branch is a non-retryable LandingLost.
+_CONFIRM = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
+)
 # A dead worker's run is retried elsewhere; a run that keeps killing workers gives up.
 _LOOP_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500),
@@ -54,6 +59,10 @@ _LOOP_RETRY = RetryPolicy(
     # A conversation still owned elsewhere (a frozen owner's lease) is retried until free.
     non_retryable_error_types=["NotFound", "Usage"],
 )
+
+
+_CONFIRM_ANYWHERE = "confirm-landing-on-any-worker"
+"""The patch id of confirm_landing as a normal activity (was a local one)."""
 
 
 @workflow.defn(name=WORKFLOW)
@@ -72,7 +81,7 @@ class RunWorkflow:
         conversation_id = workflow.info().workflow_id
         heartbeat = timedelta(seconds=float(start["heartbeat_s"]))
         if start.get("create") is not None:
-            await _prepare(conversation_id, start["create"])
+            await _prepare(conversation_id, start["create"], heartbeat)
         _status("running")
         result: dict[str, Any] = await workflow.execute_activity(
             RUN_LOOP,
@@ -83,13 +92,24 @@ class RunWorkflow:
             # Cancel waits for the worker to stop the run: no sandbox outlives it.
             cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
-        # Short and read-only: a local activity, on the worker running this workflow task
-        # (no dispatch round trip through the server on every run's critical path).
-        landed: dict[str, Any] = await workflow.execute_local_activity(
+        if not workflow.patched(_CONFIRM_ANYWHERE):
+            # Histories from before: replayed as they ran (a local activity).
+            old: dict[str, Any] = await workflow.execute_local_activity(
+                CONFIRM_LANDING,
+                args=[conversation_id, result],
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=_SHORT,
+            )
+            return old
+        # A normal activity, not a local one: a local activity runs on the worker holding
+        # the workflow task, which may be the very worker cut off from the store, and its
+        # retries stay there. This one goes to any worker of the queue, attempt by attempt.
+        landed: dict[str, Any] = await workflow.execute_activity(
             CONFIRM_LANDING,
             args=[conversation_id, result],
-            start_to_close_timeout=timedelta(minutes=2),
-            retry_policy=_SHORT,
+            start_to_close_timeout=timedelta(seconds=30),
+            schedule_to_close_timeout=timedelta(minutes=15),
+            retry_policy=_CONFIRM,
         )
         return landed
 
@@ -132,7 +152,8 @@ class CreateWorkflow:
         conversation_id = workflow.info().workflow_id
 
         async def prepared() -> dict[str, Any]:
-            await _prepare(conversation_id, start["create"])
+            heartbeat = timedelta(seconds=float(start["heartbeat_s"]))
+            await _prepare(conversation_id, start["create"], heartbeat)
             return {"conversation_id": conversation_id, "status": "created"}
 
         return await _tracked(prepared())
@@ -165,12 +186,15 @@ async def _maintain(activity: str, args: list[Any]) -> None:
     )
 
 
-async def _prepare(conversation_id: str, create: dict[str, Any]) -> None:
+async def _prepare(conversation_id: str, create: dict[str, Any], heartbeat: timedelta) -> None:
     _status("preparing")
     await workflow.execute_activity(
         PREPARE_WORKSPACE,
         args=[conversation_id, create],
         start_to_close_timeout=timedelta(minutes=5),
+        # A worker killed while making the worktree is noticed after this, not 5 minutes on;
+        # the retry removes what it made half-way (workspace/creating.py) and makes it again.
+        heartbeat_timeout=heartbeat,
         retry_policy=_PREPARE,
     )
 

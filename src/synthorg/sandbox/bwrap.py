@@ -121,6 +121,12 @@ class BwrapSandbox:
             found, self._setpriv, self.identity, self._python_source, self._overlay, files
         )
 
+    def settle_dead(self) -> int:
+        """Release the quotas of owners that died since this backend started (each image
+        copied back onto its worktree, unmounted, deleted); how many. A takeover calls it
+        before its run judges a worktree a dead owner's sandbox was writing."""
+        return sweep_quotas() if self.quota_unavailable is None else 0
+
     @property
     def cgroups(self) -> CgroupSupport:
         """The cgroup support this backend uses on this host."""

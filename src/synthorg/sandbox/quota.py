@@ -44,6 +44,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from synthorg.faultpoints import pause_here
 from synthorg.logging import get_logger
 from synthorg.sandbox.copyback import copy_back_plain
 from synthorg.sandbox.errors import SandboxStartError
@@ -347,6 +348,7 @@ class WorkspaceQuota:
         if self.worktree.is_mount():
             if _mounted_from(self.worktree, self.mnt):
                 unmount(self.worktree)
+                pause_here("quota-unbound")  # the fault suite's kill point: work not back yet
             elif self.mnt.is_mount():
                 # Another run's quota covers ours (a successor took the run over while this
                 # process was stopped), so our image is stale: copying it back would overwrite

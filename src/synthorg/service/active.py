@@ -29,6 +29,8 @@ class ActiveRun:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     repositories: RepositoryPolicy | None = None
     """The rule of whoever started it when not this process's (the local operator's)."""
+    fence: str | None = None
+    """The owner id its writes are fenced to (store.fence), when this process fences."""
 
 
 class ActiveRuns:

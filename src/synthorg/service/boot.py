@@ -249,6 +249,7 @@ async def boot(
             repositories=repositories,
             ownership=ownership,
             checkpoints=checkpoints,
+            settle_dead=sandbox.settle_dead if isinstance(sandbox, BwrapSandbox) else None,
         )
         delegation.bind(service)
         stack.push_async_callback(service.shutdown)

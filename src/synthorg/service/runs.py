@@ -41,6 +41,7 @@ from synthorg.engine import (
 from synthorg.engine.bearers import BearerMinter, RunGrant
 from synthorg.engine.lifecycle import events_after
 from synthorg.errors import ConflictError, NotFoundError
+from synthorg.faultpoints import pause_point
 from synthorg.gateway.service import Gateway
 from synthorg.logging import get_logger
 from synthorg.service.active import ActiveRun, ActiveRuns
@@ -52,8 +53,10 @@ from synthorg.service.options import RunOptions
 from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
+from synthorg.service.takeover import supersede
 from synthorg.service.tree import committed_spend, ledger_usage, members, run_tree
-from synthorg.store.errors import ConversationOwnedError
+from synthorg.store.errors import ConversationOwnedError, LeaseLostError
+from synthorg.store.fence import fenced
 from synthorg.store.protocol import Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.errors import GateRefusedError
@@ -88,6 +91,7 @@ class LocalRunService:
         repositories: RepositoryPolicy | None = None,
         ownership: OwnershipPolicy | None = None,
         checkpoints: CheckpointStore | None = None,
+        settle_dead: Callable[[], int] | None = None,
     ) -> None:
         self.store = store
         self.checkpoints = checkpoints or CheckpointStore()
@@ -118,6 +122,9 @@ class LocalRunService:
         # Workers (several processes, one store): a taken-over run's writes are refused
         # (store.fence); its model calls too, as the claim kills its execution.
         self._ownership = ownership or OwnershipPolicy()
+        # What dead owners' sandboxes left (a quota image not yet copied back): settled at
+        # takeover, before the run (or its gate) judges the worktree.
+        self._settle_dead = settle_dead
 
     # -- creation -------------------------------------------------------------------------
     async def create(
@@ -145,9 +152,12 @@ class LocalRunService:
         *,
         message: str | None = None,
         repositories: RepositoryPolicy | None = None,
+        admit: Callable[[ConversationRecord], None] | None = None,
     ) -> None:
         """Start (or continue) a run in the background; ConflictError if one is active.
-        ``repositories``: the caller's rule when it is not this process's."""
+        ``repositories``: the caller's rule when it is not this process's. ``admit`` sees the
+        record once the conversation is claimed and may refuse by raising (an engine's retry
+        of a run that ended meanwhile: checked before the claim it could have changed)."""
         if self._shutdown.is_set():
             raise ConflictError("the service is shutting down; no new runs")
         # Claim the conversation before the first await: concurrent starts must not both pass.
@@ -155,16 +165,21 @@ class LocalRunService:
         active.repositories = repositories
         ownership = None
         try:
+            fence = self._ownership.fence
+            previous = await self.store.conversation_owner(conversation_id) if fence else None
             # Across processes: one live owner (refused naming it; a dead one is reconciled).
             ownership = await claim_run(
-                self.store,
-                conversation_id,
-                lease_s=self._ownership.lease_s,
-                fence=self._ownership.fence,
+                self.store, conversation_id, lease_s=self._ownership.lease_s, fence=fence
             )
             # The claim killed the previous run's execution if it was still open (a dead or
             # taken-over owner's: store.reconcile), so its bearer is refused from now on.
             record = await self.store.get_conversation(conversation_id)
+            if admit is not None:
+                admit(record)
+            if fence:
+                active.fence = ownership.owner.owner_id
+                # Before this run's sandbox sees the worktree: the superseded one is stopped.
+                await supersede(record, previous, settle=self._settle_dead)
             # Resume: the rule (the caller's) holds now too.
             (repositories or self.repositories).check(record.task.repository)
             if message:
@@ -269,6 +284,7 @@ class LocalRunService:
         )
         try:
             async with self._provision(setup) as (deps, endpoints):
+                await pause_point("sandbox-started")
                 loop = self.registry.build(record.loop_type, deps)
                 context = LoopContext(
                     task=record.task,
@@ -298,6 +314,7 @@ class LocalRunService:
                     loop, context, requested_stop=lambda: active.stop_requested
                 )
                 active.closing = True  # a stop from now on would only lose the result
+                await pause_point("run-closing")
         finally:
             await asyncio.shield(self._minter.close(execution_id, "run ended"))
         # After the sandbox is gone: nothing in it can change the worktree under the gate, so
@@ -354,18 +371,23 @@ class LocalRunService:
         """Stop the run here without ending it (SHUTDOWN, as at a worker's stop): another
         process resumes it from the log. For a run an engine has moved elsewhere.
 
-        Said in the log first: a process that no longer owns the run (a zombie) is refused
-        there (LeaseLostError) and touches nothing; the successor's run goes on undisturbed.
+        Said in the log first, inside the run's fence: a process that no longer owns the run
+        (a zombie) is refused there (LeaseLostError) and only stops its own run and sandbox;
+        the successor's log and run go on undisturbed.
         """
         active = self._require_active(conversation_id)
-        await self.store.append(
-            conversation_id,
-            MessageEvent(
-                role="system",
-                text="this worker stopped the run: the engine moved it to another worker; "
-                "it resumes there from this log",
-            ),
-        )
+        try:
+            with fenced(active.fence) if active.fence else contextlib.nullcontext():
+                await self.store.append(
+                    conversation_id,
+                    MessageEvent(
+                        role="system",
+                        text="this worker stopped the run: the engine moved it to another "
+                        "worker; it resumes there from this log",
+                    ),
+                )
+        except LeaseLostError:
+            _log.warning("RUN_HAND_OVER_FENCED", conversation_id=conversation_id)
         await self._cancel(active, TerminationReason.SHUTDOWN)
 
     async def _cancel(self, active: ActiveRun, reason: TerminationReason) -> None:

@@ -10,9 +10,11 @@ from pathlib import Path
 
 from synthorg.domain.conversation import WorkspaceInfo
 from synthorg.errors import ConflictError, NotFoundError, UsageError
+from synthorg.faultpoints import pause_point
 from synthorg.workspace import refs
 from synthorg.workspace.checkout import open_checkout, repo_identity, verify
 from synthorg.workspace.checkpoints import CheckpointStore
+from synthorg.workspace.creating import CreationMarker, clear_marker, read_marker, write_marker
 from synthorg.workspace.errors import UnsuitableRepositoryError, WorkspaceTamperedError
 from synthorg.workspace.git import GitError, run_git, run_git_retrying
 from synthorg.workspace.locks import exclusive
@@ -62,7 +64,9 @@ class WorktreeManager:
     host-only file the sandbox (which sees the worktree alone) cannot write. Registering
     worktrees is serialised per repository (git picks admin-dir names with a racy
     stat-then-mkdir, and branch creation takes ref locks); populating the files, the
-    expensive part, runs outside that lock so creations overlap. Creation is all-or-nothing.
+    expensive part, runs outside that lock so creations overlap. Creation is all-or-nothing,
+    also when the process is killed half-way: a marker written before anything is made
+    (``workspace/creating.py``) lets the next creation remove exactly what the dead one made.
     """
 
     def __init__(
@@ -142,6 +146,7 @@ class WorktreeManager:
         self.check_mountable(probe.toplevel, in_place=False)
         target = self.path_for(conversation_id, probe.toplevel.name)
         async with exclusive(self.home / "locks" / f"{conversation_id}.lock"):
+            await self._settle_unfinished(probe, target)
             existing = self._load(conversation_id, probe.toplevel.name)
             if existing is not None and not (target.exists() or target.is_symlink()):
                 # Deleted by hand: forget the record; the kept branch is checked out again.
@@ -184,6 +189,23 @@ class WorktreeManager:
             await asyncio.shield(self.remove(ws, delete_branch=True))
             raise
 
+    async def _settle_unfinished(self, probe: RepoProbe, target: Path) -> None:
+        """A creation of ``target`` that was killed before its record was written: what it
+        made (its worktree, git's registration, the refs it created) is removed, so this
+        creation starts from scratch instead of adopting half-checked-out files."""
+        marker = read_marker(target)
+        if marker is None:
+            return
+        if self._load(marker.conversation_id, target.name) is not None:
+            clear_marker(target)  # it finished: only the marker's removal was lost
+            return
+        if marker.common_dir != probe.common_dir or marker.path != target:
+            raise ConflictError(
+                f"{target} was being made for another repository ({marker.common_dir}): "
+                "delete the conversation, or use another conversation id"
+            )
+        await self._undo(probe, target, self._admin_dir(probe, target), list(marker.refs))
+
     async def _make(
         self, probe: RepoProbe, target: Path, conversation_id: str, sha: str, name: str
     ) -> Workspace:
@@ -194,26 +216,37 @@ class WorktreeManager:
             async with exclusive(state_dir(probe.common_dir) / "worktrees.lock"):
                 note = "new worktree"
                 base_sha, base_name = sha, name
-                if await branch_exists(probe.toplevel, branch):
+                kept = await branch_exists(probe.toplevel, branch)
+                stored = await stored_base(probe.toplevel, conversation_id)
+                # Only refs that do not exist yet are this creation's to remove on undo.
+                if not kept:
+                    made_refs.append(f"refs/heads/{branch}")
+                if stored is None:
+                    made_refs.append(refs.base_ref(conversation_id))
+                write_marker(
+                    CreationMarker(
+                        conversation_id=conversation_id,
+                        path=target,
+                        common_dir=probe.common_dir,
+                        refs=tuple(made_refs),
+                    )
+                )
+                if kept:
                     # A kept branch from an earlier life of this conversation: resume it.
                     args = ["worktree", "add", "--no-checkout", str(target), branch]
-                    stored = await stored_base(probe.toplevel, conversation_id)
                     if stored is not None:
                         base_sha, base_name = stored, refs.base_ref(conversation_id)
                     note = "worktree recreated on the existing branch"
+                # The branch written in-process: ``worktree add -b`` starts a
+                # ``git branch`` process for it.
+                elif create_branch(probe.toplevel, branch, sha):
+                    args = ["worktree", "add", "--no-checkout", str(target), branch]
                 else:
-                    made_refs.append(f"refs/heads/{branch}")
-                    # The branch written in-process: ``worktree add -b`` starts a
-                    # ``git branch`` process for it.
-                    if create_branch(probe.toplevel, branch, sha):
-                        args = ["worktree", "add", "--no-checkout", str(target), branch]
-                    else:
-                        args = ["worktree", "add", "--no-checkout", "-b", branch, str(target), sha]
+                    args = ["worktree", "add", "--no-checkout", "-b", branch, str(target), sha]
                 await self._add_worktree(probe, target, args)
                 git_dir = _registered_gitdir(target)
-                if await stored_base(probe.toplevel, conversation_id) is None:
-                    made_refs.append(refs.base_ref(conversation_id))
                 await remember_base(probe.toplevel, conversation_id, base_sha)
+            await pause_point("worktree-registered")
             ws = Workspace(
                 conversation_id=conversation_id,
                 path=target,
@@ -229,6 +262,7 @@ class WorktreeManager:
             )
             await self._populate(ws)
             self._write_metadata(ws)
+            clear_marker(target)
             return ws
         except BaseException:
             await asyncio.shield(self._undo(probe, target, git_dir, made_refs))
@@ -243,18 +277,11 @@ class WorktreeManager:
         only adopted when that file still says exactly what git wrote.
         """
         base = await stored_base(probe.toplevel, conversation_id)
-        admin_root = probe.common_dir / "worktrees"
-        # Two stats of local dirs on an adoption path: not worth a thread hop.
-        if base is None or not (target.is_dir() and admin_root.is_dir()):  # noqa: ASYNC240
+        # A stat of a local dir on an adoption path: not worth a thread hop.
+        if base is None or not target.is_dir():  # noqa: ASYNC240
             return None
-        expected = os.fsencode(target / ".git")
-        for admin in sorted(admin_root.iterdir()):
-            try:
-                points_at = (admin / "gitdir").read_bytes().strip()
-            except OSError:
-                continue
-            if points_at != expected:
-                continue
+        admin = self._admin_dir(probe, target)
+        if admin is not None:
             ws = Workspace(
                 conversation_id=conversation_id,
                 path=target,
@@ -273,6 +300,22 @@ class WorktreeManager:
             return ws
         return None
 
+    @staticmethod
+    def _admin_dir(probe: RepoProbe, target: Path) -> Path | None:
+        """Git's host-only admin dir that registers ``target`` (never read from the
+        worktree's own ``.git`` file); None when git registers no worktree there."""
+        admin_root = probe.common_dir / "worktrees"
+        if not admin_root.is_dir():
+            return None
+        expected = os.fsencode(target / ".git")
+        for admin in sorted(admin_root.iterdir()):
+            try:
+                if (admin / "gitdir").read_bytes().strip() == expected:
+                    return admin
+            except OSError:
+                continue
+        return None
+
     async def _undo(
         self, probe: RepoProbe, target: Path, git_dir: Path | None, made_refs: list[str]
     ) -> None:
@@ -285,6 +328,7 @@ class WorktreeManager:
         with contextlib.suppress(GitError):
             await run_git(["worktree", "prune"], probe.common_dir)
             await delete_refs(probe.common_dir, made_refs)
+            clear_marker(target)  # kept when git failed: the next creation undoes it again
         with contextlib.suppress(OSError):
             target.parent.rmdir()
 

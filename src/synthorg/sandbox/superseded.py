@@ -1,0 +1,72 @@
+"""Stopping what a superseded owner on this host still runs for a conversation: its sandboxes.
+
+A frozen owner (SIGSTOP, a stall) whose run was taken over cannot stop its own sandbox, which
+goes on running the call the successor answered "effect unknown" and writing the worktree the
+successor is about to judge. On the same host the successor stops it: a bwrap process below
+the old owner whose working directory is the conversation's worktree (the host-only marker the
+bwrap backend sets) is killed with everything below it. Linux ``/proc`` only, as bwrap is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections import defaultdict
+from pathlib import Path
+
+_PROC = Path("/proc")
+
+
+def _children() -> dict[int, list[int]]:
+    """Parent pid -> child pids, of every process visible here."""
+    tree: dict[int, list[int]] = defaultdict(list)
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        tree[int(fields[1])].append(int(entry.name))
+    return tree
+
+
+def _below(tree: dict[int, list[int]], pid: int) -> list[int]:
+    """Every descendant of ``pid``, parents before their children."""
+    found: list[int] = []
+    todo = list(tree.get(pid, ()))
+    while todo:
+        child = todo.pop(0)
+        found.append(child)
+        todo.extend(tree.get(child, ()))
+    return found
+
+
+def _is_sandbox_of(pid: int, worktree: Path) -> bool:
+    try:
+        comm = (_PROC / str(pid) / "comm").read_text().strip()
+        cwd = os.readlink(_PROC / str(pid) / "cwd")
+    except OSError:
+        return False
+    return comm == "bwrap" and Path(cwd) == worktree
+
+
+def stop_sandboxes(owner_pid: int, worktree: Path) -> int:
+    """Kill the sandboxes process ``owner_pid`` runs in ``worktree`` (and all below them);
+    how many sandboxes were stopped. Never this process's own."""
+    if owner_pid == os.getpid():
+        return 0
+    tree = _children()
+    stopped = 0
+    for pid in _below(tree, owner_pid):
+        if not _is_sandbox_of(pid, worktree):
+            continue
+        # Deepest first: pid-1 of the namespace takes the rest with it, the outer bwrap last.
+        for victim in [*reversed(_below(tree, pid)), pid]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(victim, signal.SIGKILL)
+        stopped += 1
+    return stopped

@@ -1,0 +1,46 @@
+"""What a run that takes a conversation over does to the owner it supersedes.
+
+The previous execution was killed in the ledger by the claim itself (store.reconcile: its
+bearer is then refused by any gateway and the MCP server). On this host the old owner's
+sandboxes in the conversation's worktree are stopped here: a frozen owner cannot stop them
+itself, and they would go on writing the worktree the new run works in and lands. What a dead
+owner's sandbox wrote and never put back (its quota image) is settled onto the worktree then
+too, so the new run and its gate judge the real work, also when the resumed run starts no
+sandbox at all (the model had already finished).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+from synthorg.domain import ConversationRecord
+from synthorg.logging import get_logger
+from synthorg.sandbox.superseded import stop_sandboxes
+from synthorg.store.protocol import RunOwner
+
+_log = get_logger("synthorg.service")
+
+
+async def supersede(
+    record: ConversationRecord,
+    previous: RunOwner | None,
+    *,
+    settle: Callable[[], int] | None = None,
+) -> None:
+    """When ``previous`` ran on this host, stop its sandboxes of this conversation and
+    ``settle`` what dead owners' sandboxes left (a live zombie's quota stays: it holds its
+    lock)."""
+    if previous is not None and previous.host == socket.gethostname() and record.workspace:
+        stopped = await asyncio.to_thread(stop_sandboxes, previous.pid, Path(record.workspace.path))
+        settled = await asyncio.to_thread(settle) if settle is not None else 0
+        if stopped or settled:
+            _log.warning(
+                "SUPERSEDED_SANDBOXES_STOPPED",
+                conversation_id=record.id,
+                owner_pid=previous.pid,
+                sandboxes=stopped,
+                quotas_settled=settled,
+            )
