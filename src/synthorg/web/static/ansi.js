@@ -1,7 +1,9 @@
 // Terminal output to DOM: SGR colours and styles become classes on text spans; every other
 // escape sequence (OSC 52 clipboard writes, title changes, cursor movement, DCS/APC/PM/SOS
-// strings, 8-bit C1 controls) and control character is dropped, so output is inert text.
-import { h } from "./dom.js";
+// strings, 8-bit C1 controls) and control character is dropped, so output is inert text;
+// invisible and bidi characters are revealed as escapes (reveal.js).
+import { h, append } from "./dom.js";
+import { reveal } from "./reveal.js";
 
 const ESC = "\x1b";
 
@@ -57,8 +59,9 @@ function span(state, text) {
   if (state.bold) classes.push("b");
   if (state.italic) classes.push("i");
   if (state.underline) classes.push("u");
-  if (!classes.length && !state.fgRgb && !state.bgRgb) return document.createTextNode(text);
-  const el = h("span", classes.length ? { class: classes.join(" ") } : {}, text);
+  const parts = reveal(text);
+  if (!classes.length && !state.fgRgb && !state.bgRgb) return parts;
+  const el = h("span", classes.length ? { class: classes.join(" ") } : {}, parts);
   // CSSOM (not a style attribute): allowed by the CSP, and only numbers reach it.
   if (state.fgRgb) el.style.color = `rgb(${state.fgRgb.join(",")})`;
   if (state.bgRgb) el.style.backgroundColor = `rgb(${state.bgRgb.join(",")})`;
@@ -75,7 +78,7 @@ export function renderAnsi(input) {
   let plain = "";
   const flush = () => {
     const clean = plain.replace(/\r\n/g, "\n").replace(CONTROL, "");
-    if (clean) out.append(span(state, clean));
+    if (clean) append(out, [span(state, clean)]);
     plain = "";
   };
   let i = 0;
@@ -95,10 +98,14 @@ export function renderAnsi(input) {
       i = j + 1; // any other CSI (cursor movement, erase, modes) is dropped
     } else if (str) {
       flush();
-      // OSC / DCS / SOS / PM / APC: skip through BEL or ST (ESC \ or 0x9c); never acted on.
+      // OSC / DCS / SOS / PM / APC: skipped through BEL or ST (ESC \ or 0x9c), never acted
+      // on. An unterminated one ends at the next ESC, CAN, SUB or newline (which stays): a
+      // stray introducer must not hide the rest of the output (the tool's exit code note).
       let j = i + (ch === ESC ? 2 : 1);
-      while (j < text.length && text[j] !== "\x07" && text[j] !== "\x9c" && !(text[j] === ESC && text[j + 1] === "\\")) j++;
-      i = text[j] === ESC ? j + 2 : j + 1;
+      while (j < text.length && !"\x07\x9c\x1b\x18\x1a\n".includes(text[j])) j++;
+      if (text[j] === ESC && text[j + 1] === "\\") i = j + 2;
+      else if (text[j] === "\x07" || text[j] === "\x9c" || text[j] === "\x18" || text[j] === "\x1a") i = j + 1;
+      else i = j; // ESC starts the next sequence; a newline is kept as text
     } else if (ch === ESC) {
       flush();
       i += 2; // a two-character escape (ESC c, ESC 7, ...): dropped

@@ -4,6 +4,8 @@
 import { can, del, get, post, socketFor } from "./api.js";
 import { h, clear, usd, safeId, toast } from "./dom.js";
 import { renderAnsi } from "./ansi.js";
+import { actionDetail } from "./action.js";
+import { reveal, hiddenFlag } from "./reveal.js";
 import { showChanges } from "./changes.js";
 import { showTree } from "./tree.js";
 import { keepSocket } from "./live.js";
@@ -55,7 +57,7 @@ export function showConversation(main, id, tab) {
       return;
     }
     const r = view.record;
-    title.textContent = r.task.prompt;
+    clear(title).append(...reveal(r.task.prompt));
     meta.textContent = `${r.status} · loop ${r.loop_type} · model ${r.model} · ` +
       `branch ${r.workspace ? r.workspace.branch : "—"} · ${r.turns} turns · runs ${r.runs}`;
     const u = r.usage;
@@ -139,12 +141,18 @@ export function showConversation(main, id, tab) {
     }
   }
 
+  // What the approver decides on is the action itself (its complete arguments), never only
+  // its one-line summary.
   function pendingBox(p) {
     const actionId = safeId(p.action_id);
+    const entry = actionId ? view.byAction.get(actionId) : null;
+    const args = p.arguments && Object.keys(p.arguments).length ? p.arguments
+      : entry ? entry.stored.event.arguments : null;
+    const detail = actionDetail(p.tool_name, args, p.summary);
     const box = h("div", { class: `pending risk-${["low", "medium", "high"].includes(p.risk) ? p.risk : "unknown"}`,
       "data-pending": actionId || "" },
-      h("strong", {}, `Waiting for approval · risk ${p.risk}`),
-      h("pre", { class: "cmd" }, p.summary || p.tool_name),
+      h("strong", {}, "Waiting for approval · ", reveal(p.tool_name), ` · risk ${p.risk}`),
+      hiddenFlag(detail.hidden), detail.el,
       can("approver") && actionId ? h("div", { class: "row" },
         h("button", { type: "button", class: "approve", onclick: () => decide([actionId], []) }, "Approve"),
         h("button", { type: "button", class: "reject", onclick: () => decide([], [actionId]) }, "Reject")) : null,
@@ -229,6 +237,11 @@ export function showConversation(main, id, tab) {
     return h("details", {}, h("summary", {}, `output: ${lines} lines, ${text.length} characters`), pre);
   }
 
+  function textBlock(text) {
+    const parts = reveal(text);
+    return [hiddenFlag(parts.hidden), h("div", { class: "text" }, parts)];
+  }
+
   function usageLine(u) {
     if (!u) return null;
     return h("span", { class: "usage muted small" }, ` · ${u.tokens_in} in / ${u.tokens_out} out · ${usd(u.cost_usd)}`);
@@ -253,17 +266,18 @@ export function showConversation(main, id, tab) {
     switch (ev.kind) {
       case "message":
         return row(stored, `msg ${ev.role}`, when, h("strong", {}, ev.role), usageLine(ev.usage),
-          h("div", { class: "text" }, ev.text));
+          textBlock(ev.text));
       case "action": {
+        const detail = actionDetail(ev.tool_name, ev.arguments, ev.summary);
         entry.slots = { obs: h("div", { class: "obs-slot" }), pending: h("div", { class: "pending-slot" }),
           decision: h("div", { class: "decision-slot" }) };
         for (const p of entry.pending.values()) entry.slots.pending.append(pendingBox(p));
         for (const d of entry.decisions) entry.slots.decision.append(decisionLine(d));
         for (const o of entry.obs) entry.slots.obs.append(observation(o));
-        return row(stored, "action", when, h("strong", { class: "tool" }, ev.tool_name),
+        return row(stored, "action", when, h("strong", { class: "tool" }, reveal(ev.tool_name)),
           h("span", { class: `risk risk-${ev.risk}` }, ` risk ${ev.risk}`), usageLine(ev.usage),
-          ev.thought ? h("div", { class: "thought muted" }, ev.thought) : null,
-          h("pre", { class: "cmd" }, ev.summary || JSON.stringify(ev.arguments, null, 2)),
+          ev.thought ? h("div", { class: "thought muted" }, reveal(ev.thought)) : null,
+          hiddenFlag(detail.hidden), detail.el,
           entry.slots.pending, entry.slots.decision, entry.slots.obs);
       }
       case "observation":
@@ -278,9 +292,9 @@ export function showConversation(main, id, tab) {
       case "pause": case "interrupt": case "cancel":
         return row(stored, "line", when, `${ev.kind} requested by ${ev.requested_by || "—"}`);
       case "finished":
-        return row(stored, "msg finished", when, h("strong", {}, "finished"), h("div", { class: "text" }, ev.message));
+        return row(stored, "msg finished", when, h("strong", {}, "finished"), textBlock(ev.message));
       case "error":
-        return row(stored, "msg error", when, h("strong", {}, `error ${ev.code}`), h("div", { class: "text" }, ev.message));
+        return row(stored, "msg error", when, h("strong", {}, `error ${ev.code}`), textBlock(ev.message));
       case "tool_audit":
         return row(stored, "line", when, `tool ${ev.tool}: ${ev.outcome}`, ev.detail ? ` · ${ev.detail}` : "");
       case "checkpoint":

@@ -4,6 +4,8 @@
 import { can, get, post } from "./api.js";
 import { h, append, clear, usd, safeId, toast } from "./dom.js";
 import { serialised, watchChanges } from "./live.js";
+import { actionDetail } from "./action.js";
+import { hiddenFlag } from "./reveal.js";
 
 const STATUSES = ["created", "running", "paused", "waiting_confirmation", "finished", "failed",
   "cancelled", "error", "interrupted"];
@@ -26,9 +28,10 @@ export function showTree(card, id) {
   function pendingOf(childId, p) {
     const actionId = safeId(p.action_id);
     const error = h("span", { class: "error", role: "alert" });
+    const detail = actionDetail(p.tool_name, p.arguments, p.summary);
     return h("li", { class: "child-pending", "data-child-action": actionId || "" },
       h("span", {}, `${childId} waits for approval · risk ${p.risk} · `),
-      h("code", { class: "cmd" }, p.summary || p.tool_name),
+      hiddenFlag(detail.hidden), detail.el,
       can("approver") && actionId ? [
         h("button", { type: "button", class: "approve", onclick: () => decide(childId, [actionId], [], error) }, "Approve"),
         h("button", { type: "button", class: "reject", onclick: () => decide(childId, [], [actionId], error) }, "Reject"),
