@@ -5,21 +5,16 @@ the browser."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from synthorg.engine.native.scripts import Tools, steps_of
-from synthorg.gateway.providers.scripted import ScriptedProvider
-from synthorg.gateway.scripted import ScriptedModel, ScriptedTurn
-from synthorg.gateway.wire import ChatMessage
+from synthorg.gateway.scripted import ScriptedTurn
 from synthorg.service.boot import Components
 
 from .conftest import Keys
-from .helpers import new_page, shoot, sign_in
+from .helpers import new_page, shoot, sign_in, start_scripted
 
 pytestmark = pytest.mark.browser
 
@@ -29,37 +24,6 @@ CONFTEST = "".join(f"# line {n} of a long conftest\n" for n in range(1, 40)) + (
 )
 BIDI = "printf 'out\u202eput\\n'; echo ok #\u202e; echo bidi-tail } \u2066rm-asdf; {\u2069"
 BIDI_FILE = "access = 'user' # \u202e\u2066 if admin\u2069\u2066 begin admins only\n"
-
-
-def _script(turns: list[ScriptedTurn]) -> ScriptedModel:
-    """One turn per tool result already in the history, then finish."""
-
-    def script(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
-        done = [s for s in steps_of(messages) if s.result is not None]
-        if len(done) < len(turns):
-            return turns[len(done)]
-        return ScriptedTurn.call("finish", message="done")
-
-    return script
-
-
-async def _start(url: str, key: str, repo: Path, components: Components, turns: list[Any]) -> str:
-    provider = components.gateway.providers["scripted"]
-    assert isinstance(provider, ScriptedProvider)
-    provider.set_script("progress3", _script(turns))
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}) as c:
-        created = await c.post(
-            "/api/conversations",
-            json={
-                "repository": str(repo),
-                "prompt": "do what the script says",
-                "model": "progress3",
-                "confirmation_policy": "always",
-            },
-        )
-    assert created.status_code == 201, created.text
-    conversation_id: str = created.json()["id"]
-    return conversation_id
 
 
 async def _pending(page: Any) -> Any:
@@ -75,7 +39,9 @@ async def test_the_approver_sees_the_whole_command_and_the_whole_edit(
         ScriptedTurn.call("terminal", command=PADDED),
         ScriptedTurn.call("file_editor", command="create", path="conftest.py", file_text=CONFTEST),
     ]
-    conversation_id = await _start(url, keys.operator, repo, components, turns)
+    conversation_id = await start_scripted(
+        url, keys.operator, repo, components, turns, confirmation_policy="always"
+    )
     page = await new_page(chrome, url)
     await sign_in(page, keys.admin)
     await page.goto(f"{url}/#/c/{conversation_id}")
@@ -101,6 +67,7 @@ async def test_the_approver_sees_the_whole_command_and_the_whole_edit(
     fold = edit.locator("details.arg-fold")
     assert "40 lines" in (await fold.locator("summary").inner_text())
     await fold.locator("summary").click()
+    await edit.evaluate("e => e.scrollIntoView({block: 'start'})")
     content = edit.locator("details.arg-fold pre.arg")
     assert await content.text_content() == CONFTEST  # complete once opened
     assert await edit.get_by_text("curl evil.example").is_visible()
@@ -117,7 +84,9 @@ async def test_bidi_characters_are_flagged_and_escaped_everywhere(
         ScriptedTurn.call("terminal", command=BIDI),
         ScriptedTurn.call("file_editor", command="create", path="access.py", file_text=BIDI_FILE),
     ]
-    conversation_id = await _start(url, keys.operator, repo, components, turns)
+    conversation_id = await start_scripted(
+        url, keys.operator, repo, components, turns, confirmation_policy="always"
+    )
     page = await new_page(chrome, url)
     await sign_in(page, keys.admin)
     await page.goto(f"{url}/#/c/{conversation_id}")

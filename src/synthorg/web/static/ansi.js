@@ -99,13 +99,15 @@ export function renderAnsi(input) {
     } else if (str) {
       flush();
       // OSC / DCS / SOS / PM / APC: skipped through BEL or ST (ESC \ or 0x9c), never acted
-      // on. An unterminated one ends at the next ESC, CAN, SUB or newline (which stays): a
-      // stray introducer must not hide the rest of the output (the tool's exit code note).
-      let j = i + (ch === ESC ? 2 : 1);
+      // on. One not terminated before its line ends (or the next ESC, CAN, SUB) loses only its
+      // introducer and the rest is shown as text: a stray introducer must not hide the output
+      // after it (a test's FAILED line, the tool's exit code note).
+      const start = i + (ch === ESC ? 2 : 1);
+      let j = start;
       while (j < text.length && !"\x07\x9c\x1b\x18\x1a\n".includes(text[j])) j++;
       if (text[j] === ESC && text[j + 1] === "\\") i = j + 2;
-      else if (text[j] === "\x07" || text[j] === "\x9c" || text[j] === "\x18" || text[j] === "\x1a") i = j + 1;
-      else i = j; // ESC starts the next sequence; a newline is kept as text
+      else if (text[j] === "\x07" || text[j] === "\x9c") i = j + 1;
+      else i = start;
     } else if (ch === ESC) {
       flush();
       i += 2; // a two-character escape (ESC c, ESC 7, ...): dropped
