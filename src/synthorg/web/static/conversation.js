@@ -60,9 +60,14 @@ export function showConversation(main, id, tab) {
     clear(title).append(...reveal(r.task.prompt));
     meta.textContent = `${r.status} · loop ${r.loop_type} · model ${r.model} · ` +
       `branch ${r.workspace ? r.workspace.branch : "—"} · ${r.turns} turns · runs ${r.runs}`;
+    // The record's totals move with each turn (the store adds the turn's figures as it logs
+    // it), so this is the spend so far, against the budget.
     const u = r.usage;
-    usage.textContent = `tokens in ${u.tokens_in} / out ${u.tokens_out} · cost ${usd(u.cost_usd)}` +
-      (r.budget_usd !== null ? ` of ${usd(r.budget_usd)} budget` : "");
+    const budget = r.budget_usd !== null ? Number(r.budget_usd) : null;
+    clear(usage).append(`tokens in ${u.tokens_in} / out ${u.tokens_out} · cost ${usd(u.cost_usd)}` +
+      (budget !== null ? ` of ${usd(budget)} budget (${budget > 0 ? Math.round(100 * Number(u.cost_usd) / budget) : 100}%)` : ""),
+      budget !== null && budget > 0 ? h("meter", { id: "budget-meter", min: "0", max: String(budget),
+        value: String(Math.min(Number(u.cost_usd), budget)), high: String(0.8 * budget), "aria-label": "spend against budget" }) : null);
     renderControls();
     tree.reload();
   }
@@ -215,6 +220,7 @@ export function showConversation(main, id, tab) {
     } else if (ev.kind === "status_change" || ev.kind === "finished") {
       recordSoon();
     }
+    if (ev.usage) recordSoon(); // a turn: the record's turns and spend moved
     const entry = newEntry(stored);
     if (ev.kind === "action" && ev.tool_name === "delegate") tree.watch();
     if (ev.kind === "action" && safeId(ev.action_id)) view.byAction.set(ev.action_id, entry);

@@ -3,6 +3,7 @@
 // paged by the server's cursor; and the new-run form.
 import { can, get, post } from "./api.js";
 import { h, append, clear, age, usd, safeId, toast } from "./dom.js";
+import { reveal } from "./reveal.js";
 import { serialised, watchChanges } from "./live.js";
 
 const STATUSES = ["created", "running", "paused", "waiting_confirmation", "finished", "failed",
@@ -62,7 +63,7 @@ export function showList(main) {
       const id = safeId(c.id);
       return h("tr", { "data-id": id || "" },
         h("td", { class: "task" },
-          id ? h("a", { href: `#/c/${id}` }, c.task.prompt.slice(0, 140) || id) : "(bad id)"),
+          id ? h("a", { href: `#/c/${id}` }, reveal(c.task.prompt.slice(0, 140) || id)) : "(bad id)"),
         h("td", {}, h("span", { class: `status s-${STATUSES.includes(c.status) ? c.status : "x"}` }, c.status)),
         h("td", {}, c.loop_type),
         h("td", {}, c.model),
