@@ -61,11 +61,11 @@ def cookie_or_bearer(request: Request, state: ServerState, credentials: Credenti
     """The server's ``request_auth`` with the console: a bearer key as before, else a session
     cookie whose CSRF token every mutating call must echo in ``X-CSRF-Token``."""
     if credentials is not None:
-        return bearer_principal(state, credentials)
+        return bearer_principal(state, credentials, request)
     sessions: SessionStore = request.app.state.console_sessions
     found = session_of(request, sessions)
     if found is None:
-        return bearer_principal(state, None)  # the usual 401
+        return bearer_principal(state, None, request)  # the usual 401
     _, session = found
     if request.method in MUTATING and not same_token(
         request.headers.get(CSRF_HEADER), session.csrf
