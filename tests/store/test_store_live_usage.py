@@ -1,5 +1,5 @@
-"""A turn's figures move the conversation record's totals in the same write that logs it, on
-both backends: exact Decimal sums, none lost under concurrent appends."""
+"""The record's live totals on both backends (a turn moves them in the same write that logs
+it: exact Decimal sums, none lost under concurrent appends), and ``since`` bounds of any year."""
 
 from __future__ import annotations
 
@@ -52,3 +52,22 @@ async def test_concurrent_turns_are_all_counted_exactly(store: Store) -> None:
     page = await store.list_conversations(limit=10)
     listed = next(c for c in page.items if c.id == rec.id)
     assert listed.turns == 40 and listed.usage == got.usage
+
+
+async def test_since_before_year_1000_or_out_of_utc_range(store: Store) -> None:
+    """``since`` is a time bound on both backends whatever its year or offset (it was a 500
+    for 0001-01-01T00:00+01:00, and none of the events for year 999 on SQLite)."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    rec = record()
+    await store.create_conversation(rec)
+    for n in range(3):
+        await store.append(rec.id, ObservationEvent(action_id=f"act-{n}", content="x"))
+    early = [
+        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))),
+        datetime(999, 1, 1, tzinfo=UTC),
+    ]
+    for since in early:
+        assert len(await store.history(rec.id, since=since)) == 3, since
+    late = datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-1)))
+    assert await store.history(rec.id, since=late) == []
