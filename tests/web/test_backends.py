@@ -139,8 +139,19 @@ async def test_switch_between_two_servers(
                 "Object.entries(sessionStorage)])"
             )
             assert remote_key not in stored
-            await page.select_option("#backend", "local")
+            # Sign-out forgets B's key too: the next person to sign in here is not B's operator.
+            await page.click("#sign-out")
+            await page.wait_for_selector("#api-key")
+            await sign_in(page, keys.viewer)
             await page.wait_for_selector("td.task a:has-text('task on A')")
+            assert await page.locator("#backend-principal").count() == 0
+            held = await page.evaluate(
+                "async () => (await import('/console/static/api.js')).backends"
+                ".map((b) => [b.key, b.principal || null])"
+            )
+            assert all(key is None and who is None for key, who in held), held
+            await page.select_option("#backend", origin_b)
+            await page.wait_for_selector("#backend-key")  # B asks for a key again
             await page.context.close()
     finally:
         remote.send_signal(signal.SIGKILL)

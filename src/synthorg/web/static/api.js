@@ -72,9 +72,22 @@ export async function signIn(key) {
   Object.assign(session, await request("POST", "/console/session", { key }, backends[0]));
 }
 
+// Sign-out ends this person's use of the page: the local session and every remote key it
+// holds (else the next person to sign in would act as the remote key's holder).
 export async function signOut() {
-  await request("DELETE", "/console/session", undefined, backends[0]);
-  Object.assign(session, { principal: null, roles: [], projects: [], csrf: null });
+  try {
+    await request("DELETE", "/console/session", undefined, backends[0]);
+  } finally {
+    forgetRemoteKeys();
+    Object.assign(session, { principal: null, roles: [], projects: [], csrf: null });
+  }
+}
+
+export function forgetRemoteKeys() {
+  for (const backend of backends) {
+    if (backend.base) Object.assign(backend, { key: null, roles: [], principal: null });
+  }
+  current = backends[0];
 }
 
 // The WebSocket URL of a conversation's events after a seq, and its auth token.

@@ -50,14 +50,22 @@ function renderWho() {
 }
 
 async function doSignOut() {
+  let failed = null;
   try {
     await signOut();
   } catch (err) {
-    toast(err.message, "error");
-    return;
+    failed = err; // the remote keys are forgotten all the same
   }
   if (teardown) teardown();
   teardown = null;
+  clear(document.getElementById("backends"));
+  if (failed && failed.status !== 401) {
+    toast(failed.message, "error");
+    renderWho();
+    rerender();
+    return;
+  }
+  history.replaceState(null, "", "#/"); // the next person starts at the list, not our page
   showSignIn("Signed out.");
 }
 
