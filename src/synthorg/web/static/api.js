@@ -26,7 +26,9 @@ export async function request(method, path, body, backend = current) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (backend.key) headers.Authorization = `Bearer ${backend.key}`;
-  else if (method !== "GET" && session.csrf) headers["X-CSRF-Token"] = session.csrf;
+  // On every call, reads too: the server refuses a cookie whose session is not the one this
+  // page signed in with (a cookie tossed in by another port of this host).
+  else if (session.csrf) headers["X-CSRF-Token"] = session.csrf;
   let response;
   try {
     response = await fetch(backend.base + path, {
@@ -58,18 +60,35 @@ export const get = (path) => request("GET", path);
 export const post = (path, body = {}) => request("POST", path, body);
 export const del = (path) => request("DELETE", path);
 
+// Which session this origin signed in with. Cookies ignore ports, so a page on another port
+// of this host can set our cookie to a session of its own (cookie tossing); it cannot read or
+// write this origin's storage. So the page adopts a cookie's session only when its token was
+// stored here at sign-in. (Not the API key: the key is never stored.)
+const BINDING = "synthorg.session";
+
 export async function loadSession() {
+  let found;
   try {
-    Object.assign(session, await request("GET", "/console/session", undefined, backends[0]));
-    return true;
+    found = await request("GET", "/console/session", undefined, backends[0]);
   } catch (err) {
     if (err.status === 401) return false;
     throw err;
   }
+  if (localStorage.getItem(BINDING) !== found.csrf) {
+    // Not ours: end it here (the cookie goes) and ask for a key.
+    const headers = { "X-CSRF-Token": found.csrf };
+    await fetch("/console/session", { method: "DELETE", headers, credentials: "same-origin" }).catch(() => null);
+    session.foreign = true;
+    return false;
+  }
+  Object.assign(session, found);
+  return true;
 }
 
 export async function signIn(key) {
-  Object.assign(session, await request("POST", "/console/session", { key }, backends[0]));
+  const found = await request("POST", "/console/session", { key }, backends[0]);
+  localStorage.setItem(BINDING, found.csrf);
+  Object.assign(session, found, { foreign: false });
 }
 
 // Sign-out ends this person's use of the page: the local session and every remote key it
@@ -78,6 +97,7 @@ export async function signOut() {
   try {
     await request("DELETE", "/console/session", undefined, backends[0]);
   } finally {
+    localStorage.removeItem(BINDING);
     forgetRemoteKeys();
     Object.assign(session, { principal: null, roles: [], projects: [], csrf: null });
   }

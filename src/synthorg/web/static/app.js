@@ -95,7 +95,8 @@ async function start() {
     return;
   }
   if (!signedIn) {
-    showSignIn();
+    showSignIn(session.foreign ? "This browser offered a session this page did not sign in " +
+      "with (another site on this host may have set it); it was ended. Sign in." : "");
     return;
   }
   renderWho();
