@@ -35,12 +35,24 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
+# Relative cursor movement and erase-in-line (CSI A-D, G, K): a terminal program's redraws
+# (the OpenHands terminal echoes each command with hundreds of them). Shown as escapes they are
+# a wall of noise; removed from tool output they can neither colour nor hide anything.
+_CURSOR = re.compile("(?:\x1b\\[|\x9b)[0-9]{0,5}[A-DGK]")
+
+
 def visible(text: str, *, newlines: bool = True) -> str:
     """``text`` with every control character replaced by its ``\\xNN``/``\\uNNNN`` escape.
 
     Newlines are kept unless ``newlines`` is False (one-line fields: names, titles).
     """
     return (_CONTROL if newlines else _CONTROL_OR_NEWLINE).sub(_escape, text)
+
+
+def without_cursor_moves(output: str) -> str:
+    """Tool output without relative cursor movement and erase-in-line (then shown through
+    :func:`visible`). Only for output: an action to approve is shown whole, escapes and all."""
+    return _CURSOR.sub("", output)
 
 
 def hidden_count(text: str) -> int:

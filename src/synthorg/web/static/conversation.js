@@ -237,10 +237,15 @@ export function showConversation(main, id, tab) {
   }
 
   function output(text) {
-    const pre = h("pre", { class: "term" }, renderAnsi(text));
+    const shown = renderAnsi(text);
+    const pre = h("pre", { class: "term" }, shown);
+    // Text the output later overwrote or erased (cursor movement) stays one click away.
+    const raw = shown.redrawn ? h("details", { class: "raw-output" },
+      h("summary", { class: "small" }, "⚠ the output redrew itself (cursor movement): show it raw"),
+      h("pre", { class: "arg" }, reveal(text))) : null;
     const lines = text.split("\n").length;
-    if (text.length <= LONG_CHARS && lines <= LONG_LINES) return pre;
-    return h("details", {}, h("summary", {}, `output: ${lines} lines, ${text.length} characters`), pre);
+    if (text.length <= LONG_CHARS && lines <= LONG_LINES) return [pre, raw];
+    return h("details", {}, h("summary", {}, `output: ${lines} lines, ${text.length} characters`), pre, raw);
   }
 
   function textBlock(text) {
