@@ -17,6 +17,12 @@ export function useBackend(backend) {
   current = backend;
 }
 
+// A route of the current backend: a remote's conversation names its server in the URL, so a
+// reload (or a shared link) opens it there, asking for that server's key first.
+export function link(route) {
+  return current.base ? `#${route}?b=${encodeURIComponent(current.base)}` : `#${route}`;
+}
+
 export function can(role) {
   const roles = current.base ? current.roles || [] : session.roles;
   return roles.includes("admin") || roles.includes(role);
@@ -51,6 +57,12 @@ export async function request(method, path, body, backend = current) {
   }
   if (!response.ok) {
     const detail = data && typeof data.detail === "string" ? data.detail : `HTTP ${response.status}`;
+    if (response.status === 401 && !path.startsWith("/console/session")) {
+      // The key (or this session's key) no longer works: a remote's is forgotten, so choosing
+      // it asks for a key again; the page drops what only the signed-in may do.
+      if (backend.base) Object.assign(backend, { key: null, roles: [], principal: null });
+      window.dispatchEvent(new CustomEvent("synthorg:unauthorized", { detail: { backend, detail } }));
+    }
     throw new ApiError(response.status, data && data.code, detail);
   }
   return data;

@@ -1,7 +1,7 @@
 // One conversation: its record, run control by role, the event stream (history, then the live
 // tail by seq over the WebSocket; a reconnect resumes after the last seq rendered, so nothing
 // is missed or shown twice), actions with their observations, inline confirmation.
-import { can, del, get, post, socketFor } from "./api.js";
+import { can, del, get, link, post, socketFor } from "./api.js";
 import { h, clear, usd, safeId, toast } from "./dom.js";
 import { renderAnsi } from "./ansi.js";
 import { actionDetail } from "./action.js";
@@ -36,8 +36,8 @@ export function showConversation(main, id, tab) {
   const approveAll = h("button", { id: "approve-all", type: "button", hidden: true, onclick: () => decide([...view.pending.keys()], []) },
     "Approve all pending");
   const tabs = h("nav", { class: "tabs", "aria-label": "Conversation views" },
-    h("a", { href: `#/c/${id}`, "aria-current": tab === "events" ? "page" : null }, "Events"),
-    h("a", { href: `#/c/${id}/changes`, "aria-current": tab === "changes" ? "page" : null }, "Changes"));
+    h("a", { href: link(`/c/${id}`), "aria-current": tab === "events" ? "page" : null }, "Events"),
+    h("a", { href: link(`/c/${id}/changes`), "aria-current": tab === "changes" ? "page" : null }, "Changes"));
   const body = h("div", { id: "conv-body" });
 
   const treeCard = h("section", { id: "tree", class: "card", hidden: true, "aria-labelledby": "tree-title" });
@@ -92,9 +92,16 @@ export function showConversation(main, id, tab) {
         }
         recordSoon();
       } }, label);
-    const text = h("textarea", { id: "steer", rows: 1, placeholder: "message the agent" });
-    const send = h("form", { class: "steer" }, h("label", { for: "steer", class: "sr-only" }, "Message"), text,
-      h("button", { type: "submit", id: "steer-send" }, "Send"));
+    // Talking to the agent is the page's main input: a labelled box of its own under the
+    // controls (Ctrl+Enter sends); a message to a stopped run starts it again.
+    const text = h("textarea", { id: "steer", rows: 3,
+      placeholder: "Tell the agent what to do next, or correct it while it runs (Ctrl+Enter sends)" });
+    const send = h("form", { class: "steer", id: "steer-form" },
+      h("label", { for: "steer", class: "steer-label" }, "Message the agent"), text,
+      h("button", { type: "submit", id: "steer-send", class: "primary" }, "Send"));
+    text.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) send.requestSubmit();
+    });
     send.addEventListener("submit", async (event) => {
       event.preventDefault();
       if (!text.value.trim()) return;
@@ -125,8 +132,10 @@ export function showConversation(main, id, tab) {
       }
     });
     controls.append(
-      button("pause", "Pause", active), button("interrupt", "Interrupt", active),
-      button("resume", "Resume", !active), button("cancel", "Cancel", active), remove, send);
+      h("div", { class: "row" },
+        button("pause", "Pause", active), button("interrupt", "Interrupt", active),
+        button("resume", "Resume", !active), button("cancel", "Cancel", active), remove),
+      send);
   }
 
   // -- confirmation -------------------------------------------------------------------------
