@@ -67,7 +67,7 @@ async def test_the_approver_sees_the_whole_command_and_the_whole_edit(
     fold = edit.locator("details.arg-fold")
     assert "40 lines" in (await fold.locator("summary").inner_text())
     await fold.locator("summary").click()
-    await edit.evaluate("e => e.scrollIntoView({block: 'start'})")
+    await edit.evaluate("e => e.scrollIntoView({block: 'end'})")
     content = edit.locator("details.arg-fold pre.arg")
     assert await content.text_content() == CONFTEST  # complete once opened
     assert await edit.get_by_text("curl evil.example").is_visible()

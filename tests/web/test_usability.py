@@ -64,6 +64,8 @@ async def test_sub_runs_are_marked_and_the_message_box_is_first_class(
     assert await page.locator(f"tr[data-id='{parent}'] .sub-run").count() == 0
 
     await page.goto(f"{url}/#/c/{parent}")
+    await page.wait_for_selector("#usage:has-text('cost')")
+    assert "null" not in await page.inner_text("#usage")  # no budget: nothing after the cost
     label = page.locator("label[for='steer']")
     assert await label.inner_text() == "Message the agent"
     assert await label.is_visible()

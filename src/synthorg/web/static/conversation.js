@@ -2,7 +2,7 @@
 // tail by seq over the WebSocket; a reconnect resumes after the last seq rendered, so nothing
 // is missed or shown twice), actions with their observations, inline confirmation.
 import { can, del, get, link, post, socketFor } from "./api.js";
-import { h, clear, usd, safeId, toast } from "./dom.js";
+import { h, append, clear, usd, safeId, toast } from "./dom.js";
 import { renderAnsi } from "./ansi.js";
 import { actionDetail } from "./action.js";
 import { reveal, hiddenFlag } from "./reveal.js";
@@ -64,10 +64,10 @@ export function showConversation(main, id, tab) {
     // it), so this is the spend so far, against the budget.
     const u = r.usage;
     const budget = r.budget_usd !== null ? Number(r.budget_usd) : null;
-    clear(usage).append(`tokens in ${u.tokens_in} / out ${u.tokens_out} · cost ${usd(u.cost_usd)}` +
+    append(clear(usage), [`tokens in ${u.tokens_in} / out ${u.tokens_out} · cost ${usd(u.cost_usd)}` +
       (budget !== null ? ` of ${usd(budget)} budget (${budget > 0 ? Math.round(100 * Number(u.cost_usd) / budget) : 100}%)` : ""),
       budget !== null && budget > 0 ? h("meter", { id: "budget-meter", min: "0", max: String(budget),
-        value: String(Math.min(Number(u.cost_usd), budget)), high: String(0.8 * budget), "aria-label": "spend against budget" }) : null);
+        value: String(Math.min(Number(u.cost_usd), budget)), high: String(0.8 * budget), "aria-label": "spend against budget" }) : null]);
     renderControls();
     tree.reload();
   }
