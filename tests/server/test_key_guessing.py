@@ -54,3 +54,34 @@ async def test_a_refused_body_is_never_echoed(live: str, keys: Keys) -> None:
         assert "sk-live-do-not-echo" not in create.text
         detail = create.json()["detail"]
         assert detail and all(set(e) <= {"type", "loc", "msg"} for e in detail), detail
+
+
+async def test_websocket_auth_frames_count_too(live: str, keys: Keys, repo: object) -> None:
+    """Wrong keys in WebSocket auth frames count with the others: past the limit even the
+    good key's socket is closed, saying why (and REST from that address waits too)."""
+    from websockets.exceptions import ConnectionClosed
+
+    from .helpers import create
+    from .wsclient import open_stream
+
+    async with httpx.AsyncClient(
+        base_url=live, headers={"Authorization": f"Bearer {keys.operator}"}
+    ) as client:
+        cid = (await create(client, repo))["id"]
+
+    async def close_of(token: str) -> tuple[int | None, str]:
+        ws = await open_stream(live, cid, token)
+        with pytest.raises(ConnectionClosed):
+            while True:
+                await ws.recv()
+        return ws.close_code, ws.close_reason or ""
+
+    for n in range(LIMIT):
+        assert (await close_of(f"so_wrong_{n}"))[0] == 4401
+    code, reason = await close_of(keys.viewer)
+    assert code == 4401 and "too many failed API keys" in reason, reason
+    async with httpx.AsyncClient(base_url=live) as client:
+        waited = await client.get(
+            "/api/conversations", headers={"Authorization": f"Bearer {keys.viewer}"}
+        )
+    assert waited.status_code == 429
