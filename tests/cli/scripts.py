@@ -47,3 +47,19 @@ def hidden_write(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
 
 one_step = progress_script(1)
 progress_slow = progress_script(6, pause_s=0.3)
+
+
+PADDED = "echo harmless-looking-step" + " " * 290 + "; touch HIDDEN_TAIL_RAN"
+BIDI = "echo ok #\u202e; echo bidi-tail } \u2066rm-asdf; {\u2069"
+CONFTEST = "".join(f"# line {n}\n" for n in range(1, 30)) + "import os  # the last line\n"
+
+
+def approver_must_see(messages: Sequence[ChatMessage], tools: Tools) -> ScriptedTurn:
+    """A padded command, a command with bidi characters and a file created, then finish."""
+    done = [s for s in steps_of(messages) if s.result is not None]
+    turns = [
+        ScriptedTurn.call("terminal", command=PADDED),
+        ScriptedTurn.call("terminal", command=BIDI),
+        ScriptedTurn.call("file_editor", command="create", path="conftest.py", file_text=CONFTEST),
+    ]
+    return turns[len(done)] if len(done) < len(turns) else ScriptedTurn.call("finish", message="ok")

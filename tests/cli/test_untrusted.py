@@ -26,7 +26,17 @@ def test_visible_text_has_no_control_character_left(text: str) -> None:
     shown.encode()  # lone surrogates would make printing fail
 
 
-@given(st.text(alphabet=st.characters(blacklist_categories=["Cc", "Cf", "Cs"])))
+# Invisible characters of other categories that visible() escapes too (fillers, selectors).
+_ALSO_HIDDEN = "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u3164\uffa0"
+
+
+@given(
+    st.text(
+        alphabet=st.characters(
+            blacklist_categories=["Cc", "Cf", "Cs", "Zl", "Zp"], blacklist_characters=_ALSO_HIDDEN
+        ).filter(lambda c: not ("\ufe00" <= c <= "\ufe0f" or "\U000e0100" <= c <= "\U000e01ef"))
+    )
+)
 def test_ordinary_text_is_unchanged(text: str) -> None:
     assert visible(text) == text
 
@@ -62,3 +72,13 @@ def test_a_rendered_event_carries_only_our_own_colours() -> None:
     lines = without_sgr.splitlines()
     assert not [line for line in lines if re.match(r"\s*9 ✔", line)], lines
     assert [line for line in lines if line.startswith("      │ [bold red]x[/]")], lines
+
+
+def test_an_echo_redrawn_with_cursor_moves_prints_without_them() -> None:
+    """The OpenHands terminal echoes a command with hundreds of cursor moves: printed without
+    them (they were a wall of escapes), everything else escaped as before."""
+    echo = "ls -la \r\n" + "\x1b[A" + "\x1b[C" * 300 + "&& echo done\x1b[K\r\n\x1b]0;t\x07ok"
+    text = re.sub(r"\x1b\[[0-9;]*m", "", _rendered(ObservationEvent(action_id="a", content=echo)))
+    assert "\\x1b[C" not in text and "\\x1b[A" not in text and "\\x1b[K" not in text, text
+    assert "&& echo done" in text and "\\x1b]0;t\\x07ok" in text
+    assert len(text) < 300, text

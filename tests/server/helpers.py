@@ -72,14 +72,21 @@ async def events(
 
 
 async def wait_running(client: httpx.AsyncClient, cid: str, timeout: float = 60) -> None:
-    """Until the run's loop is working: running, with an observation more than its turns
-    (so a turn of this run has completed)."""
+    """Until the run's loop is working: running, with an observation logged after this run
+    started (so a turn of this run has completed)."""
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
         body = (await client.get(f"/api/conversations/{cid}")).json()
         if body["status"] == "running":
-            seen = await events(client, cid, kind="observation")
-            if len(seen) > body["turns"]:
+            logged = await events(client, cid)
+            starts = [
+                e["seq"]
+                for e in logged
+                if e["event"]["kind"] == "status_change" and e["event"]["reason"] == "run started"
+            ]
+            if starts and any(
+                e["event"]["kind"] == "observation" and e["seq"] > starts[-1] for e in logged
+            ):
                 return
         await asyncio.sleep(0.02)
     raise AssertionError(f"{cid} never started running")

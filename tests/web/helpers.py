@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from synthorg.gateway.scripted import ScriptedTurn
+    from synthorg.service.boot import Components
 
 DEADLINE_MS = 60_000
 """Generous: the machine is shared; every wait is on a condition, never a sleep."""
@@ -71,3 +76,45 @@ async def shoot(page: Any, name: str) -> None:
         await page.set_viewport_size(size)
         await page.screenshot(path=str(Path(target) / f"{name}-{label}.png"))
     await page.set_viewport_size(VIEWPORTS["desktop"])
+
+
+async def start_scripted(
+    base: str,
+    key: str,
+    repo: Path,
+    components: Components,
+    turns: Sequence[ScriptedTurn],
+    **extra: Any,
+) -> str:
+    """Start a run whose model plays ``turns`` (one per tool result in its history), then
+    finishes; returns the conversation id. Served as the ``progress3`` model."""
+    import httpx
+
+    from synthorg.engine.native.scripts import steps_of
+    from synthorg.gateway.providers.scripted import ScriptedProvider
+    from synthorg.gateway.scripted import ScriptedTurn
+
+    def script(messages: Any, tools: Any) -> ScriptedTurn:
+        done = [s for s in steps_of(messages) if s.result is not None]
+        return (
+            turns[len(done)]
+            if len(done) < len(turns)
+            else ScriptedTurn.call("finish", message="done")
+        )
+
+    provider = components.gateway.providers["scripted"]
+    assert isinstance(provider, ScriptedProvider)
+    provider.set_script("progress3", script)
+    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {key}"}) as c:
+        created = await c.post(
+            "/api/conversations",
+            json={
+                "repository": str(repo),
+                "prompt": "do what the script says",
+                "model": "progress3",
+                **extra,
+            },
+        )
+    assert created.status_code == 201, created.text
+    conversation_id: str = created.json()["id"]
+    return conversation_id

@@ -89,7 +89,9 @@ async def test_switch_between_two_servers(
     origin_a, origin_b = f"http://127.0.0.1:{port_a}", f"http://127.0.0.1:{port_b}"
     remote_home = tmp_path / "remote"
     remote_home.mkdir()
-    remote_key = KeyStore(remote_home / "server" / "keys.json").create("rita", {Role.OPERATOR})[1]
+    rita, remote_key = KeyStore(remote_home / "server" / "keys.json").create(
+        "rita", {Role.OPERATOR}
+    )
     remote = await start_remote(remote_home, port_b, origin_a, tmp_path / "remote.log")
     app = create_app(
         settings.model_copy(update={"console_backends": (origin_b,)}),
@@ -139,8 +141,38 @@ async def test_switch_between_two_servers(
                 "Object.entries(sessionStorage)])"
             )
             assert remote_key not in stored
-            await page.select_option("#backend", "local")
+            # Sign-out forgets B's key too: the next person to sign in here is not B's operator.
+            await page.click("#sign-out")
+            await page.wait_for_selector("#api-key")
+            await sign_in(page, keys.viewer)
             await page.wait_for_selector("td.task a:has-text('task on A')")
+            assert await page.locator("#backend-principal").count() == 0
+            held = await page.evaluate(
+                "async () => (await import('/console/static/api.js')).backends"
+                ".map((b) => [b.key, b.principal || null])"
+            )
+            assert all(key is None and who is None for key, who in held), held
+            await page.select_option("#backend", origin_b)
+            await page.wait_for_selector("#backend-key")  # B asks for a key again
+            # A remote conversation's URL names its server: a reload asks for B's key (the page
+            # forgot it) and opens the conversation on B, not "no conversation" on A.
+            await page.fill("#backend-key", remote_key)
+            await page.click("#backend-key-form button[type=submit]")
+            await page.click("td.task a:has-text('task on B')")
+            await page.wait_for_selector("#conv-title:has-text('task on B')")
+            assert "b=" in page.url
+            await page.reload()
+            await page.wait_for_selector("#backend-key")
+            await page.fill("#backend-key", remote_key)
+            await page.click("#backend-key-form button[type=submit]")
+            await page.wait_for_selector("#conv-title:has-text('task on B')")
+            await page.wait_for_selector("#conn.live")
+            # B's key revoked: the page lets it go, and choosing B asks for a key again.
+            KeyStore(remote_home / "server" / "keys.json").revoke(rita.id)
+            await page.wait_for_selector("#toast:has-text('refused the key')")
+            assert await page.locator("#backend-principal").count() == 0
+            await page.select_option("#backend", origin_b)
+            await page.wait_for_selector("#backend-key")
             await page.context.close()
     finally:
         remote.send_signal(signal.SIGKILL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from typing import TYPE_CHECKING, Protocol
@@ -10,9 +11,11 @@ from typing import TYPE_CHECKING, Protocol
 from rich.text import Text
 
 from synthorg.cli.common import console, fail
-from synthorg.cli.untrusted import visible
+from synthorg.cli.untrusted import hidden_count, visible
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from synthorg.domain import PendingAction
     from synthorg.engine import Decision
 
@@ -59,11 +62,15 @@ async def ask(service: Decides, conversation_id: str, pending: tuple[PendingActi
     """Ask whether to run ``pending``; deliver the decision. False when stdin ended (no answer)."""
     from synthorg.engine import Decision
 
-    prompt = Text("approve ", style="bold magenta")
-    what = (f"{p.action_id} ({p.summary or p.tool_name}, {p.risk} risk)" for p in pending)
-    prompt.append(visible(", ".join(what), newlines=False))
+    prompt = Text()
+    for p in pending:
+        prompt.append("approve ", style="bold magenta")
+        prompt.append(visible(f"{p.action_id} ({p.tool_name}, {p.risk} risk)", newlines=False))
+        prompt.append("\n")
+        prompt.append_text(action_text(p))
     prompt.append("? [y/N] ")
-    console.print(prompt, end="")
+    # soft_wrap: the terminal wraps, rich neither folds nor trims a padded command.
+    console.print(prompt, end="", soft_wrap=True)
     answer = await read_line()
     if answer is None:
         console.print("\nno answer: stdin was closed", style="bold yellow")
@@ -80,3 +87,44 @@ async def ask(service: Decides, conversation_id: str, pending: tuple[PendingActi
         ),
     )
     return True
+
+
+def _lines(label: str, text: str, sign: str = "│") -> Iterator[str]:
+    yield f"  {label}:"
+    for line in text.split("\n"):
+        yield f"  {sign} {line}"
+
+
+def _action_lines(p: PendingAction) -> Iterator[str]:
+    """The complete action, as the console's approval box shows it (web/static/action.js)."""
+    args = dict(p.arguments)
+    if not args:
+        yield f"  {p.summary or p.tool_name}"
+        return
+    if p.tool_name == "terminal" and isinstance(args.get("command"), str):
+        yield f"  $ {args.pop('command')}"
+    elif p.tool_name == "file_editor" and isinstance(args.get("command"), str):
+        yield f"  {args.pop('command')} {args.pop('path', '')}"
+        if isinstance(args.get("file_text"), str):
+            yield from _lines("content", args.pop("file_text"))
+        if isinstance(args.get("old_str"), str):
+            yield from _lines("replace", args.pop("old_str"), "-")
+        if isinstance(args.get("new_str"), str):
+            yield from _lines("with", args.pop("new_str"), "+")
+    for key, value in args.items():  # every other argument: nothing that will run is left out
+        text = value if isinstance(value, str) else json.dumps(value, indent=2)
+        yield from _lines(key, text)
+
+
+def action_text(p: PendingAction) -> Text:
+    """Every argument of ``p`` with hidden characters escaped, flagged when there are any."""
+    raw = "\n".join(_action_lines(p))
+    out = Text(visible(raw) + "\n")
+    count = hidden_count(raw)
+    if count:
+        out.append(
+            f"  ⚠ {count} invisible, bidirectional or control character"
+            f"{'' if count == 1 else 's'}: shown as \\x/\\u escapes\n",
+            style="bold red",
+        )
+    return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from synthorg.cli.untrusted import visible
+from synthorg.cli.untrusted import visible, without_cursor_moves
 from synthorg.domain import ConversationRecord, StoredEvent
 
 _MAX_CONTENT = 400
@@ -53,7 +53,7 @@ def event_line(stored: StoredEvent) -> Text:
             style = "red" if event.is_error else "green"
             code = "" if event.exit_code is None else f" (exit {event.exit_code})"
             head.append(f"◀ observation{code}\n{_GUTTER}", style=style)
-            head.append(_block(event.content), style="dim")
+            head.append(_block(without_cursor_moves(event.content)), style="dim")
         case "finished":
             head.append("✔ finished ", style="bold green")
             head.append(_block(event.message))

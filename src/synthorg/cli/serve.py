@@ -16,6 +16,8 @@ from synthorg.server import KeyStore, Role, ServerSettings, create_app
 from synthorg.settings import Settings, section
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from synthorg.distributed.config import DistributedConfig
 
 log = get_logger("synthorg.server")
@@ -121,23 +123,33 @@ async def _serve(
             await _uvicorn(app, wanted)
 
 
-async def _uvicorn(app: object, wanted: ServerSettings) -> None:
+def uvicorn_config(app: object, wanted: ServerSettings) -> uvicorn.Config:
+    """How ``synthorg serve`` runs the app under uvicorn."""
     import uvicorn
 
     from synthorg.server.websocket_protocol import ClosingSafeWebSocketProtocol
 
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,  # type: ignore[arg-type]
-            host=wanted.host,
-            port=wanted.port,
-            lifespan="on",
-            ws=ClosingSafeWebSocketProtocol,
-            log_config=None,
-            access_log=False,
-            timeout_graceful_shutdown=30,
-        )
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=wanted.host,
+        port=wanted.port,
+        lifespan="on",
+        ws=ClosingSafeWebSocketProtocol,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=30,
+        # uvicorn trusts 127.0.0.1's X-Forwarded-For by default: any local process (or a
+        # client through a local tunnel) could then pick its address and slip past the
+        # per-address sign-in limit. Only the proxies the operator names are trusted.
+        proxy_headers=bool(wanted.forwarded_allow_ips),
+        forwarded_allow_ips=list(wanted.forwarded_allow_ips) or None,
     )
+
+
+async def _uvicorn(app: object, wanted: ServerSettings) -> None:
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn_config(app, wanted))
     # uvicorn installs SIGINT/SIGTERM handlers: both end in the lifespan's shutdown, which
     # stops active runs with SHUTDOWN (resumable; with Temporal, runs go on on workers).
     await server.serve()

@@ -146,6 +146,9 @@ class PendingAction(BaseModel):
     action_id: ActionId = Field(description="The action's id.")
     tool_name: str = Field(description="The tool it calls.")
     summary: str = Field(default="", description="Arguments summary for the approver.")
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, description="The tool arguments, complete: exactly what will run."
+    )
     risk: RiskLevel = Field(default=RiskLevel.UNKNOWN, description="Declared risk.")
 
 

@@ -75,6 +75,9 @@ class RunSink:
         self.stop_reason: TerminationReason | None = None
         self.turns: list[TurnRecord] = []
         self.finished_logged = False
+        self.started: ConversationRecord | None = None
+        """The record as the run started: the base its closing totals are computed from (the
+        store moved the record's totals with each turn meanwhile)."""
 
     async def __call__(self, event: ConversationEvent) -> None:
         await self._store.append(self._conversation_id, event)
@@ -163,7 +166,7 @@ class LoopRunner:
         cancel CANCELLED): then the result is returned. A cancellation nobody requested is
         finished here as CANCELLED and propagated.
         """
-        await transition(
+        started = await transition(
             self._store,
             context.conversation_id,
             ConversationStatus.RUNNING,
@@ -175,6 +178,8 @@ class LoopRunner:
                 "usage": record.usage if context.prior_usage is None else context.prior_usage,
             },
         )
+        if isinstance(context.emit, RunSink):
+            context.emit.started = started
         try:
             return await loop.execute(context)
         except Terminated as stop:  # a loop that let the sink's stop through
@@ -213,6 +218,7 @@ class LoopRunner:
         completed run; its refusal fails the run in the same final transition.
         """
         cid = context.conversation_id
+        base = context.emit.started if isinstance(context.emit, RunSink) else None
         reason = result.termination_reason
         needs_view = reason is TerminationReason.COMPLETED and context.task.artifacts_expected
         was_changed = await changed() if changed is not None and needs_view else None
@@ -232,8 +238,8 @@ class LoopRunner:
                 result = await land(result)
             except LandingRefused as refused:
                 refusal = ErrorEvent(message=str(refused), code=refused.code, non_retryable=True)
-                return await self._close(result, refusal=refusal)
-        return await self._close(result)
+                return await self._close(result, refusal=refusal, base=base)
+        return await self._close(result, base=base)
 
     async def finish_unstarted(
         self,
@@ -262,8 +268,13 @@ class LoopRunner:
         *,
         refusal: ErrorEvent | None = None,
         why: str | None = None,
+        base: ConversationRecord | None = None,
     ) -> ExecutionResult:
-        """The final transition of every run, with its log line; a refusal fails the run."""
+        """The final transition of every run, with its log line; a refusal fails the run.
+
+        The totals are ``base`` (the record as the run started; else the current record) plus
+        the run's: the ledger's usage replaces the per-turn figures the store added live.
+        """
         status = result.termination_reason.conversation_status()
         if refusal is not None:
             await self._store.append(result.conversation_id, refusal)
@@ -273,9 +284,10 @@ class LoopRunner:
         final = result
 
         def totals(record: ConversationRecord) -> dict[str, object]:
+            start = base or record
             return {
-                "usage": record.usage + final.usage,
-                "turns": record.turns + len(final.turns),
+                "usage": start.usage + final.usage,
+                "turns": start.turns + len(final.turns),
                 "error": final.error,
                 "commit_sha": final.commit_sha or record.commit_sha,
             }

@@ -81,6 +81,28 @@ class ServerSettings(BaseModel):
         "switch to; each must list this server's origin in its own cors_origins.",
     )
 
+    forwarded_allow_ips: tuple[str, ...] = Field(
+        default=(),
+        description="Addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For and "
+        "X-Forwarded-Proto are trusted for the client address; empty (the default): none, the "
+        "peer's address is the client's.",
+    )
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _networks(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        import ipaddress
+
+        for value in values:
+            try:
+                ipaddress.ip_network(value, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{value!r} is not an address or network: write e.g. 10.0.0.5 or "
+                    "10.0.0.0/24 (no '*': trusting every peer lets any client pick its address)"
+                ) from None
+        return values
+
     @field_validator("cors_origins", "console_backends")
     @classmethod
     def _origins(cls, values: tuple[str, ...]) -> tuple[str, ...]:

@@ -71,7 +71,10 @@ def status_of(exc: SynthOrgError) -> tuple[int, str]:
 
 
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` documenting the error statuses a route may answer."""
+    """OpenAPI ``responses`` documenting the error statuses a route may answer; one that checks
+    a key (401) may also answer 429 (too many failed keys from the caller's address)."""
+    if 401 in statuses:
+        statuses = (*statuses, 429)
     return {status: {"model": ErrorBody, "description": _HTTP_CODES[status]} for status in statuses}
 
 
@@ -110,15 +113,21 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(body.model_dump(), status_code=exc.status_code, headers=headers)
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
-        # FastAPI's own answer, except that a NaN or infinity the client sent (Python's JSON
-        # parser takes them) is echoed as text: as a number it made the answer a 500.
+        # FastAPI's own answer without what the client sent: an error's ``input`` (and the
+        # ``ctx`` built from it) may be the whole body, an API key included, which must never
+        # be echoed (into a log, a proxy's cache, a page). Where and what is wrong is enough.
         assert isinstance(exc, RequestValidationError)
-        return JSONResponse({"detail": _finite(jsonable_encoder(exc.errors()))}, status_code=422)
+        errors = [{k: e[k] for k in _VALIDATION_FIELDS if k in e} for e in exc.errors()]
+        return JSONResponse({"detail": _finite(jsonable_encoder(errors))}, status_code=422)
 
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(SynthOrgError, synthorg_error)
     app.add_exception_handler(Exception, unexpected_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
+
+
+_VALIDATION_FIELDS = ("type", "loc", "msg")
+"""What a 422 says of each error (pydantic's ``input``, ``ctx`` and ``url`` are left out)."""
 
 
 def _finite(value: Any) -> Any:

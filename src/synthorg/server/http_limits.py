@@ -18,20 +18,40 @@ def _template(path: str) -> re.Pattern[str]:
 
 
 @functools.cache
-def _table(paths: tuple[tuple[str, frozenset[str]], ...]) -> list[tuple[re.Pattern[str], set[str]]]:
-    return [(_template(path), set(methods)) for path, methods in paths]
+def _table(
+    paths: tuple[tuple[str, frozenset[str]], ...],
+) -> list[tuple[re.Pattern[str], int, set[str]]]:
+    return [(_template(path), path.count("{"), set(methods)) for path, methods in paths]
+
+
+_last: tuple[dict[str, Any], tuple[tuple[str, frozenset[str]], ...]] | None = None
+
+
+def _documented(doc: dict[str, Any]) -> tuple[tuple[str, frozenset[str]], ...]:
+    """(template, methods) of the OpenAPI paths; worked out once per document (every request
+    asks now, and the app's document does not change)."""
+    global _last
+    if _last is None or _last[0] is not doc:
+        table = tuple((t, frozenset(m.upper() for m in ops)) for t, ops in doc.items())
+        _last = (doc, table)
+    return _last[1]
 
 
 def allowed_methods(openapi: Callable[[], dict[str, Any]], path: str) -> list[str]:
     """Every method the API documents for this path, plus HEAD and OPTIONS (empty: no such
     path). Read from the OpenAPI document, so ``Allow`` and the schema always agree."""
-    paths = tuple(
-        (template, frozenset(m.upper() for m in operations))
-        for template, operations in openapi()["paths"].items()
-    )
+    paths = _documented(openapi()["paths"])
+    # The most specific templates win, as in routing: /api/conversations/count is not
+    # /api/conversations/{conversation_id} (whose DELETE it must not advertise).
+    matches = [
+        (params, documented)
+        for pattern, params, documented in _table(paths)
+        if pattern.fullmatch(path)
+    ]
+    fewest = min((params for params, _ in matches), default=0)
     methods: set[str] = set()
-    for pattern, documented in _table(paths):
-        if pattern.fullmatch(path):
+    for params, documented in matches:
+        if params == fewest:
             methods |= documented
     if not methods:
         return []
@@ -57,13 +77,22 @@ class HttpLimits:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if scope["method"] == "OPTIONS":
-            methods = allowed_methods(self.openapi, scope["path"])
-            if methods:
-                await Response(status_code=204, headers={"Allow": ", ".join(methods)})(
-                    scope, receive, send
-                )
-                return
+        methods = allowed_methods(self.openapi, scope["path"])
+        if methods and scope["method"] == "OPTIONS":
+            await Response(status_code=204, headers={"Allow": ", ".join(methods)})(
+                scope, receive, send
+            )
+            return
+        if methods and scope["method"] not in methods:
+            # What Allow says is what is routed: DELETE /api/conversations/count would else
+            # reach the {conversation_id} route.
+            body = {
+                "detail": f"{scope['method']} is not allowed here",
+                "code": "method_not_allowed",
+            }
+            headers = {"Allow": ", ".join(methods)}
+            await JSONResponse(body, status_code=405, headers=headers)(scope, receive, send)
+            return
         limit = self.max_body_bytes
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:

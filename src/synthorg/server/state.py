@@ -12,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from synthorg.domain import ConversationRecord
 from synthorg.errors import ConflictError, NotFoundError, UsageError
 from synthorg.server.auth import ApiKey, Principal, Role
+from synthorg.server.auth.throttle import KeyThrottle
 from synthorg.server.config import ServerSettings
 from synthorg.server.idempotency import IdempotencyKeys
 from synthorg.server.metrics import ServerMetrics
@@ -65,8 +66,9 @@ class ServerState:
     subscribers: SubscriberLimit = field(init=False)
     starting: set[str] = field(default_factory=set)
     idempotency: IdempotencyKeys = field(init=False)
+    throttle: KeyThrottle = field(init=False)
     request_auth: Callable[[Request, ServerState, Credentials], Principal] = field(
-        default=lambda request, state, credentials: bearer_principal(state, credentials)
+        default=lambda request, state, credentials: bearer_principal(state, credentials, request)
     )
     """Who sent a REST request (or 401): a bearer key; the console adds its session cookie.
     Set here, not through FastAPI's ``dependency_overrides``: with any override set, FastAPI
@@ -75,6 +77,26 @@ class ServerState:
     def __post_init__(self) -> None:
         self.idempotency = IdempotencyKeys(self.store)
         self.subscribers = SubscriberLimit(self.settings.ws_subscribers_per_conversation)
+        self.throttle = KeyThrottle(
+            self.settings.signin_max_failures, self.settings.signin_window_s
+        )
+
+    def check_key(self, key: str, client: str) -> Principal | None:
+        """The principal of ``key`` presented from ``client``; None (counted) when it is not
+        valid; 429 while that address has failed too often, before the key is looked at, so
+        the answer then says nothing about it. Every way in (sign-in, Bearer, WebSocket) asks
+        here: one limit on guessing keys."""
+        wait = self.throttle.retry_after(client)
+        if wait is not None:
+            raise HTTPException(
+                429,
+                f"too many failed API keys from this address; try again in {wait} s",
+                headers={"Retry-After": str(wait)},
+            )
+        principal = self.auth.authenticate(key)
+        if principal is None:
+            self.throttle.failed(client)
+        return principal
 
     async def conversation(self, conversation_id: str, principal: Principal) -> ConversationRecord:
         """The conversation, when the caller's key reaches its project; NotFoundError otherwise
@@ -127,8 +149,14 @@ State = Annotated[ServerState, Depends(get_state)]
 _bearer = HTTPBearer(auto_error=False, description="An API key: Authorization: Bearer <key>.")
 
 
-def bearer_principal(state: ServerState, credentials: Credentials) -> Principal:
-    """The caller of a bearer key, or 401."""
+def client_address(request: Request) -> str:
+    """The client's address as the ASGI server reports it (a proxy's X-Forwarded-For only when
+    ``[server] forwarded_allow_ips`` names that proxy)."""
+    return request.client.host if request.client else "unknown"
+
+
+def bearer_principal(state: ServerState, credentials: Credentials, request: Request) -> Principal:
+    """The caller of a bearer key, or 401 (429 while its address has failed too often)."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise HTTPException(
             401,
@@ -136,7 +164,7 @@ def bearer_principal(state: ServerState, credentials: Credentials) -> Principal:
             "`synthorg serve keys create`)",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    principal = state.auth.authenticate(credentials.credentials)
+    principal = state.check_key(credentials.credentials, client_address(request))
     if principal is None:
         raise HTTPException(
             401, "invalid or revoked API key", headers={"WWW-Authenticate": "Bearer"}

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -125,7 +126,12 @@ async def authenticate(websocket: WebSocket, state: ServerState) -> Authenticate
         return None
     except WebSocketDisconnect:
         return None
-    principal = state.auth.authenticate(frame.token) if isinstance(frame, AuthFrame) else None
+    client = websocket.client.host if websocket.client else "unknown"
+    try:
+        principal = state.check_key(frame.token, client) if isinstance(frame, AuthFrame) else None
+    except HTTPException as limited:  # this address failed too often (the key was not read)
+        await close(websocket, Close(CLOSE_UNAUTHORIZED, str(limited.detail)))
+        return None
     if principal is None:
         reason = (
             "invalid or revoked API key"

@@ -100,10 +100,20 @@ def owner(row: Sequence[Any], *, ts: Callable[[Any], datetime], expired: bool) -
 
 
 def utc(moment: datetime) -> datetime:
-    """The same instant as an aware UTC datetime (naive values are taken as UTC)."""
+    """The same instant as an aware UTC datetime (naive values are taken as UTC).
+
+    An instant outside what datetime holds in UTC (0001-01-01T00:00+01:00 is before year 1
+    UTC) is clamped to datetime's first or last UTC instant: as a bound (``since``) it means
+    the same, and converting it must not fail (it was a 500).
+    """
     if moment.tzinfo is None:
         return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        offset = moment.utcoffset()
+        early = offset is not None and offset > timedelta(0)
+        return (datetime.min if early else datetime.max).replace(tzinfo=UTC)
 
 
 def now() -> datetime:
@@ -113,7 +123,9 @@ def now() -> datetime:
 
 def ts_text(moment: datetime) -> str:
     """Fixed-width UTC text, so that text order is time order (SQLite stores these)."""
-    return utc(moment).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+    # isoformat pads the year to four digits; strftime's %Y does not on glibc ("999-..."),
+    # which put year 999 after year 2026 in text order.
+    return utc(moment).isoformat(timespec="microseconds")
 
 
 def parse_ts(value: str | datetime) -> datetime:

@@ -64,9 +64,21 @@ from synthorg.store.tree_budget import DELETE_TREE_SQL, TREE_COSTS_SQL, read_tre
 _DECODE_IN_THREAD = 500
 _MIGRATION_LOCK = 0x5F0A_5107  # advisory lock key: one migrator at a time per database
 
-_APPEND = """
+# A turn (an event with usage) moves the record's totals in the same statement; numeric
+# arithmetic, so the cost stays exact.
+_ADD_TURN = """CASE WHEN %(turn)s THEN jsonb_set(jsonb_set(state, '{usage}', jsonb_build_object(
+        'tokens_in', (state #>> '{usage,tokens_in}')::bigint + %(tin)s,
+        'tokens_out', (state #>> '{usage,tokens_out}')::bigint + %(tout)s,
+        'cost_usd', ((state #>> '{usage,cost_usd}')::numeric + %(cost)s::numeric)::text)),
+        '{turns}', to_jsonb((state ->> 'turns')::bigint + 1)) ELSE state END"""
+
+_APPEND = (
+    """
 WITH bumped AS (
-    UPDATE conversations SET last_seq = last_seq + 1 WHERE id = %(cid)s RETURNING id, last_seq
+    UPDATE conversations SET last_seq = last_seq + 1, state = """  # noqa: S608 (a literal)
+    + _ADD_TURN
+    + """
+    WHERE id = %(cid)s RETURNING id, last_seq
 ), inserted AS (
     INSERT INTO events (conversation_id, seq, ts, kind, body)
     SELECT id, last_seq, clock_timestamp(), %(kind)s, %(body)s::jsonb FROM bumped
@@ -74,11 +86,15 @@ WITH bumped AS (
 )
 SELECT seq, ts FROM inserted
 """
+)
 
 # The same, only while the writer still owns the conversation (the run fence).
-_APPEND_FENCED = """
+_APPEND_FENCED = (
+    """
 WITH bumped AS (
-    UPDATE conversations SET last_seq = last_seq + 1
+    UPDATE conversations SET last_seq = last_seq + 1, state = """  # noqa: S608 (a literal)
+    + _ADD_TURN
+    + """
     WHERE id = %(cid)s AND EXISTS (
         SELECT 1 FROM conversation_owners WHERE conversation_id = %(cid)s AND owner_id = %(oid)s
     )
@@ -90,6 +106,22 @@ WITH bumped AS (
 )
 SELECT seq, ts FROM inserted
 """
+)
+
+
+def _append_params(conversation_id: str, event: ConversationEvent) -> dict[str, Any]:
+    """The parameters of _APPEND / _APPEND_FENCED for ``event``."""
+    usage = event.usage
+    return {
+        "cid": conversation_id,
+        "kind": event.kind,
+        "body": codec.event_json(event),
+        "turn": usage is not None,
+        "tin": usage.tokens_in if usage else 0,
+        "tout": usage.tokens_out if usage else 0,
+        "cost": str(usage.cost_usd) if usage else "0",
+    }
+
 
 _FENCE = "SELECT 1 FROM conversation_owners WHERE conversation_id = %s AND owner_id = %s FOR SHARE"
 
@@ -342,7 +374,7 @@ class PostgresStore(PostgresBudget, PostgresEvalItems, PostgresIdempotencyKeys, 
 
     async def transition(self, record: ConversationRecord, event: StatusChangeEvent) -> StoredEvent:
         codec.check_transition(record, event)
-        params = {"cid": record.id, "kind": event.kind, "body": codec.event_json(event)}
+        params = _append_params(record.id, event)
         owner = RUN_FENCE.get()
         async with self._conn() as conn, conn.transaction():
             if owner is not None:  # held (FOR SHARE) until commit: no takeover in between
@@ -455,11 +487,7 @@ class PostgresStore(PostgresBudget, PostgresEvalItems, PostgresIdempotencyKeys, 
     # -- event log -------------------------------------------------------------------------
 
     async def append(self, conversation_id: str, event: ConversationEvent) -> StoredEvent:
-        params = {
-            "cid": conversation_id,
-            "kind": event.kind,
-            "body": codec.event_json(event),
-        }
+        params = _append_params(conversation_id, event)
         owner = RUN_FENCE.get()
         if owner is None:
             write = self._all(_APPEND, params)
@@ -480,9 +508,13 @@ class PostgresStore(PostgresBudget, PostgresEvalItems, PostgresIdempotencyKeys, 
                 await self.get_conversation(conversation_id)  # NotFoundError if it is gone
                 raise LeaseLostError(lost(conversation_id, owner))
             raise NotFoundError(f"no conversation {conversation_id}")
-        # Committed (autocommit): wake local followers now, other processes' soon.
-        self._hub.notify(conversation_id)
-        self._notifier.notify(conversation_id)
+        # Committed (autocommit): wake local followers now, other processes' soon; a turn
+        # changed the record's totals too, which a listing shows.
+        if event.usage is not None:
+            self._changed(conversation_id, appended=True)
+        else:
+            self._hub.notify(conversation_id)
+            self._notifier.notify(conversation_id)
         seq, moment = rows[0]
         return StoredEvent(
             conversation_id=conversation_id, seq=seq, timestamp=codec.utc(moment), event=event

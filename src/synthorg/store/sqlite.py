@@ -21,6 +21,7 @@ from synthorg.domain import (
     ConversationStatus,
     StatusChangeEvent,
     StoredEvent,
+    TokenUsage,
 )
 from synthorg.errors import ConflictError, NotFoundError
 from synthorg.store import codec
@@ -355,10 +356,19 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         body = codec.event_json(event)
         kind = event.kind
 
-        def work(conn: sqlite3.Connection) -> tuple[int, datetime]:
-            return _insert_event(conn, conversation_id, kind, body)
+        usage = event.usage
 
-        seq, moment = await self._writer.submit(work, wakes=conversation_id, single_statement=True)
+        def work(conn: sqlite3.Connection) -> tuple[int, datetime]:
+            stored = _insert_event(conn, conversation_id, kind, body)
+            if usage is not None:  # a turn: the record's totals move in the same transaction
+                _add_turn(conn, conversation_id, usage)
+            return stored
+
+        seq, moment = await self._writer.submit(
+            work, wakes=conversation_id, single_statement=usage is None
+        )
+        if usage is not None:
+            self._hub.changed(conversation_id)  # a listing shows the totals
         return codec.envelope(conversation_id, seq, moment, event)
 
     async def history(
@@ -549,6 +559,22 @@ def _insert_event(
     except sqlite3.IntegrityError as exc:  # the foreign key: no such conversation
         raise NotFoundError(f"no conversation {conversation_id}") from exc
     return int(row[0]), moment
+
+
+def _add_turn(conn: sqlite3.Connection, conversation_id: str, usage: TokenUsage) -> None:
+    # Read and written under the writer's transaction; the sum in Decimal (SQLite's own
+    # arithmetic on the JSON would be floating point).
+    row = conn.execute(
+        "SELECT json_extract(state, '$.usage'), json_extract(state, '$.turns')"
+        " FROM conversations WHERE id = ?",
+        (conversation_id,),
+    ).fetchone()
+    total = TokenUsage.model_validate_json(row[0]) + usage
+    conn.execute(
+        "UPDATE conversations SET state = json_set(state, '$.usage', json(?), '$.turns', ?)"
+        " WHERE id = ?",
+        (total.model_dump_json(), int(row[1]) + 1, conversation_id),
+    )
 
 
 def _execution_row(conn: sqlite3.Connection, execution_id: str) -> dict[str, Any]:

@@ -257,6 +257,7 @@ class TurnEngine:
                             action_id=c.call_id,
                             tool_name=c.name,
                             summary=c.summary(),
+                            arguments=c.arguments,
                             risk=c.risk(),
                         )
                         for c in held

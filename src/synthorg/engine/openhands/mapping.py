@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from typing import Any
 
 from synthorg.domain import (
     ActionEvent,
@@ -80,6 +81,7 @@ class EventMapper:
 
     def __init__(self) -> None:
         self._tools: dict[str, str] = {}
+        self._arguments: dict[str, dict[str, Any]] = {}
         self._by_call: dict[str, str] = {}
         self._echoes: list[str] = []
 
@@ -91,6 +93,7 @@ class EventMapper:
         """The domain action; ``usage`` is its turn's figures (None on a parallel call)."""
         assert event.event_id is not None and event.tool_name is not None
         self._tools[event.event_id] = event.tool_name
+        self._arguments[event.event_id] = event.arguments
         if event.tool_call_id:
             self._by_call[event.tool_call_id] = event.event_id
         return ActionEvent(
@@ -132,6 +135,10 @@ class EventMapper:
         """The tool a known action called."""
         return self._tools.get(action_id, "")
 
+    def arguments_of(self, action_id: str) -> dict[str, Any]:
+        """The complete arguments of a known action (what its approver must see)."""
+        return self._arguments.get(action_id, {})
+
 
 def pending_actions(
     pending: tuple[PendingWire, ...], mapper: EventMapper
@@ -142,6 +149,7 @@ def pending_actions(
             action_id=p.action_id,
             tool_name=p.tool_name or mapper.tool_of(p.action_id) or "unknown",
             summary=p.summary or "",
+            arguments=mapper.arguments_of(p.action_id),
             risk=risk_of(p.risk),
         )
         for p in pending

@@ -11,7 +11,6 @@ from synthorg.server.console.auth import SessionAuthenticator, SocketSession, co
 from synthorg.server.console.headers import SecurityHeaders, content_security_policy
 from synthorg.server.console.routes import STATIC, router
 from synthorg.server.console.sessions import SessionStore
-from synthorg.server.console.throttle import SignInThrottle
 from synthorg.server.state import ServerState
 
 
@@ -23,9 +22,6 @@ def install_console(app: FastAPI, state: ServerState) -> None:
     path = state.auth.path.with_name("sessions.json") if isinstance(state.auth, KeyStore) else None
     sessions = SessionStore(path)
     app.state.console_sessions = sessions
-    app.state.console_throttle = SignInThrottle(
-        state.settings.signin_max_failures, state.settings.signin_window_s
-    )
     state.auth = SessionAuthenticator(state.auth, sessions)
     state.request_auth = cookie_or_bearer
     app.include_router(router)

@@ -61,15 +61,17 @@ def cookie_or_bearer(request: Request, state: ServerState, credentials: Credenti
     """The server's ``request_auth`` with the console: a bearer key as before, else a session
     cookie whose CSRF token every mutating call must echo in ``X-CSRF-Token``."""
     if credentials is not None:
-        return bearer_principal(state, credentials)
+        return bearer_principal(state, credentials, request)
     sessions: SessionStore = request.app.state.console_sessions
     found = session_of(request, sessions)
     if found is None:
-        return bearer_principal(state, None)  # the usual 401
+        return bearer_principal(state, None, request)  # the usual 401
     _, session = found
-    if request.method in MUTATING and not same_token(
-        request.headers.get(CSRF_HEADER), session.csrf
-    ):
+    given = request.headers.get(CSRF_HEADER)
+    # Mutating calls must echo the token; any call that sends one must send this session's:
+    # the console sends it on reads too, so a cookie tossed in by another port of the host
+    # (another session) is refused rather than shown as the signed-in person.
+    if (request.method in MUTATING or given is not None) and not same_token(given, session.csrf):
         raise HTTPException(403, f"missing or wrong {CSRF_HEADER} header for this session")
     principal = principal_of(state.auth, session.key_id)
     if principal is None:

@@ -20,8 +20,7 @@ from synthorg.server.console.auth import (
     session_of,
 )
 from synthorg.server.console.sessions import SESSION_TTL, Session, SessionStore, same_token
-from synthorg.server.console.throttle import SignInThrottle
-from synthorg.server.state import State, Viewer
+from synthorg.server.state import State, Viewer, client_address
 
 router = APIRouter(include_in_schema=False)
 
@@ -75,18 +74,8 @@ async def sign_in(request: Request, state: State, body: Annotated[SignIn, Body()
     """Exchange an API key for a session cookie (HttpOnly, SameSite=Strict, Secure on TLS)."""
     if not _same_origin(request):
         raise HTTPException(403, "sign-in is accepted only from this server's own page")
-    throttle: SignInThrottle = request.app.state.console_throttle
-    client = request.client.host if request.client else "unknown"
-    wait = throttle.retry_after(client)
-    if wait is not None:  # before the key is looked at: the answer says nothing about it
-        raise HTTPException(
-            429,
-            f"too many failed sign-ins from this address; try again in {wait} s",
-            headers={"Retry-After": str(wait)},
-        )
-    principal = state.auth.authenticate(body.key)
+    principal = state.check_key(body.key, client_address(request))
     if principal is None:
-        throttle.failed(client)
         raise HTTPException(401, "invalid or revoked API key")
     token, session = _sessions(request).create(principal.key_id)
     secure = request.url.scheme == "https"

@@ -1,7 +1,12 @@
-// Terminal output to DOM: SGR colours and styles become classes on text spans; every other
-// escape sequence (OSC 52 clipboard writes, title changes, cursor movement, DCS/APC/PM/SOS
-// strings, 8-bit C1 controls) and control character is dropped, so output is inert text.
-import { h } from "./dom.js";
+// Terminal output to DOM: SGR colours and styles become classes on text spans; carriage
+// return, backspace, cursor up/down/forward/back, column and erase-in-line are applied to the
+// text as a terminal would (screen.js); every other escape sequence (OSC 52 clipboard
+// writes, title changes, absolute positioning, DCS/APC/PM/SOS strings, 8-bit C1 controls) and
+// control character is dropped, so output is inert text; invisible and bidi characters are
+// revealed as escapes (reveal.js).
+import { h, append } from "./dom.js";
+import { reveal } from "./reveal.js";
+import { Screen } from "./screen.js";
 
 const ESC = "\x1b";
 
@@ -57,27 +62,29 @@ function span(state, text) {
   if (state.bold) classes.push("b");
   if (state.italic) classes.push("i");
   if (state.underline) classes.push("u");
-  if (!classes.length && !state.fgRgb && !state.bgRgb) return document.createTextNode(text);
-  const el = h("span", classes.length ? { class: classes.join(" ") } : {}, text);
+  const parts = reveal(text);
+  if (!classes.length && !state.fgRgb && !state.bgRgb) return parts;
+  const el = h("span", classes.length ? { class: classes.join(" ") } : {}, parts);
   // CSSOM (not a style attribute): allowed by the CSP, and only numbers reach it.
   if (state.fgRgb) el.style.color = `rgb(${state.fgRgb.join(",")})`;
   if (state.bgRgb) el.style.backgroundColor = `rgb(${state.bgRgb.join(",")})`;
   return el;
 }
 
-// Printable text only: tab and newline kept; other C0, DEL and C1 controls dropped.
-const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+// Printable text only: tab kept; newline, carriage return and backspace move the cursor;
+// other C0, DEL and C1 controls are dropped.
+const CONTROL = /[\x00-\x07\x0b\x0c\x0e-\x1f\x7f-\x9f]/;
 
+const MOVES = { A: "up", B: "down", C: "forward", D: "back" };
+
+// The output's text as a terminal would leave it (screen.js), in styled spans; the fragment's
+// ``redrawn`` says that cursor movement replaced or erased text already written.
 export function renderAnsi(input) {
   const text = String(input);
   const out = document.createDocumentFragment();
   const state = { fg: null, bg: null, bold: false, italic: false, underline: false, fgRgb: null, bgRgb: null };
-  let plain = "";
-  const flush = () => {
-    const clean = plain.replace(/\r\n/g, "\n").replace(CONTROL, "");
-    if (clean) out.append(span(state, clean));
-    plain = "";
-  };
+  const screen = new Screen();
+  let style = { ...state };
   let i = 0;
   while (i < text.length) {
     const ch = text[i];
@@ -85,28 +92,44 @@ export function renderAnsi(input) {
     const str = ch === "\x9d" || ch === "\x90" || ch === "\x98" || ch === "\x9e" || ch === "\x9f" ||
       (ch === ESC && "]P^_X".includes(text[i + 1] || "\0"));
     if (csi) {
-      flush();
       let j = i + (ch === ESC ? 2 : 1);
       let params = "";
       while (j < text.length && /[\x30-\x3f]/.test(text[j])) params += text[j++];
       while (j < text.length && /[\x20-\x2f]/.test(text[j])) j++;
       const final = text[j];
-      if (final === "m" && /^[0-9;:]*$/.test(params)) sgr(state, params);
-      i = j + 1; // any other CSI (cursor movement, erase, modes) is dropped
+      const n = /^[0-9]*$/.test(params) ? Math.min(Number(params || 1), 10000) : null;
+      if (final === "m" && /^[0-9;:]*$/.test(params)) {
+        sgr(state, params);
+        style = { ...state };
+      } else if (MOVES[final] && n !== null) screen[MOVES[final]](n);
+      else if (final === "G" && n !== null) screen.column(n);
+      else if (final === "K" && /^[012]?$/.test(params)) screen.erase(Number(params || 0));
+      i = j + 1; // any other CSI (absolute position, erase display, modes) is dropped
     } else if (str) {
-      flush();
-      // OSC / DCS / SOS / PM / APC: skip through BEL or ST (ESC \ or 0x9c); never acted on.
-      let j = i + (ch === ESC ? 2 : 1);
-      while (j < text.length && text[j] !== "\x07" && text[j] !== "\x9c" && !(text[j] === ESC && text[j + 1] === "\\")) j++;
-      i = text[j] === ESC ? j + 2 : j + 1;
+      // OSC / DCS / SOS / PM / APC: skipped through BEL or ST (ESC \ or 0x9c), never acted
+      // on. One not terminated before its line ends (or the next ESC, CAN, SUB) loses only its
+      // introducer and the rest is shown as text: a stray introducer must not hide the output
+      // after it (a test's FAILED line, the tool's exit code note).
+      const start = i + (ch === ESC ? 2 : 1);
+      let j = start;
+      while (j < text.length && !"\x07\x9c\x1b\x18\x1a\n".includes(text[j])) j++;
+      if (text[j] === ESC && text[j + 1] === "\\") i = j + 2;
+      else if (text[j] === "\x07" || text[j] === "\x9c") i = j + 1;
+      else i = start;
     } else if (ch === ESC) {
-      flush();
       i += 2; // a two-character escape (ESC c, ESC 7, ...): dropped
     } else {
-      plain += ch;
+      if (ch === "\n") screen.newline();
+      else if (ch === "\r") {
+        if (text[i + 1] !== "\n") screen.cr(); // \r\n is one newline
+      } else if (ch === "\b") screen.back(1);
+      else if (!CONTROL.test(ch)) screen.put(ch, style);
       i += 1;
     }
   }
-  flush();
+  for (const [cellStyle, chunk] of screen.runs()) append(out, [span(cellStyle || state0, chunk)]);
+  out.redrawn = screen.overwrote;
   return out;
 }
+
+const state0 = { fg: null, bg: null, bold: false, italic: false, underline: false, fgRgb: null, bgRgb: null };

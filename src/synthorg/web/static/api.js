@@ -17,6 +17,12 @@ export function useBackend(backend) {
   current = backend;
 }
 
+// A route of the current backend: a remote's conversation names its server in the URL, so a
+// reload (or a shared link) opens it there, asking for that server's key first.
+export function link(route) {
+  return current.base ? `#${route}?b=${encodeURIComponent(current.base)}` : `#${route}`;
+}
+
 export function can(role) {
   const roles = current.base ? current.roles || [] : session.roles;
   return roles.includes("admin") || roles.includes(role);
@@ -26,7 +32,9 @@ export async function request(method, path, body, backend = current) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (backend.key) headers.Authorization = `Bearer ${backend.key}`;
-  else if (method !== "GET" && session.csrf) headers["X-CSRF-Token"] = session.csrf;
+  // On every call, reads too: the server refuses a cookie whose session is not the one this
+  // page signed in with (a cookie tossed in by another port of this host).
+  else if (session.csrf) headers["X-CSRF-Token"] = session.csrf;
   let response;
   try {
     response = await fetch(backend.base + path, {
@@ -49,6 +57,12 @@ export async function request(method, path, body, backend = current) {
   }
   if (!response.ok) {
     const detail = data && typeof data.detail === "string" ? data.detail : `HTTP ${response.status}`;
+    if (response.status === 401 && !path.startsWith("/console/session")) {
+      // The key (or this session's key) no longer works: a remote's is forgotten, so choosing
+      // it asks for a key again; the page drops what only the signed-in may do.
+      if (backend.base) Object.assign(backend, { key: null, roles: [], principal: null });
+      window.dispatchEvent(new CustomEvent("synthorg:unauthorized", { detail: { backend, detail } }));
+    }
     throw new ApiError(response.status, data && data.code, detail);
   }
   return data;
@@ -58,23 +72,54 @@ export const get = (path) => request("GET", path);
 export const post = (path, body = {}) => request("POST", path, body);
 export const del = (path) => request("DELETE", path);
 
+// Which session this origin signed in with. Cookies ignore ports, so a page on another port
+// of this host can set our cookie to a session of its own (cookie tossing); it cannot read or
+// write this origin's storage. So the page adopts a cookie's session only when its token was
+// stored here at sign-in. (Not the API key: the key is never stored.)
+const BINDING = "synthorg.session";
+
 export async function loadSession() {
+  let found;
   try {
-    Object.assign(session, await request("GET", "/console/session", undefined, backends[0]));
-    return true;
+    found = await request("GET", "/console/session", undefined, backends[0]);
   } catch (err) {
     if (err.status === 401) return false;
     throw err;
   }
+  if (localStorage.getItem(BINDING) !== found.csrf) {
+    // Not ours: end it here (the cookie goes) and ask for a key.
+    const headers = { "X-CSRF-Token": found.csrf };
+    await fetch("/console/session", { method: "DELETE", headers, credentials: "same-origin" }).catch(() => null);
+    session.foreign = true;
+    return false;
+  }
+  Object.assign(session, found);
+  return true;
 }
 
 export async function signIn(key) {
-  Object.assign(session, await request("POST", "/console/session", { key }, backends[0]));
+  const found = await request("POST", "/console/session", { key }, backends[0]);
+  localStorage.setItem(BINDING, found.csrf);
+  Object.assign(session, found, { foreign: false });
 }
 
+// Sign-out ends this person's use of the page: the local session and every remote key it
+// holds (else the next person to sign in would act as the remote key's holder).
 export async function signOut() {
-  await request("DELETE", "/console/session", undefined, backends[0]);
-  Object.assign(session, { principal: null, roles: [], projects: [], csrf: null });
+  try {
+    await request("DELETE", "/console/session", undefined, backends[0]);
+  } finally {
+    localStorage.removeItem(BINDING);
+    forgetRemoteKeys();
+    Object.assign(session, { principal: null, roles: [], projects: [], csrf: null });
+  }
+}
+
+export function forgetRemoteKeys() {
+  for (const backend of backends) {
+    if (backend.base) Object.assign(backend, { key: null, roles: [], principal: null });
+  }
+  current = backends[0];
 }
 
 // The WebSocket URL of a conversation's events after a seq, and its auth token.

@@ -1,9 +1,9 @@
 // The console's entry: sign-in, the header, and a hash router over the views.
-import { loadSession, session, signIn, signOut } from "./api.js";
+import { backends, current, loadSession, session, signIn, signOut, useBackend } from "./api.js";
 import { h, clear, safeId, toast } from "./dom.js";
 import { showList } from "./list.js";
 import { showConversation } from "./conversation.js";
-import { renderBackends } from "./backends.js";
+import { backendsListed, keyForm, renderBackends } from "./backends.js";
 
 const main = document.getElementById("main");
 let teardown = null;
@@ -50,22 +50,52 @@ function renderWho() {
 }
 
 async function doSignOut() {
+  let failed = null;
   try {
     await signOut();
   } catch (err) {
-    toast(err.message, "error");
-    return;
+    failed = err; // the remote keys are forgotten all the same
   }
   if (teardown) teardown();
   teardown = null;
+  clear(document.getElementById("backends"));
+  if (failed && failed.status !== 401) {
+    toast(failed.message, "error");
+    renderWho();
+    rerender();
+    return;
+  }
+  history.replaceState(null, "", "#/"); // the next person starts at the list, not our page
   showSignIn("Signed out.");
 }
 
-function route() {
+let routing = 0;
+
+async function route() {
   if (teardown) teardown();
   teardown = null;
+  const turn = ++routing;
   const hash = location.hash || "#/";
-  const match = /^#\/c\/([^/]+)(?:\/(changes))?$/.exec(hash);
+  const [where, query] = hash.split("?");
+  const named = new URLSearchParams(query || "").get("b");
+  if (named !== null) {
+    await backendsListed();
+    if (turn !== routing) return; // another route started meanwhile
+    const backend = backends.find((b) => b.base === named);
+    if (!backend) {
+      clear(main).append(h("p", { class: "error" }, `${named} is not a server this console knows.`));
+      return;
+    }
+    if (backend !== current) {
+      if (backend.base && !backend.key) { // a reload forgot the key: ask, then open the page
+        clear(main).append(keyForm(backend, rerender, hash));
+        return;
+      }
+      useBackend(backend);
+      renderBackends(rerender);
+    }
+  }
+  const match = /^#\/c\/([^/]+)(?:\/(changes))?$/.exec(where);
   if (match && safeId(decodeURIComponent(match[1]))) {
     teardown = showConversation(main, decodeURIComponent(match[1]), match[2] || "events");
   } else {
@@ -87,7 +117,8 @@ async function start() {
     return;
   }
   if (!signedIn) {
-    showSignIn();
+    showSignIn(session.foreign ? "This browser offered a session this page did not sign in " +
+      "with (another site on this host may have set it); it was ended. Sign in." : "");
     return;
   }
   renderWho();
@@ -95,4 +126,20 @@ async function start() {
 }
 
 window.addEventListener("hashchange", () => session.principal && route());
+// A 401 from this server: the session or its key is gone; from a remote: its key is gone.
+// Either way no control of the old identity stays on screen.
+window.addEventListener("synthorg:unauthorized", (event) => {
+  if (teardown) teardown();
+  teardown = null;
+  const remote = event.detail.backend.base;
+  if (remote) {
+    useBackend(backends[0]);
+    rerender();
+    toast(`${remote} refused the key (revoked?): choose it again to enter a key.`, "error");
+    return;
+  }
+  Object.assign(session, { principal: null, roles: [], projects: [], csrf: null });
+  clear(document.getElementById("backends"));
+  showSignIn("Your session or its key is no longer valid: sign in again.");
+});
 start();

@@ -15,21 +15,32 @@ async function health(backend) {
   }
 }
 
+let listing = null;
+
+// Resolves once the servers [server] console_backends names are in ``backends`` (a reloaded
+// remote page waits for it before it can name its server).
+export function backendsListed() {
+  return listing || Promise.resolve();
+}
+
 async function load(rerender) {
   loaded = true;
-  try {
-    const data = await request("GET", "/console/backends", undefined, backends[0]);
-    for (const base of data.items) {
-      if (!backends.some((b) => b.base === base)) backends.push({ id: base, name: base, base, key: null, roles: [] });
+  listing = (async () => {
+    try {
+      const data = await request("GET", "/console/backends", undefined, backends[0]);
+      for (const base of data.items) {
+        if (!backends.some((b) => b.base === base)) backends.push({ id: base, name: base, base, key: null, roles: [] });
+      }
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
     }
-  } catch (err) {
-    if (!(err instanceof ApiError)) throw err;
-  }
+  })();
+  await listing;
   for (const backend of backends) backend.health = await health(backend);
   renderBackends(rerender);
 }
 
-function keyForm(backend, rerender) {
+export function keyForm(backend, rerender, after = "#/") {
   const input = h("input", { id: "backend-key", type: "password", autocomplete: "off", required: true });
   const form = h("form", { id: "backend-key-form", class: "card narrow" },
     h("h1", {}, "Connect to ", backend.name),
@@ -45,8 +56,9 @@ function keyForm(backend, rerender) {
       const me = await request("GET", "/console/whoami", undefined, { ...backend, key });
       Object.assign(backend, { key, roles: me.roles, principal: me.principal });
       useBackend(backend);
-      location.hash = "#/";
-      rerender();
+      if (location.hash === after) rerender();
+      else location.hash = after;
+      renderBackends(rerender);
     } catch (err) {
       form.querySelector("#backend-error").textContent = err.message;
     }

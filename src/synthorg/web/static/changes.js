@@ -3,6 +3,7 @@
 import { can, get, post } from "./api.js";
 import { h, clear, toast } from "./dom.js";
 import { highlight } from "./highlight.js";
+import { reveal, hasHidden, hiddenFlag } from "./reveal.js";
 
 export function showChanges(body, base) {
   let alive = true;
@@ -37,7 +38,7 @@ export function showChanges(body, base) {
         get(`${base}/changes`), get(`${base}/diff`), get(`${base}/commits`),
         get(`${base}/events?kind=checkpoint&limit=500`)]);
       if (!alive) return;
-      files.append(...changes.items.map((f) => h("li", { class: "mono" }, `${f.status || ""} ${f.path}`)));
+      files.append(...changes.items.map((f) => h("li", { class: "mono" }, `${f.status || ""} `, reveal(f.path))));
       if (!changes.items.length) files.append(h("li", { class: "muted" }, "No changes."));
       commits.append(...log.items.map((c) => h("li", {}, h("span", { class: "mono" }, (c.sha || "").slice(0, 10)), ` ${c.subject || c.message || ""}`)));
       if (!log.items.length) commits.append(h("li", { class: "muted" }, "No commits yet."));
@@ -45,13 +46,19 @@ export function showChanges(body, base) {
         h("span", { class: "mono" }, `#${m.event.index}`), ` before action ${m.event.action_id || "—"} · ${m.timestamp} `,
         can("operator") && Number.isInteger(m.event.index) ? rollback(m.event.index) : false)));
       if (!marks.items.length) checkpoints.append(h("li", { class: "muted" }, "No checkpoints."));
+      let hidden = 0;
       for (const line of text.diff.split("\n")) {
         const kind = line.startsWith("+++") || line.startsWith("---") ? "file"
           : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "ctx";
-        const body = kind === "add" || kind === "del" || kind === "ctx"
-          ? [line.slice(0, 1), highlight(line.slice(1))] : [line];
+        // A line holding a hidden character is shown revealed rather than highlighted.
+        const revealed = hasHidden(line) ? reveal(line) : null;
+        if (revealed) hidden += revealed.hidden;
+        const body = revealed || (kind === "add" || kind === "del" || kind === "ctx"
+          ? [line.slice(0, 1), highlight(line.slice(1))] : [line]);
         diff.append(h("span", { class: `d-${kind}` }, body), "\n");
       }
+      const flag = hiddenFlag(hidden);
+      if (flag) diff.before(flag);
     } catch (err) {
       clear(files).append(h("li", { class: "error" }, err.message));
     }

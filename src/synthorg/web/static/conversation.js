@@ -1,9 +1,11 @@
 // One conversation: its record, run control by role, the event stream (history, then the live
 // tail by seq over the WebSocket; a reconnect resumes after the last seq rendered, so nothing
 // is missed or shown twice), actions with their observations, inline confirmation.
-import { can, del, get, post, socketFor } from "./api.js";
-import { h, clear, usd, safeId, toast } from "./dom.js";
+import { can, del, get, link, post, socketFor } from "./api.js";
+import { h, append, clear, usd, safeId, toast } from "./dom.js";
 import { renderAnsi } from "./ansi.js";
+import { actionDetail } from "./action.js";
+import { reveal, hiddenFlag } from "./reveal.js";
 import { showChanges } from "./changes.js";
 import { showTree } from "./tree.js";
 import { keepSocket } from "./live.js";
@@ -34,8 +36,8 @@ export function showConversation(main, id, tab) {
   const approveAll = h("button", { id: "approve-all", type: "button", hidden: true, onclick: () => decide([...view.pending.keys()], []) },
     "Approve all pending");
   const tabs = h("nav", { class: "tabs", "aria-label": "Conversation views" },
-    h("a", { href: `#/c/${id}`, "aria-current": tab === "events" ? "page" : null }, "Events"),
-    h("a", { href: `#/c/${id}/changes`, "aria-current": tab === "changes" ? "page" : null }, "Changes"));
+    h("a", { href: link(`/c/${id}`), "aria-current": tab === "events" ? "page" : null }, "Events"),
+    h("a", { href: link(`/c/${id}/changes`), "aria-current": tab === "changes" ? "page" : null }, "Changes"));
   const body = h("div", { id: "conv-body" });
 
   const treeCard = h("section", { id: "tree", class: "card", hidden: true, "aria-labelledby": "tree-title" });
@@ -55,12 +57,17 @@ export function showConversation(main, id, tab) {
       return;
     }
     const r = view.record;
-    title.textContent = r.task.prompt;
+    clear(title).append(...reveal(r.task.prompt));
     meta.textContent = `${r.status} · loop ${r.loop_type} · model ${r.model} · ` +
       `branch ${r.workspace ? r.workspace.branch : "—"} · ${r.turns} turns · runs ${r.runs}`;
+    // The record's totals move with each turn (the store adds the turn's figures as it logs
+    // it), so this is the spend so far, against the budget.
     const u = r.usage;
-    usage.textContent = `tokens in ${u.tokens_in} / out ${u.tokens_out} · cost ${usd(u.cost_usd)}` +
-      (r.budget_usd !== null ? ` of ${usd(r.budget_usd)} budget` : "");
+    const budget = r.budget_usd !== null ? Number(r.budget_usd) : null;
+    append(clear(usage), [`tokens in ${u.tokens_in} / out ${u.tokens_out} · cost ${usd(u.cost_usd)}` +
+      (budget !== null ? ` of ${usd(budget)} budget (${budget > 0 ? Math.round(100 * Number(u.cost_usd) / budget) : 100}%)` : ""),
+      budget !== null && budget > 0 ? h("meter", { id: "budget-meter", min: "0", max: String(budget),
+        value: String(Math.min(Number(u.cost_usd), budget)), high: String(0.8 * budget), "aria-label": "spend against budget" }) : null]);
     renderControls();
     tree.reload();
   }
@@ -85,9 +92,16 @@ export function showConversation(main, id, tab) {
         }
         recordSoon();
       } }, label);
-    const text = h("textarea", { id: "steer", rows: 1, placeholder: "message the agent" });
-    const send = h("form", { class: "steer" }, h("label", { for: "steer", class: "sr-only" }, "Message"), text,
-      h("button", { type: "submit", id: "steer-send" }, "Send"));
+    // Talking to the agent is the page's main input: a labelled box of its own under the
+    // controls (Ctrl+Enter sends); a message to a stopped run starts it again.
+    const text = h("textarea", { id: "steer", rows: 3,
+      placeholder: "Tell the agent what to do next, or correct it while it runs (Ctrl+Enter sends)" });
+    const send = h("form", { class: "steer", id: "steer-form" },
+      h("label", { for: "steer", class: "steer-label" }, "Message the agent"), text,
+      h("button", { type: "submit", id: "steer-send", class: "primary" }, "Send"));
+    text.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) send.requestSubmit();
+    });
     send.addEventListener("submit", async (event) => {
       event.preventDefault();
       if (!text.value.trim()) return;
@@ -118,8 +132,10 @@ export function showConversation(main, id, tab) {
       }
     });
     controls.append(
-      button("pause", "Pause", active), button("interrupt", "Interrupt", active),
-      button("resume", "Resume", !active), button("cancel", "Cancel", active), remove, send);
+      h("div", { class: "row" },
+        button("pause", "Pause", active), button("interrupt", "Interrupt", active),
+        button("resume", "Resume", !active), button("cancel", "Cancel", active), remove),
+      send);
   }
 
   // -- confirmation -------------------------------------------------------------------------
@@ -139,12 +155,18 @@ export function showConversation(main, id, tab) {
     }
   }
 
+  // What the approver decides on is the action itself (its complete arguments), never only
+  // its one-line summary.
   function pendingBox(p) {
     const actionId = safeId(p.action_id);
+    const entry = actionId ? view.byAction.get(actionId) : null;
+    const args = p.arguments && Object.keys(p.arguments).length ? p.arguments
+      : entry ? entry.stored.event.arguments : null;
+    const detail = actionDetail(p.tool_name, args, p.summary);
     const box = h("div", { class: `pending risk-${["low", "medium", "high"].includes(p.risk) ? p.risk : "unknown"}`,
       "data-pending": actionId || "" },
-      h("strong", {}, `Waiting for approval · risk ${p.risk}`),
-      h("pre", { class: "cmd" }, p.summary || p.tool_name),
+      h("strong", {}, "Waiting for approval · ", reveal(p.tool_name), ` · risk ${p.risk}`),
+      hiddenFlag(detail.hidden), detail.el,
       can("approver") && actionId ? h("div", { class: "row" },
         h("button", { type: "button", class: "approve", onclick: () => decide([actionId], []) }, "Approve"),
         h("button", { type: "button", class: "reject", onclick: () => decide([], [actionId]) }, "Reject")) : null,
@@ -207,6 +229,7 @@ export function showConversation(main, id, tab) {
     } else if (ev.kind === "status_change" || ev.kind === "finished") {
       recordSoon();
     }
+    if (ev.usage) recordSoon(); // a turn: the record's turns and spend moved
     const entry = newEntry(stored);
     if (ev.kind === "action" && ev.tool_name === "delegate") tree.watch();
     if (ev.kind === "action" && safeId(ev.action_id)) view.byAction.set(ev.action_id, entry);
@@ -223,10 +246,20 @@ export function showConversation(main, id, tab) {
   }
 
   function output(text) {
-    const pre = h("pre", { class: "term" }, renderAnsi(text));
+    const shown = renderAnsi(text);
+    const pre = h("pre", { class: "term" }, shown);
+    // Text the output later overwrote or erased (cursor movement) stays one click away.
+    const raw = shown.redrawn ? h("details", { class: "raw-output" },
+      h("summary", { class: "small" }, "⚠ the output redrew itself (cursor movement): show it raw"),
+      h("pre", { class: "arg" }, reveal(text))) : null;
     const lines = text.split("\n").length;
-    if (text.length <= LONG_CHARS && lines <= LONG_LINES) return pre;
-    return h("details", {}, h("summary", {}, `output: ${lines} lines, ${text.length} characters`), pre);
+    if (text.length <= LONG_CHARS && lines <= LONG_LINES) return [pre, raw];
+    return h("details", {}, h("summary", {}, `output: ${lines} lines, ${text.length} characters`), pre, raw);
+  }
+
+  function textBlock(text) {
+    const parts = reveal(text);
+    return [hiddenFlag(parts.hidden), h("div", { class: "text" }, parts)];
   }
 
   function usageLine(u) {
@@ -253,17 +286,18 @@ export function showConversation(main, id, tab) {
     switch (ev.kind) {
       case "message":
         return row(stored, `msg ${ev.role}`, when, h("strong", {}, ev.role), usageLine(ev.usage),
-          h("div", { class: "text" }, ev.text));
+          textBlock(ev.text));
       case "action": {
+        const detail = actionDetail(ev.tool_name, ev.arguments, ev.summary);
         entry.slots = { obs: h("div", { class: "obs-slot" }), pending: h("div", { class: "pending-slot" }),
           decision: h("div", { class: "decision-slot" }) };
         for (const p of entry.pending.values()) entry.slots.pending.append(pendingBox(p));
         for (const d of entry.decisions) entry.slots.decision.append(decisionLine(d));
         for (const o of entry.obs) entry.slots.obs.append(observation(o));
-        return row(stored, "action", when, h("strong", { class: "tool" }, ev.tool_name),
+        return row(stored, "action", when, h("strong", { class: "tool" }, reveal(ev.tool_name)),
           h("span", { class: `risk risk-${ev.risk}` }, ` risk ${ev.risk}`), usageLine(ev.usage),
-          ev.thought ? h("div", { class: "thought muted" }, ev.thought) : null,
-          h("pre", { class: "cmd" }, ev.summary || JSON.stringify(ev.arguments, null, 2)),
+          ev.thought ? h("div", { class: "thought muted" }, reveal(ev.thought)) : null,
+          hiddenFlag(detail.hidden), detail.el,
           entry.slots.pending, entry.slots.decision, entry.slots.obs);
       }
       case "observation":
@@ -278,9 +312,9 @@ export function showConversation(main, id, tab) {
       case "pause": case "interrupt": case "cancel":
         return row(stored, "line", when, `${ev.kind} requested by ${ev.requested_by || "—"}`);
       case "finished":
-        return row(stored, "msg finished", when, h("strong", {}, "finished"), h("div", { class: "text" }, ev.message));
+        return row(stored, "msg finished", when, h("strong", {}, "finished"), textBlock(ev.message));
       case "error":
-        return row(stored, "msg error", when, h("strong", {}, `error ${ev.code}`), h("div", { class: "text" }, ev.message));
+        return row(stored, "msg error", when, h("strong", {}, `error ${ev.code}`), textBlock(ev.message));
       case "tool_audit":
         return row(stored, "line", when, `tool ${ev.tool}: ${ev.outcome}`, ev.detail ? ` · ${ev.detail}` : "");
       case "checkpoint":

@@ -1,8 +1,9 @@
 // The conversations list: live (the server pushes "changed" on a WebSocket and the page is
 // re-read then; no polling), filtered by status, searched by task text in the server's store,
 // paged by the server's cursor; and the new-run form.
-import { can, get, post } from "./api.js";
+import { can, get, link, post } from "./api.js";
 import { h, append, clear, age, usd, safeId, toast } from "./dom.js";
+import { reveal } from "./reveal.js";
 import { serialised, watchChanges } from "./live.js";
 
 const STATUSES = ["created", "running", "paused", "waiting_confirmation", "finished", "failed",
@@ -62,7 +63,10 @@ export function showList(main) {
       const id = safeId(c.id);
       return h("tr", { "data-id": id || "" },
         h("td", { class: "task" },
-          id ? h("a", { href: `#/c/${id}` }, c.task.prompt.slice(0, 140) || id) : "(bad id)"),
+          // A delegated run is marked as its parent's sub-run (the tree is on its page).
+          safeId(c.parent_id) ? h("span", { class: "sub-run muted small" }, "↳ sub-run of ",
+            h("a", { href: link(`/c/${safeId(c.parent_id)}`) }, safeId(c.parent_id)), " · ") : null,
+          id ? h("a", { href: link(`/c/${id}`) }, reveal(c.task.prompt.slice(0, 140) || id)) : "(bad id)"),
         h("td", {}, h("span", { class: `status s-${STATUSES.includes(c.status) ? c.status : "x"}` }, c.status)),
         h("td", {}, c.loop_type),
         h("td", {}, c.model),
@@ -158,7 +162,7 @@ function newRunForm() {
     try {
       const created = await post("/api/conversations", body);
       const id = safeId(created.id);
-      if (id) location.hash = `#/c/${id}`;
+      if (id) location.hash = link(`/c/${id}`);
     } catch (err) {
       error.append(err.message);
     }

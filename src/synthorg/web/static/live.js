@@ -1,5 +1,5 @@
 // Live sockets of the console: one kept-open WebSocket helper, the change watch, a serialiser.
-import { listSocket } from "./api.js";
+import { get, listSocket } from "./api.js";
 
 // A WebSocket kept open: address() gives { url, token } for each (re)connect; the auth frame
 // goes first; onFrame gets every parsed frame; a close with a code in finalCodes ends it (its
@@ -26,6 +26,9 @@ export function keepSocket({ address, onFrame, onState = () => {}, finalCodes = 
       if (!live.alive || live.socket !== socket) return;
       if (finalCodes[event.code]) {
         onState("down", finalCodes[event.code]);
+        // Refused as unauthorized: ask the server who we are; its 401 makes the page drop
+        // the controls of an identity that is gone (api.js).
+        if (event.code === 4401) get("/console/whoami").catch(() => null);
         return;
       }
       onState("down", "reconnecting…");

@@ -1,9 +1,11 @@
 // The delegation tree of one conversation: who delegated it, the runs it delegated (status,
 // own and tree cost, links), and what a child waits for, decided by the child's id. Re-read
 // when the server pushes a change (no polling). Shown only for conversations in a tree.
-import { can, get, post } from "./api.js";
+import { can, get, link, post } from "./api.js";
 import { h, append, clear, usd, safeId, toast } from "./dom.js";
 import { serialised, watchChanges } from "./live.js";
+import { actionDetail } from "./action.js";
+import { hiddenFlag } from "./reveal.js";
 
 const STATUSES = ["created", "running", "paused", "waiting_confirmation", "finished", "failed",
   "cancelled", "error", "interrupted"];
@@ -26,9 +28,10 @@ export function showTree(card, id) {
   function pendingOf(childId, p) {
     const actionId = safeId(p.action_id);
     const error = h("span", { class: "error", role: "alert" });
+    const detail = actionDetail(p.tool_name, p.arguments, p.summary);
     return h("li", { class: "child-pending", "data-child-action": actionId || "" },
       h("span", {}, `${childId} waits for approval · risk ${p.risk} · `),
-      h("code", { class: "cmd" }, p.summary || p.tool_name),
+      hiddenFlag(detail.hidden), detail.el,
       can("approver") && actionId ? [
         h("button", { type: "button", class: "approve", onclick: () => decide(childId, [actionId], [], error) }, "Approve"),
         h("button", { type: "button", class: "reject", onclick: () => decide(childId, [], [actionId], error) }, "Reject"),
@@ -50,7 +53,7 @@ export function showTree(card, id) {
     const children = [];
     for (const child of n.children) children.push(await node(child, depth + 1));
     return h("li", { class: "child", "data-child": cid || "" },
-      cid ? h("a", { href: `#/c/${cid}` }, n.title || cid) : "(bad id)",
+      cid ? h("a", { href: link(`/c/${cid}`) }, n.title || cid) : "(bad id)",
       " ", h("span", { class: `status s-${status}` }, n.status),
       h("span", { class: "muted small" }, ` · ${n.loop_type} · own ${usd(n.cost_usd)} · tree ${usd(n.tree_cost_usd)}`),
       pending.length ? h("ul", { class: "pending-list" }, pending.map((p) => pendingOf(cid, p))) : null,
@@ -77,7 +80,7 @@ export function showTree(card, id) {
     card.hidden = false;
     append(clear(card), [
       h("h2", { id: "tree-title" }, "Delegation"),
-      parent ? h("p", { id: "tree-parent" }, "Delegated by ", h("a", { href: `#/c/${parent}` }, parent)) : null,
+      parent ? h("p", { id: "tree-parent" }, "Delegated by ", h("a", { href: link(`/c/${parent}`) }, parent)) : null,
       tree.children.length ? h("p", { class: "muted small" },
         `${tree.children.length} sub-run(s) · own ${usd(tree.cost_usd)} · tree ${usd(tree.tree_cost_usd)}`) : null,
       tree.children.length ? h("ul", { id: "tree-children", class: "tree" }, items) : null]);

@@ -124,7 +124,8 @@ def terminal_tool(
         execute=run,
         risk_of=lambda a: terminal_risk(a.command),
         mutates_if=lambda a: terminal_risk(a.command) is not RiskLevel.LOW,
-        summarize=lambda a: f"$ {a.command}"[:300],
+        # Whole: a cut summary once hid the tail of a command from its approver.
+        summarize=lambda a: f"$ {a.command}",
     )
 
 

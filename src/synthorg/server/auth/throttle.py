@@ -1,6 +1,7 @@
-"""Failed console sign-ins per client address, in a sliding window.
+"""Failed API key checks per client address, in a sliding window (console sign-ins, REST
+Bearer keys and WebSocket auth frames alike: one count per address).
 
-Past ``max_failures`` in ``window_s`` every sign-in from that address is refused (429 with
+Past ``max_failures`` in ``window_s`` every key from that address is refused (429 with
 Retry-After) until the oldest failure leaves the window, whatever key it presents: the
 answer then says nothing about the key. A success does not clear the count (a caller holding
 one valid key could otherwise reset it between guesses). Memory is bounded: at most
@@ -15,8 +16,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 
 
-class SignInThrottle:
-    """Counts failed sign-ins per address; says how long a limited address must wait."""
+class KeyThrottle:
+    """Counts failed key checks per address; says how long a limited address must wait."""
 
     def __init__(
         self,
@@ -48,7 +49,7 @@ class SignInThrottle:
         return max(1, math.ceil(times[0] + self.window_s - now))
 
     def failed(self, client: str) -> None:
-        """Record a failed sign-in from ``client``."""
+        """Record a failed key check from ``client``."""
         times = self._failures.pop(client, None) or deque(maxlen=self.max_failures)
         times.append(self._clock())
         self._failures[client] = times  # most recent last
