@@ -94,12 +94,21 @@ def test_an_event_cursor_outside_the_apis_bounds_is_refused(
 
 
 def _pending(client: httpx.Client, conversation: str) -> list[str]:
+    """The pending action ids, once the conversation is recorded as waiting for them (the
+    request is logged before the status moves: asserting on the record needs both)."""
+    ids: list[str] | None = None
     with client.stream("GET", f"/v1/conversations/{conversation}/events") as events:
         for line in events.iter_lines():
             event = json.loads(line)["event"]
             if event["kind"] == "confirmation_request":
-                return [action["action_id"] for action in event["pending"]]
-    raise AssertionError("the stream ended before a confirmation request")
+                ids = [action["action_id"] for action in event["pending"]]
+            elif (
+                ids is not None
+                and event["kind"] == "status_change"
+                and event["new"] == "waiting_confirmation"
+            ):
+                return ids
+    raise AssertionError("the stream ended before the run waited for a confirmation")
 
 
 def test_a_decision_the_api_would_refuse_is_refused_and_the_run_goes_on(

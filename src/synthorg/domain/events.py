@@ -7,6 +7,7 @@ names the actions it decides.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Any, Literal, get_args
 
@@ -172,10 +173,16 @@ class ConfirmationDecisionEvent(_NoToolName, _NoUsage, _Event):
     def _names_actions(self) -> ConfirmationDecisionEvent:
         if not self.accepted and not self.rejected:
             raise ValueError("a confirmation decision must name at least one action id")
-        both = set(self.accepted) & set(self.rejected)
+        both = decided_both(self.accepted, self.rejected)
         if both:
-            raise ValueError(f"action ids both accepted and rejected: {sorted(both)}")
+            raise ValueError(f"action ids both accepted and rejected: {both}")
         return self
+
+
+def decided_both(accepted: Iterable[str], rejected: Iterable[str]) -> list[str]:
+    """Action ids a decision both accepts and rejects: the one rule a decision must pass
+    (the logged event here; every caller's Decision in engine.control)."""
+    return sorted(set(accepted) & set(rejected))
 
 
 class ToolAuditEvent(_NoToolName, _NoUsage, _Event):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from synthorg.errors import ConflictError
+from synthorg.domain.events import decided_both
+from synthorg.errors import ConflictError, UsageError
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,11 @@ class Decision:
     rejected: frozenset[str]
     approver: str
     reason: str = ""
+
+    def __post_init__(self) -> None:
+        both = decided_both(self.accepted, self.rejected)
+        if both:
+            raise UsageError(f"action ids both accepted and rejected: {both}")
 
 
 class RunControl:

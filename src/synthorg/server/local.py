@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from synthorg.domain import SEQ_MAX, ConversationRecord, ExecutionResult, Task
 from synthorg.domain.ids import Identifier
 from synthorg.engine.control import Decision
-from synthorg.errors import NotFoundError, UsageError
+from synthorg.errors import NotFoundError
 from synthorg.localsock import private_dir, serve_socket, trusted_uids
 from synthorg.logging import get_logger
 from synthorg.server.errors import install_error_handlers
@@ -233,14 +233,9 @@ def create_local_app(
 
     @app.post("/v1/conversations/{conversation_id}/decide", status_code=204)
     async def decide(conversation_id: Identifier, body: DecisionBody) -> Response:
-        accepted, rejected = frozenset(body.accepted), frozenset(body.rejected)
-        if accepted & rejected:  # as REST refuses it; the engine would hand it to the loop
-            raise UsageError(
-                f"action ids both accepted and rejected: {sorted(accepted & rejected)}"
-            )
-        decision = Decision(
-            accepted=accepted,
-            rejected=rejected,
+        decision = Decision(  # refuses an id both accepted and rejected, as REST does
+            accepted=frozenset(body.accepted),
+            rejected=frozenset(body.rejected),
             approver=body.approver,
             reason=body.reason,
         )

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from synthorg.domain.ids import Identifier
 from synthorg.engine.control import Decision
-from synthorg.errors import ConflictError, UsageError
+from synthorg.errors import ConflictError
 from synthorg.server.auth import Principal
 from synthorg.server.errors import responses
 from synthorg.server.pending import pending_actions
@@ -170,8 +170,8 @@ async def decide(
             "(already decided, stale, or of another conversation); GET the confirmation "
             "route for what is pending now"
         )
-    if accepted & rejected:  # after the checks of what exists: a stale id is 409 either way
-        raise UsageError(f"action ids both accepted and rejected: {sorted(accepted & rejected)}")
+    # After the checks of what exists (a stale id is 409 either way): Decision refuses an id
+    # both accepted and rejected (400).
     decision = Decision(
         accepted=frozenset(accepted),
         rejected=frozenset(rejected),
