@@ -18,6 +18,7 @@ BASICS = (
     "synthorg.logging",
     "synthorg.paths",
     "synthorg.localsock",
+    "synthorg.reaper",
     "synthorg.domain",
     "synthorg.serving",
     "synthorg.extras",  # which optional extra installs a missing import
@@ -29,6 +30,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "errors": (),
     "paths": (),
     "localsock": (),
+    "reaper": (),
     "logging": (),
     "extras": (),
     "serving": ("synthorg.errors", "synthorg.localsock"),

@@ -47,7 +47,9 @@ def _released(root: Path, limit_s: float = 30.0) -> list[str]:
     [] when every quota was released; else their names and mounts."""
     deadline = time.monotonic() + limit_s
     while True:
-        left = sorted(p.name for p in root.iterdir()) if root.exists() else []
+        # One dir per data dir (quota.owner_root), its quotas inside.
+        owners = list(root.iterdir()) if root.exists() else []
+        left = sorted(p.name for owner in owners for p in owner.iterdir())
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.05)

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from synthorg.logging import get_logger
+from synthorg.paths import synthorg_home
 from synthorg.sandbox.boundary import bwrap_boundary
 from synthorg.sandbox.bwrap_args import BwrapArgs, Views, args_fd
 from synthorg.sandbox.bwrap_control import BwrapControl, apply_rlimits, read_fd
@@ -55,7 +56,7 @@ from synthorg.sandbox.protocol import (
     SandboxProcess,
     SandboxRequest,
 )
-from synthorg.sandbox.quota import WorkspaceQuota, unavailable_reason
+from synthorg.sandbox.quota import WorkspaceQuota, owner_root, unavailable_reason
 from synthorg.sandbox.quota import sweep_stale as sweep_quotas
 from synthorg.sandbox.seccomp import filter_program, program_fd
 from synthorg.sandbox.views import MovedState, link_farm, same_filesystem
@@ -86,7 +87,10 @@ class BwrapSandbox:
         identity: SandboxIdentity | None = None,
         seccomp: bool = True,
         cgroups: bool = True,
+        owner: Path | None = None,
     ) -> None:
+        """``owner``: the data dir whose quotas this backend makes and sweeps (default
+        ``SYNTHORG_HOME``); a dead process's quota is settled only by its own data dir."""
         found = bwrap_path or shutil.which("bwrap")
         if found is None:
             raise SandboxUnavailableError(
@@ -105,8 +109,10 @@ class BwrapSandbox:
         if seccomp:
             filter_program()  # compile now: a missing libseccomp fails here, not per run
         self.quota_unavailable = unavailable_reason()
+        self.quotas: Path | None = None
         if self.quota_unavailable is None:
-            sweep_quotas()
+            self.quotas = owner_root(owner or synthorg_home())
+            sweep_quotas(self.quotas)
         # cgroups=False (benchmarks): rlimits only, as on a host without writable cgroups.
         self._cgroups: CgroupSupport = (
             detect_cgroups() if cgroups else CgroupSupport(CgroupMode.NONE, detail="disabled")
@@ -192,7 +198,7 @@ class BwrapSandbox:
                 raise SandboxStartError(f"workspace {request.workspace} is not a directory")
             if allowance is not None and self.quota_unavailable is None:
                 control.quota = await asyncio.to_thread(
-                    WorkspaceQuota.mount, request.workspace, allowance
+                    WorkspaceQuota.mount, request.workspace, allowance, self.quotas
                 )
             views = await asyncio.to_thread(self._views, request, control)
         except BaseException:

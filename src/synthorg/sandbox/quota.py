@@ -28,11 +28,16 @@ whoever releases it. After a kill, every CLI process that boots sweeps, so sever
 the same dead owner's quota at once; without the lock one copied back from a mount point
 another had just unmounted (an empty directory, with ``--delete``) and wiped the worktree.
 The kernel drops a dead owner's lock, so the lock is also the liveness test.
+
+Each data dir keeps its quotas in its own dir under the host-wide root (``owner_root``): a
+sweep settles only what processes of the same data dir left. Swept host-wide, one tenant's
+hostile tree was copied back by another data dir's process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -44,7 +49,9 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from synthorg.localsock import private_dir
 from synthorg.logging import get_logger
+from synthorg.reaper import run_tied
 from synthorg.sandbox.copyback import copy_back_plain
 from synthorg.sandbox.errors import SandboxStartError
 from synthorg.sandbox.hostlock import lock_dir
@@ -81,6 +88,13 @@ def quota_root() -> Path:
     return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
 
 
+def owner_root(owner: Path, root: Path | None = None) -> Path:
+    """The dir of one data dir's quotas under the host-wide root (made, and checked ours)."""
+    key = hashlib.sha256(os.fsencode(owner.resolve())).hexdigest()[:16]
+    base = private_dir(root or quota_root())
+    return private_dir(base / f"owner-{key}")
+
+
 def unavailable_reason() -> str | None:
     """Why per-sandbox quotas cannot work here (None when they can)."""
     if os.geteuid() != 0:
@@ -95,7 +109,7 @@ def unavailable_reason() -> str | None:
 
 def _run(*argv: str, input: bytes | None = None) -> None:
     try:
-        done = subprocess.run(argv, input=input, capture_output=True, timeout=_TIMEOUT_S)
+        done = run_tied(argv, input=input, timeout=_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError) as exc:
         raise SandboxStartError(f"{argv[0]} failed: {exc}") from exc
     if done.returncode != 0:
@@ -497,25 +511,35 @@ def _claim_stale(entry: Path) -> tuple[int, Path] | None:
     return fd, worktree
 
 
+def settle(entry: Path) -> bool:
+    """Release one quota dir whose owning process died: its image copied back onto its
+    worktree, unmounted and deleted. False when its owner lives, it is no quota (any more),
+    or the release failed (kept for a later sweep). A takeover may call it for the run it
+    inherits; ``sweep_stale`` calls it for every entry of one data dir's root."""
+    claimed = _claim_stale(entry)
+    if claimed is None:
+        return False
+    quota = WorkspaceQuota(entry, claimed[1])
+    quota._lock_fd = claimed[0]
+    try:
+        quota.release()
+    except SandboxStartError as exc:
+        log.warning("sandbox.quota_sweep_failed", dir=str(entry), error=str(exc))
+        return False
+    return True
+
+
 def sweep_stale(root: Path | None = None) -> int:
-    """Release quotas whose owning process died (a host killed mid-run); returns how many."""
+    """Release the quotas in root (one data dir's, see ``owner_root``) whose owning process
+    died (a host killed mid-run); returns how many."""
     base = root or quota_root()
     released = 0
     with contextlib.suppress(OSError):
         for entry in base.iterdir():
             if entry.name.startswith(_TRASH):  # released; its deleter exited first
                 shutil.rmtree(entry, ignore_errors=True)
-                continue
-            claimed = _claim_stale(entry)
-            if claimed is None:
-                continue
-            quota = WorkspaceQuota(entry, claimed[1])
-            quota._lock_fd = claimed[0]
-            try:
-                quota.release()
+            elif settle(entry):
                 released += 1
-            except SandboxStartError as exc:
-                log.warning("sandbox.quota_sweep_failed", dir=str(entry), error=str(exc))
     return released
 
 

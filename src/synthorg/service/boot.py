@@ -183,7 +183,9 @@ async def boot(
     defaults = section(settings, "run", RunDefaults)
     engine: EngineConfig = settings.engine
     sockets = _socket_dir(settings.home)
-    sandbox = make_sandbox(sandbox_settings.backend, allow_local=sandbox_settings.allow_local)
+    sandbox = make_sandbox(
+        sandbox_settings.backend, allow_local=sandbox_settings.allow_local, owner=settings.home
+    )
     async with AsyncExitStack() as stack:
         if store is None:
             store = await open_store(store_config(settings))

@@ -15,6 +15,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from synthorg.reaper import tie, untie
+
 _CHUNK = 1 << 16
 _TERM_GRACE_S = 5.0
 
@@ -143,13 +145,17 @@ async def run_collect(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    tie(proc.pid)  # a SIGKILLed host's `git add` of a huge tree dies with it
     try:
-        child = Child(proc, stdin or None)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-        raise
-    return await child.finish()
+        try:
+            child = Child(proc, stdin or None)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+            raise
+        return await child.finish()
+    finally:
+        untie(proc.pid)
