@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from synthorg.engine import EngineConfig, LoopRegistry
+from synthorg.errors import ConfigError
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig
 from synthorg.gateway.embedded import Endpoints, serve_embedded
 from synthorg.gateway.service import Gateway
 from synthorg.gateway.signer import GatewaySigner
+from synthorg.localsock import PrivateDirError, private_dir
 from synthorg.logging import get_logger
 from synthorg.mcp.config import McpConfig
 from synthorg.mcp.runner import McpEndpoints, serve_mcp
@@ -85,10 +87,24 @@ class ProvisionContext:
 
 def _socket_dir(home: Path) -> Path:
     # Unix socket paths are capped at 108 bytes: keep them short and per-process.
-    sweep_dead_run_dirs(home / "run")  # what killed processes left behind
-    path = home / "run" / str(os.getpid())
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+    run = private_dir(home / "run")
+    sweep_dead_run_dirs(run)  # what killed processes left behind
+    return private_dir(run / str(os.getpid()))
+
+
+def _own_dirs(home: Path, key_files: Iterable[Path | None]) -> Path:
+    """Check (making what is missing) every dir this process keeps keys or sockets in,
+    before anything is read from or put there; returns the socket dir."""
+    try:
+        for path in key_files:
+            if path is not None:
+                private_dir(path.parent)
+        return _socket_dir(home)
+    except PrivateDirError as exc:
+        raise ConfigError(
+            f"refusing to start: {exc}. Another user could replace what is there (sockets "
+            "that receive the runs' bearers, keys that sign them)"
+        ) from exc
 
 
 def _sandbox_pool(
@@ -182,7 +198,7 @@ async def boot(
     gate_settings = section(settings, "gate", GateSettings)
     defaults = section(settings, "run", RunDefaults)
     engine: EngineConfig = settings.engine
-    sockets = _socket_dir(settings.home)
+    sockets = _own_dirs(settings.home, key_files)
     sandbox = make_sandbox(
         sandbox_settings.backend, allow_local=sandbox_settings.allow_local, owner=settings.home
     )
