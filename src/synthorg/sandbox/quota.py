@@ -159,6 +159,11 @@ def _by_dir(paths: Iterable[str]) -> dict[str, set[str]]:
     return grouped
 
 
+def _special(st: os.stat_result) -> bool:
+    """A FIFO, socket or device: never copied back (rsync --no-specials --no-devices)."""
+    return not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode))
+
+
 def _usage(root: Path) -> int:
     """Bytes the tree occupies on disk (never following symlinks)."""
     total = 0
@@ -314,7 +319,14 @@ class WorkspaceQuota:
             return None
         before, now = _by_dir(inodes), _by_dir(rel for rel, _ in entries)
         listed: list[str] = []
+        specials = [rel for rel, st in entries if _special(st)]
+        if specials:
+            log.warning("sandbox.quota_specials_not_copied", dir=str(self.dir),
+                        count=len(specials), first=specials[:5],
+                        reason="FIFOs, sockets and devices stay in the image")  # fmt: skip
         for rel, st in entries:
+            if _special(st):
+                continue
             if inodes.get(rel) == st.st_ino and st.st_ctime_ns < since:
                 continue  # as mkfs copied it from the worktree, untouched since
             if not stat.S_ISDIR(st.st_mode):
@@ -417,7 +429,11 @@ class WorkspaceQuota:
         # link costs the image no blocks, a copy per link would (a new link changes the file's
         # ctime, so every name of it is listed and linked again). No set-id bits and nothing
         # world-writable lands on the host (git records only the x bit).
-        rsync = ["rsync", "-a", "-H", "--checksum", "--sparse", "--delete", "--chmod=ug-s,o-w"]
+        # --no-specials --no-devices: a FIFO (or socket) the sandbox made stays in the image;
+        # copied back, every host reader of the worktree (the gate's scan, an editor) blocked
+        # on it. _changed logs which were left.
+        rsync = ["rsync", "-a", "-H", "--checksum", "--sparse", "--delete", "--chmod=ug-s,o-w",
+                 "--no-specials", "--no-devices"]  # fmt: skip
         changed = self._changed()
         if changed is None:
             _run(*rsync, f"{self.mnt}/", f"{self.worktree}/")
