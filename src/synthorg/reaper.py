@@ -76,6 +76,12 @@ def _send(line: bytes) -> None:
                 _pipe = None
 
 
+def start() -> None:
+    """Start this process's reaper now, so that tying a child just spawned is one write
+    (the window in which a host killed leaves it untied is that write)."""
+    _write_end()
+
+
 def tie(pid: int) -> None:
     """Kill child ``pid`` (its group when it leads one) when this process dies."""
     _send(b"+%d\n" % pid)
@@ -96,6 +102,7 @@ def run_tied(
 ) -> subprocess.CompletedProcess[bytes]:
     """``subprocess.run(argv, capture_output=True)`` in its own process group, tied to this
     process; on timeout the group is killed and TimeoutExpired raised."""
+    start()
     proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,

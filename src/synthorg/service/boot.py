@@ -36,6 +36,7 @@ from synthorg.settings import Settings, section
 from synthorg.store import Store, open_store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.gate import CommitGate
+from synthorg.workspace.hostlimits import HostLimits
 from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.remote import ProjectsConfig
 from synthorg.workspace.worktrees import WorktreeManager
@@ -231,7 +232,8 @@ async def boot(
             if pool is not None:
                 warm_pool(provision_context, pool)
 
-        checkpoints = CheckpointStore(publisher=mirrors)
+        host_limits = HostLimits(gate_settings.max_file_bytes, gate_settings.max_changed_files)
+        checkpoints = CheckpointStore(publisher=mirrors, limits=host_limits)
         delegation = DelegationHub(
             section(settings, "delegation", DelegationSettings),
             store=store,
@@ -259,6 +261,7 @@ async def boot(
             gate_settings.author_email,
             secret_patterns=gate_settings.secret_patterns,
             max_file_bytes=gate_settings.max_file_bytes,
+            max_changed_files=gate_settings.max_changed_files,
             publisher=mirrors,
             diffstat=False,  # nothing here reads it: `synthorg run` asks the repository itself
         )

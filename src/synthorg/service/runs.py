@@ -326,7 +326,7 @@ class LocalRunService:
             self._runner.finish_run(
                 context,
                 result,
-                changed=partial(workspace_changed, workspace, scan),
+                changed=partial(workspace_changed, workspace, scan, self.gate.limits),
                 land=partial(land, self.gate, record, workspace, scan=scan),
             )
         )
