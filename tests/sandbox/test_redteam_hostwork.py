@@ -75,3 +75,24 @@ async def test_many_files_are_refused_before_host_git_adds_them(tmp_path: Path) 
     assert "20000 changed files" in error and "max_changed_files" in error, error
     # The index never took them: no tree with 20,000 entries was written.
     assert len(_object_sizes(repo)) < 1000
+
+
+async def test_many_files_stop_the_run_at_its_next_checkpoint(tmp_path: Path) -> None:
+    """The pre-action checkpoint of the next mutating command meets them first: it refuses
+    to add them, and the run ends with that reason instead of the host hashing on."""
+    repo = create_demo_repo(tmp_path / "calc")
+    home = tmp_path / "home"
+    settings = scripted_settings(home, SCRIPT, model=MODEL, gate={"max_changed_files": 1000})
+    plan = [
+        "cd /workspace && mkdir many && cd many && seq 20000 | xargs touch && ls | wc -l",
+        "echo more > /workspace/more.txt",
+    ]
+    async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
+        cid, out, result = await attack(c, repo, plan)
+        final = await c.store.get_conversation(cid)
+    assert "20000" in out[0] and len(out) == 1, out  # the second command never ran
+    assert result.commit_sha is None, result  # type: ignore[attr-defined]
+    assert final.status.value in ("failed", "error"), final
+    error = final.error or ""
+    assert "20000 changed files" in error and "max_changed_files" in error, error
+    assert len(_object_sizes(repo)) < 1000
