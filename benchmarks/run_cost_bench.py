@@ -1,129 +1,241 @@
-"""A governed native run's fixed costs on repositories of 100 and 10,000 files, this tree vs
-a baseline revision (issue 31: the sandbox's cost must not grow with the repository).
+"""Control-plane CPU per governed run, and its parts, against a baseline revision.
 
-Run: uv run python benchmarks/run_cost_bench.py [--files 100,10000] [--runs 5]
-[--baseline e9d3eaf]
+    uv run python benchmarks/run_cost_bench.py [--runs 8] [--rounds 3] [--baseline-rev 6681ac7]
 
-Each run is one real `service.run` (bwrap sandbox with the worktree quota, the toolbox, the
-scripted model: one ``echo`` then finish, the commit gate landing the echo's file) in a fresh
-interpreter whose ``synthorg`` is this tree's or the baseline's ``src/`` (extracted from git in
-the same run; revisions and sizes interleaved run by run). Two spans, from the scripted
-model's own clock in that process:
+A worker process boots the real stack (SQLite store, embedded gateway serving the demo's
+scripted model, bwrap sandbox with the toolbox, worktrees, checkpoints, the commit gate) and
+runs the demo task (find the bug, fix it, run the tests) ``--runs`` times one after another.
+The figure per run is the CPU (user + system) of the worker and of every child it reaped
+(git, bwrap and what runs inside), from ``getrusage`` deltas around each run. The parts are
+measured the same way on their own, on the same stack: worktree creation + removal, one
+sandbox toolbox start + one command + stop, and one checkpoint after a one-file edit.
 
-- start → first command: ``service.run()`` called → the model is first asked (the sandbox is
-  up, the loop ready; the command is sent in that answer);
-- finish → landed: the model answers ``finish`` → ``service.run()`` returned (sandbox torn
-  down, quota copied back and released, NO_OP check, gate, commit).
+Nothing inside the bwrap sandbox reaches ``getrusage`` (its pid namespace's processes are not
+reaped by the worker), so where cgroup v1's cpuacct is writable the worker also runs in a
+cgroup of its own and reads its ``cpuacct.usage``: the whole tree's CPU, the sandbox's
+included ("tree" figures). For a run that includes the agent's own commands (the demo's test
+runs); for the sandbox part it is the in-sandbox toolbox's start and stop, the control
+plane's share. "run + toolbox" is the host figure of a run plus the toolbox's in-sandbox CPU
+(sandbox part: tree minus host).
+
+The baseline is the same worker run from ``git archive <rev>`` (the same venv); workers of
+both alternate ``--rounds`` times so machine load hits them alike. Medians; the ratio is
+current / baseline.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
-from baseline import ROOT, extract_src
+from baseline import extract_src
 
-DRIVER = r"""
-import json, time
-from pathlib import Path
+ROOT = Path(__file__).resolve().parents[1]
 
-MARKS = {}
 
-def script(messages, tools):
-    from synthorg.engine.native.scripts import steps_of
-    from synthorg.gateway.scripted import ScriptedTurn
-    MARKS.setdefault("first_ask", time.perf_counter())
-    done = [s for s in steps_of(messages) if s.name == "terminal" and s.result is not None]
-    if not done:
-        return ScriptedTurn.call("terminal", "Step 1.", command="echo hi > /workspace/hi.txt")
-    MARKS["finish"] = time.perf_counter()
-    return ScriptedTurn.call("finish", message="done")
+def _cpu() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
-async def main(home, repo):
-    from synthorg.domain import Task, new_id
+
+class TreeCpu:
+    """CPU of this process and all its descendants, sandboxes included (cgroup v1 cpuacct)."""
+
+    def __init__(self) -> None:
+        self.usage: Path | None = None
+        base = Path("/sys/fs/cgroup/cpuacct")
+        own = [
+            line.split(":", 2)[2]
+            for line in Path("/proc/self/cgroup").read_text().splitlines()
+            if "cpuacct" in line.split(":", 2)[1].split(",")
+        ]
+        if not own or not os.access(base, os.W_OK):
+            return
+        group = base / own[0].lstrip("/") / f"synthorg-run-cost-{os.getpid()}"
+        try:
+            group.mkdir()
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            return
+        self.usage = group / "cpuacct.usage"
+
+    def seconds(self) -> float | None:
+        return None if self.usage is None else int(self.usage.read_text()) / 1e9
+
+    def close(self) -> None:
+        """Back to the parent cgroup, and the (then empty) group removed."""
+        if self.usage is not None:
+            (self.usage.parent.parent / "cgroup.procs").write_text(str(os.getpid()))
+            self.usage.parent.rmdir()
+
+
+async def _cpu_of(
+    action: Callable[[], Awaitable[Any]], tree: TreeCpu, figures: dict[str, list[float]], part: str
+) -> float:
+    before, tree_before = _cpu(), tree.seconds()
+    await action()
+    spent = _cpu() - before
+    tree_after = tree.seconds()
+    if tree_before is not None and tree_after is not None:
+        figures.setdefault(f"{part} tree", []).append(tree_after - tree_before)
+    return spent
+
+
+async def _worker(runs: int, scratch: Path) -> dict[str, list[float]]:
+    from synthorg.cli.demo import NATIVE_DEMO_SCRIPT
+    from synthorg.domain import Task
+    from synthorg.domain.ids import new_id
+    from synthorg.sandbox import SandboxRequest, ToolboxClient
     from synthorg.service.boot import boot
+    from synthorg.service.demo import DEMO_TASK, create_demo_repo
     from synthorg.service.loops import default_provisioner, default_registry
     from synthorg.service.options import RunOptions
-    from tests.support import scripted_settings
-    settings = scripted_settings(Path(home), "run_cost_driver:script", model="bench")
+    from synthorg.settings import Settings
+
+    model = "scripted-demo"
+    settings = Settings(
+        home=scratch / "home",
+        sections={
+            "gateway": {
+                "providers": [
+                    {
+                        "name": "scripted",
+                        "kind": "scripted",
+                        "models": [model],
+                        "script": NATIVE_DEMO_SCRIPT,
+                    }
+                ],
+                "prices": {},
+            },
+            "run": {"model": model},
+            "sandbox": {"backend": "bwrap"},
+        },
+    )
+    figures: dict[str, list[float]] = {"run": [], "worktree": [], "sandbox": [], "checkpoint": []}
+    tree = TreeCpu()
     async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
-        task = Task(id=new_id("task"), project_id="p", prompt="echo", repository=repo)
-        record = await c.service.create(task, RunOptions(loop="react"))
-        started = time.perf_counter()
-        result = await c.service.run(record.id)
-        ended = time.perf_counter()
-    assert result.commit_sha, result
-    print(json.dumps({"start_to_first_command": MARKS["first_ask"] - started,
-                      "finish_to_landed": ended - MARKS["finish"]}))
-"""
-RUN = "import asyncio, sys, run_cost_driver as d; asyncio.run(d.main(sys.argv[1], sys.argv[2]))"
+        for i in range(runs + 1):
+            repo = create_demo_repo(scratch / f"calc-{i}")
+            task = Task(
+                id=new_id("task"), project_id="bench", prompt=DEMO_TASK, repository=str(repo)
+            )
+            landed: list[Any] = []
+
+            async def run(task: Task = task, landed: list[Any] = landed) -> None:
+                record = await c.service.create(task, RunOptions())
+                landed.append(await c.service.run(record.id))
+
+            counted = figures if i else {}  # the first run warms imports and caches
+            spent = await _cpu_of(run, tree, counted, "run")
+            if landed[0].commit_sha is None:  # the demo fix lands a commit; else it failed
+                raise SystemExit(f"run {i} landed nothing: {landed[0]}")
+            if i:
+                figures["run"].append(spent)
+
+        for i in range(runs):
+            repo = create_demo_repo(scratch / f"parts-{i}")
+            conversation = new_id("conv")
+            holder: list[Any] = []
+
+            async def create(
+                repo: Path = repo, conversation: str = conversation, holder: list[Any] = holder
+            ) -> None:
+                holder.append(await c.worktrees.create(repo, conversation))
+
+            made = await _cpu_of(create, tree, {}, "worktree")
+            ws = holder[0]
+            (ws.path / "calc.py").write_text((ws.path / "calc.py").read_text() + "\n# edited\n")
+
+            async def checkpoint(ws: Any = ws, conversation: str = conversation) -> None:
+                await c.checkpoints.create(ws, conversation)
+
+            figures["checkpoint"].append(await _cpu_of(checkpoint, tree, {}, "checkpoint"))
+
+            async def sandbox(ws: Any = ws, conversation: str = conversation) -> None:
+                request = SandboxRequest(
+                    argv=c.sandbox.toolbox_argv(),
+                    workspace=ws.path,
+                    limits=c.sandbox_settings.limits,
+                    conversation_id=conversation,
+                )
+                async with ToolboxClient(c.sandbox, request) as toolbox:
+                    await toolbox.run("true", timeout_s=60)
+
+            figures["sandbox"].append(await _cpu_of(sandbox, tree, figures, "sandbox"))
+
+            async def remove(ws: Any = ws) -> None:
+                await c.worktrees.remove(ws, delete_branch=True)
+
+            figures["worktree"].append(made + await _cpu_of(remove, tree, {}, "worktree"))
+    tree.close()
+    if "sandbox tree" in figures:  # the toolbox's in-sandbox CPU, added to each run's host CPU
+        toolbox = statistics.median(
+            t - h for t, h in zip(figures["sandbox tree"], figures["sandbox"], strict=True)
+        )
+        figures["run + toolbox"] = [r + toolbox for r in figures["run"]]
+    return figures
 
 
-def make_repo(path: Path, files: int) -> None:
-    """A repository of ``files`` small files in directories of 100."""
-    for i in range(files):
-        sub = path / f"d{i // 100:04d}"
-        sub.mkdir(parents=True, exist_ok=True)
-        (sub / f"f{i % 100:03d}.txt").write_text(f"file {i}\n")
-    git = ["git", "-C", str(path), "-c", "user.name=b", "-c", "user.email=b@b"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "init"], check=True)
-
-
-def one_run(src: Path, driver_dir: Path, tmp: Path, repo: Path, n: int) -> dict[str, float]:
-    home = Path(tempfile.mkdtemp(prefix=f"home-{n}-", dir=tmp))
+def _spawn_worker(src: Path, runs: int) -> dict[str, list[float]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
-    env.update(PYTHONPATH=f"{src}:{driver_dir}:{ROOT}", SYNTHORG_HOME=str(home))
+    env["PYTHONPATH"] = str(src)
     done = subprocess.run(
-        [sys.executable, "-c", RUN, str(home), str(repo)],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        [sys.executable, __file__, "--worker", "--runs", str(runs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
-        raise RuntimeError(done.stderr[-2000:])
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+        raise SystemExit(f"worker on {src} failed:\n{done.stderr[-3000:]}")
+    figures: dict[str, list[float]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--files", default="100,10000")
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--baseline", default="e9d3eaf")
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline-rev", default="6681ac7")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sizes = [int(n) for n in args.files.split(",")]
-    print(f"load average {os.getloadavg()} on {os.cpu_count()} cpus")
-    with tempfile.TemporaryDirectory(dir="/var/tmp") as raw:
-        tmp = Path(raw)
-        driver_dir = tmp / "driver"
-        driver_dir.mkdir()
-        (driver_dir / "run_cost_driver.py").write_text(DRIVER)
-        srcs = {"this tree": ROOT / "src", f"baseline {args.baseline}":
-                extract_src(args.baseline, tmp / "baseline")}  # fmt: skip
-        repos = {n: tmp / f"repo-{n}" for n in sizes}
-        for n, repo in repos.items():
-            make_repo(repo, n)
-        spans: dict[tuple[str, int], list[dict[str, float]]] = {}
-        for _ in range(args.runs):
-            for n in sizes:
-                for name, src in srcs.items():
-                    spans.setdefault((name, n), []).append(
-                        one_run(src, driver_dir, tmp, repos[n], n)
-                    )
-        print(f"\n{'revision':<18} {'files':>7} {'start->1st cmd p50':>19} "
-              f"{'finish->landed p50':>19}   ({args.runs} runs each, interleaved)")  # fmt: skip
-        for (name, n), runs in spans.items():
-            first = statistics.median(r["start_to_first_command"] for r in runs) * 1000
-            landed = statistics.median(r["finish_to_landed"] for r in runs) * 1000
-            print(f"{name:<18} {n:>7} {first:>16.0f} ms {landed:>16.0f} ms")
-    print(f"\nload average at the end {os.getloadavg()}")
-    return 0
+    if args.worker:
+        with tempfile.TemporaryDirectory(prefix="synthorg-run-cost-") as tmp:
+            print(json.dumps(asyncio.run(_worker(args.runs, Path(tmp)))))
+        return
+
+    with tempfile.TemporaryDirectory(prefix="synthorg-run-cost-base-") as tmp:
+        variants = {"current": ROOT / "src", "baseline": extract_src(args.baseline_rev, Path(tmp))}
+        merged: dict[str, dict[str, list[float]]] = {name: {} for name in variants}
+        for _ in range(args.rounds):
+            for name, src in variants.items():
+                for part, values in _spawn_worker(src, args.runs).items():
+                    merged[name].setdefault(part, []).extend(values)
+    load = os.getloadavg()[0]
+    runs = f"{args.rounds} rounds x {args.runs} runs"
+    print(f"{runs}, load average {load:.1f}, baseline {args.baseline_rev}")
+    parts = ("run", "run + toolbox", "run tree", "worktree", "sandbox", "sandbox tree")
+    for part in (*parts, "checkpoint"):
+        if part not in merged["current"] or part not in merged["baseline"]:
+            continue  # no writable cpuacct here: host figures only
+        now = statistics.median(merged["current"][part])
+        before = statistics.median(merged["baseline"][part])
+        print(
+            f"{part:>13}: {now * 1000:6.1f} ms CPU vs {before * 1000:6.1f} ms at the baseline "
+            f"-> {now / before:.2f}x"
+        )
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
