@@ -89,10 +89,10 @@ def quota_root() -> Path:
 
 
 def owner_root(owner: Path, root: Path | None = None) -> Path:
-    """The dir of one data dir's quotas under the host-wide root (made, and checked ours)."""
+    """The dir of one data dir's quotas under the host-wide root (made, 0700 and checked
+    ours by the first quota mounted there: ``localsock.private_dir``)."""
     key = hashlib.sha256(os.fsencode(owner.resolve())).hexdigest()[:16]
-    base = private_dir(root or quota_root())
-    return private_dir(base / f"owner-{key}")
+    return (root or quota_root()) / f"owner-{key}"
 
 
 def unavailable_reason() -> str | None:
@@ -205,8 +205,7 @@ class WorkspaceQuota:
 
     @classmethod
     def _mount_new(cls, worktree: Path, allowance: int, root: Path | None) -> WorkspaceQuota:
-        base = root or quota_root()
-        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        base = private_dir(root or quota_root())
         quota = cls(base / secrets.token_hex(8), worktree)  # resolved by mount
         quota.dir.mkdir(mode=0o700)
         quota._lock_fd = lock_dir(quota.dir, blocking=True)  # ours until release
