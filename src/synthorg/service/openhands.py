@@ -58,7 +58,9 @@ def launch_for(
 ) -> ContainerLaunch:
     """The sandbox launch of the entrypoint for this run's conversation."""
     state = state_dir(ctx.settings.home, setup.record.id)
-    private_dir(private_dir(state.parent) / state.name)
+    # The parent is ours (localsock.private_dir); the conversation's own dir is the sandbox
+    # user's to write (its uid owns what the SDK persists there).
+    (private_dir(state.parent) / state.name).mkdir(exist_ok=True, mode=0o700)
     return _launch(ctx, runtime, setup.workspace.path, state, mcp=_mcp_enabled(ctx, setup))
 
 
