@@ -88,6 +88,14 @@ def test_a_child_dies_with_its_sigkilled_host(tmp_path: Path) -> None:
         ):
             assert time.monotonic() < deadline and host.poll() is None, "the child never ran"
             time.sleep(0.005)  # polling /proc: there is nothing to wait on
+        # Tied right after its spawn: wait until the host's loop waits (epoll), which it does
+        # only once the tie is written.
+        while not any(
+            (task / "wchan").read_text() == "do_epoll_wait"
+            for task in Path(f"/proc/{host.pid}/task").iterdir()
+        ):
+            assert time.monotonic() < deadline and host.poll() is None, "the host never waited"
+            time.sleep(0.005)  # polling /proc: there is nothing to wait on
         for child in children:
             child.suspend()
         os.kill(host.pid, signal.SIGKILL)

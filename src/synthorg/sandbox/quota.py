@@ -544,6 +544,19 @@ def settle(entry: Path) -> bool:
     return True
 
 
+def stale_over(worktree: Path, root: Path | None = None) -> list[Path]:
+    """The quota dirs, of any data dir under the host-wide root, whose record names
+    ``worktree``: for a process taking a run over from a dead owner of another data dir,
+    which then ``settle``s them (its run's worktree is its own now). Nothing is claimed."""
+    target = worktree.resolve()
+    found = []
+    for record in (root or quota_root()).glob("owner-*/*/record.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            if Path(json.loads(record.read_text())["worktree"]).resolve() == target:
+                found.append(record.parent)
+    return sorted(found)
+
+
 def sweep_stale(root: Path | None = None) -> int:
     """Release the quotas in root (one data dir's, see ``owner_root``) whose owning process
     died (a host killed mid-run); returns how many."""
