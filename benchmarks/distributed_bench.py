@@ -480,7 +480,7 @@ async def failover(bench: Bench) -> float:
         bench.stop_workers()
         # The killed worker's quota is still mounted over the run's worktree (under the
         # successor's until that one released it): the sweep a booting process would do.
-        released = sweep_stale(bench.quota)
+        released = sum(sweep_stale(owner) for owner in bench.quota.glob("owner-*"))
         print(f"failover: released {released} quota(s) the killed worker left mounted")
     return first - killed
 
@@ -628,7 +628,8 @@ def _remove(root: Path, quota: Path) -> None:
     """Delete the bench's dir: quotas released first (a worker killed mid-run, or by an
     interrupt, left its own mounted), then whatever is still mounted below it unmounted, so
     rmtree never deletes through a mount (an image, a worktree bind)."""
-    sweep_stale(quota)
+    for owner in quota.glob("owner-*"):  # one dir per data dir (quota.owner_root)
+        sweep_stale(owner)
     prefix = f"{root}/"
     points = [line.split(" ")[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     for point in sorted((p for p in points if p.startswith(prefix)), reverse=True):

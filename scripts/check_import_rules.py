@@ -33,6 +33,7 @@ BASICS = (
     "synthorg.localsock",
     "synthorg.lazy",
     "synthorg.githardening",  # host-side git settings: workspace's git and the MCP push
+    "synthorg.reaper",
     "synthorg.domain",
     "synthorg.serving",
     "synthorg.extras",  # which optional extra installs a missing import
@@ -48,6 +49,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "errors": (),
     "paths": (),
     "localsock": (),
+    "reaper": (),
     "logging": (),
     "extras": (),
     "lazy": (),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,24 @@ def _isolated_home(
     """Every test gets its own SYNTHORG_HOME unless it sets one."""
     if "SYNTHORG_TEST_KEEP_HOME" not in os.environ:
         monkeypatch.setenv("SYNTHORG_HOME", str(tmp_path_factory.mktemp("home")))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _settle_this_sessions_quotas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Quota images that hosts SIGKILLed by this session's tests left over its tmp dirs.
+
+    Only a later start of the same data dir settles a dead host's quota (sandbox/quota.py),
+    and a test's data dir never starts again: settled here, before pytest deletes the dirs
+    (a mounted worktree cannot be deleted). Nothing outside this session's tmp is touched.
+    """
+    yield
+    from synthorg.sandbox import quota
+
+    base = tmp_path_factory.getbasetemp().resolve()
+    for entry in quota.quota_root().glob("owner-*/*/record.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            if Path(json.loads(entry.read_text())["worktree"]).is_relative_to(base):
+                quota.settle(entry.parent)
 
 
 @pytest.fixture(autouse=True)

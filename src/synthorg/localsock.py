@@ -41,16 +41,62 @@ def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
     return pid, uid, gid
 
 
+class PrivateDirError(PermissionError):
+    """A directory for sockets, keys or state that another uid controls (see private_dir)."""
+
+
 def private_dir(path: Path) -> Path:
-    """``path`` as a directory only this uid can enter (made 0700, or narrowed to it);
-    PermissionError when it is a symlink, not a directory, or another uid's."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """``path`` as a directory only this uid can enter or change; PermissionError saying
+    which directory and why when it cannot be.
+
+    The one rule for every directory the control plane puts a socket, key or state in,
+    checked at every start: made 0700 when missing (narrowed to it when looser), this uid's,
+    not a symlink; and every directory above it, as written and as resolved, a trusted uid's
+    (this one or root) that nobody else may write in (sticky ones like /tmp aside: there only
+    an entry's owner may rename it). Whoever can rename a directory on the way can put one of
+    their own in its place, with their sockets or keys in it.
+    """
+    refusal = _ancestors_refusal(path)
+    if refusal is not None:
+        raise PrivateDirError(f"{path}: {refusal}")
+    path.mkdir(exist_ok=True, mode=0o700)
     info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise PrivateDirError(f"{path} is a symlink, not a directory of uid {os.getuid()}")
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise PermissionError(f"{path} is not a directory owned by uid {os.getuid()}")
+        raise PrivateDirError(
+            f"{path} is not a directory owned by uid {os.getuid()} (uid {info.st_uid}): "
+            "remove it, or choose another SYNTHORG_HOME"
+        )
     if stat.S_IMODE(info.st_mode) & 0o077:
         os.chmod(path, 0o700)
     return path
+
+
+def _ancestors_refusal(path: Path) -> str | None:
+    """Why a directory above ``path`` lets another uid replace what is below it (None: it
+    does not). Missing ones are made (0700), as ``mkdir -p`` would, and then checked."""
+    parent = path.absolute().parent
+    if not parent.exists():
+        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    uids = trusted_uids()
+    groups = {os.getgid(), 0}
+    resolved = Path(os.path.realpath(parent))
+    for above in dict.fromkeys([parent, *parent.parents, resolved, *resolved.parents]):
+        try:
+            info = os.lstat(above)
+        except OSError as exc:
+            return f"cannot inspect {above}: {exc.strerror}"
+        if info.st_uid not in uids:
+            kind = "a symlink" if stat.S_ISLNK(info.st_mode) else "a directory"
+            return f"{above} is {kind} of uid {info.st_uid}, not of uid {os.getuid()} or root"
+        if stat.S_ISLNK(info.st_mode):
+            continue  # a trusted uid's link: its target's chain is checked as resolved
+        mode = stat.S_IMODE(info.st_mode)
+        writable = mode & 0o002 or (mode & 0o020 and info.st_gid not in groups)
+        if writable and not mode & stat.S_ISVTX:
+            return f"others may write in {above} (mode {mode:o}): they could replace what is in it"
+    return None
 
 
 def untrusted_because(path: Path) -> str | None:

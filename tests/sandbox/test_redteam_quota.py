@@ -47,7 +47,9 @@ def _released(root: Path, limit_s: float = 30.0) -> list[str]:
     [] when every quota was released; else their names and mounts."""
     deadline = time.monotonic() + limit_s
     while True:
-        left = sorted(p.name for p in root.iterdir()) if root.exists() else []
+        # One dir per data dir (quota.owner_root), its quotas inside.
+        owners = list(root.iterdir()) if root.exists() else []
+        left = sorted(p.name for owner in owners for p in owner.iterdir())
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.05)
@@ -293,3 +295,26 @@ async def test_hard_links_do_not_carry_the_run_past_its_quota_on_the_host(
         assert link.read_bytes() == big, i  # every link came back with the content
         inodes.add(link.stat().st_ino)
     assert len(inodes) == 1, f"{len(inodes)} copies of 8 MiB on the host disk"
+
+
+async def test_fifos_and_sockets_stay_in_the_image(tmp_path: Path, quotas: Path) -> None:
+    """A FIFO the agent made in the worktree came back to the host worktree as a FIFO: any
+    host process that reads it (a scan by content, an editor, ``cat``) blocks there. Special
+    files are not copied back; the regular files beside them are, and the run lands."""
+    repo = create_demo_repo(tmp_path / "calc")
+    bind = "import socket; socket.socket(socket.AF_UNIX).bind('sub/sock')"
+    plan = [
+        "cd /workspace && mkfifo pipe && mkdir sub && mkfifo sub/pipe && echo kept > sub/kept"
+        f' && python3 -c "{bind}" && test -p pipe -a -p sub/pipe -a -S sub/sock && echo made'
+    ]
+    async with booted(tmp_path / "home") as components:
+        cid, out, result = await attack(components, repo, plan)
+    assert out and "made" in out[0], out  # two FIFOs and a socket were made
+    assert _released(quotas) == []
+    worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
+    landed = [p for p in ("pipe", "sub/pipe", "sub/sock") if os.path.lexists(worktree / p)]
+    assert landed == [], f"special files copied back to the host: {landed}"
+    assert (worktree / "sub" / "kept").read_text() == "kept\n"
+    sha = result.commit_sha  # type: ignore[attr-defined]
+    assert sha is not None, result
+    assert git(repo, "show", f"{sha}:sub/kept") == "kept\n"

@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from synthorg.paths import synthorg_home
 from synthorg.sandbox import (
     BwrapSandbox,
     ExitReason,
@@ -23,7 +24,7 @@ from synthorg.sandbox import (
     SandboxStreamer,
 )
 from synthorg.sandbox.cgroups import cgroup_label
-from synthorg.sandbox.quota import sweep_stale, unavailable_reason
+from synthorg.sandbox.quota import owner_root, sweep_stale, unavailable_reason
 
 from .helpers import processes_with, request
 
@@ -201,7 +202,7 @@ asyncio.run(main())
             # The dead host left its worktree on the quota filesystem; the next backend's
             # sweep puts the tree (with what the sandbox wrote) back in place.
             assert ws.is_mount() and (ws / "inside.txt").read_text() == "written\n"
-            assert sweep_stale() >= 1
+            assert sweep_stale(owner_root(synthorg_home())) >= 1  # its data dir's
             assert not ws.is_mount() and (ws / "inside.txt").read_text() == "written\n"
     finally:
         host.kill()

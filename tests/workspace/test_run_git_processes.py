@@ -45,7 +45,8 @@ async def test_a_small_tree_is_watched_whole_without_listing_its_ignored_dirs(
     (ws.path / "out" / "build.bin").write_text("ignored\n")
     second = await store.create(ws)
     third = await store.create(ws)  # nothing changed: no git at all
-    assert "ls-files" not in _commands(log)
+    # No listing of ignored dirs (the host-limits listing before a full add is another).
+    assert not [line for line in log.read_text().splitlines() if "--ignored" in line]
     assert git(repo, "show", f"{first.tree}:a.txt") == "edited\n"
     assert git(repo, "ls-tree", "-r", "--name-only", second.tree).split() == [
         ".gitignore",

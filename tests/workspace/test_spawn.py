@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from synthorg.workspace.spawn import run_collect
@@ -63,3 +67,44 @@ async def test_cancelling_terminates_and_reaps_the_child(tmp_path: Path) -> None
 async def test_a_missing_program_raises_oserror(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         await run_collect([str(tmp_path / "nope")], cwd=tmp_path, env=_ENV, stdin=None)
+
+
+def test_a_child_dies_with_its_sigkilled_host(tmp_path: Path) -> None:
+    """Host git runs through run_collect: a SIGKILLed host's `git add` of a huge tree kept
+    running for minutes. Here the child is stopped first, so only a kill can end it."""
+    host_code = (
+        "import asyncio, os, sys\n"
+        "from pathlib import Path\n"
+        "from synthorg.workspace.spawn import run_collect\n"
+        "env = {'PATH': os.environ['PATH']}\n"
+        "asyncio.run(run_collect(['sleep', '600'], cwd=Path('.'), env=env, stdin=None))\n"
+    )
+    host = subprocess.Popen([sys.executable, "-c", host_code], cwd=tmp_path)
+    children: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not (
+            children := [p for p in psutil.Process(host.pid).children() if p.name() == "sleep"]
+        ):
+            assert time.monotonic() < deadline and host.poll() is None, "the child never ran"
+            time.sleep(0.005)  # polling /proc: there is nothing to wait on
+        # Tied right after its spawn: wait until the host's loop waits (epoll), which it does
+        # only once the tie is written.
+        while not any(
+            (task / "wchan").read_text() == "do_epoll_wait"
+            for task in Path(f"/proc/{host.pid}/task").iterdir()
+        ):
+            assert time.monotonic() < deadline and host.poll() is None, "the host never waited"
+            time.sleep(0.005)  # polling /proc: there is nothing to wait on
+        for child in children:
+            child.suspend()
+        os.kill(host.pid, signal.SIGKILL)
+        host.wait()
+        _, alive = psutil.wait_procs(children, timeout=30)
+        assert alive == [], f"outlived its SIGKILLed host: {alive}"
+    finally:
+        host.kill()
+        host.wait()
+        for child in children:
+            if child.is_running():
+                child.kill()

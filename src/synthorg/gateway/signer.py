@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from synthorg.errors import ConfigError, SynthOrgError
+from synthorg.localsock import private_dir
 
 _ALGORITHM = "HS256"
 _AUDIENCE = "synthorg-run"
@@ -196,10 +197,10 @@ class GatewaySigner:
 
 def load_or_create_key(path: Path) -> bytes:
     """The signing key at ``path``, generated (0600, atomically) when absent."""
+    private_dir(path.parent)  # checked before it is read: a planted key forges bearers
     try:
         key = path.read_bytes()
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         key = secrets.token_bytes(48)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

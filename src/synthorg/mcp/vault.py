@@ -13,6 +13,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from pydantic import SecretStr
 
 from synthorg.errors import ConfigError
+from synthorg.localsock import private_dir
 from synthorg.mcp.config import McpConfig
 
 
@@ -118,7 +119,7 @@ class CredentialVault:
             f"{project}/{kind}": cipher.encrypt(value.get_secret_value())
             for (project, kind), value in self._items.items()
         }
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(path.parent)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
@@ -151,10 +152,10 @@ class CredentialVault:
 
 def load_or_create_fernet_key(path: Path) -> bytes:
     """The Fernet key at ``path``, generated (0600) when absent."""
+    private_dir(path.parent)  # checked before it is read: a planted key opens the vault
     try:
         return path.read_bytes().strip()
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         key = Fernet.generate_key()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:

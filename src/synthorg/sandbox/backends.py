@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from synthorg.errors import UsageError
 from synthorg.sandbox.bwrap import BwrapSandbox
 from synthorg.sandbox.local import LocalSandbox
@@ -10,10 +12,13 @@ from synthorg.sandbox.protocol import SandboxStreamer
 BACKENDS = frozenset({"bwrap", "local"})
 
 
-def make_sandbox(backend: str, *, allow_local: bool = False) -> SandboxStreamer:
-    """Build a backend by name; unknown names and local without opt-in fail loud."""
+def make_sandbox(
+    backend: str, *, allow_local: bool = False, owner: Path | None = None
+) -> SandboxStreamer:
+    """Build a backend by name; unknown names and local without opt-in fail loud. ``owner``:
+    the data dir whose dead runs' quotas it settles (default ``SYNTHORG_HOME``)."""
     if backend == "bwrap":
-        return BwrapSandbox()
+        return BwrapSandbox(owner=owner)
     if backend == "local":
         return LocalSandbox(allow_unisolated=allow_local)
     raise UsageError(

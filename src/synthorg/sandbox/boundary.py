@@ -19,7 +19,8 @@ _DECLARED = {
     "network": "own network namespace; the only way out is the forwarded gateway and MCP "
     "unix sockets, reached via 127.0.0.1 forwarders; no DNS",
     "processes": "own pid namespace; dies with its parent; pid-1 killed on every exit path; "
-    "seccomp filter (mount, ptrace, bpf, namespaces, kernel modules... refused)",
+    "seccomp filter (mount, ptrace, bpf, namespaces, kernel modules, socket families "
+    "but unix, inet, inet6 and route netlink... refused)",
     "identity": "never host root: programs run as an unprivileged host uid",
     "resources": "process count, memory and CPU capped per run; /tmp and file size capped; "
     "no core files; wall-clock and idle timeouts",
@@ -140,7 +141,7 @@ def bwrap_boundary(
             declared=_DECLARED["processes"],
             on_this_host="--unshare-pid --die-with-parent --new-session --cap-drop ALL; "
             + (
-                "seccomp filter (libseccomp, Docker's default deny list)"
+                "seccomp filter (libseccomp, Docker's default deny list, socket families)"
                 if seccomp
                 else "NO seccomp filter"
             ),

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from synthorg.logging import get_logger
+from synthorg.paths import synthorg_home
 from synthorg.sandbox.boundary import bwrap_boundary
 from synthorg.sandbox.bwrap_args import BwrapArgs, Views, args_fd
 from synthorg.sandbox.bwrap_control import BwrapControl, apply_rlimits, read_fd
@@ -55,7 +56,8 @@ from synthorg.sandbox.protocol import (
     SandboxProcess,
     SandboxRequest,
 )
-from synthorg.sandbox.quota import WorkspaceQuota, unavailable_reason
+from synthorg.sandbox.quota import WorkspaceQuota, owner_root, stale_over, unavailable_reason
+from synthorg.sandbox.quota import settle as settle_quota
 from synthorg.sandbox.quota import sweep_stale as sweep_quotas
 from synthorg.sandbox.seccomp import filter_program, program_fd
 from synthorg.sandbox.views import MovedState, link_farm, same_filesystem
@@ -86,7 +88,10 @@ class BwrapSandbox:
         identity: SandboxIdentity | None = None,
         seccomp: bool = True,
         cgroups: bool = True,
+        owner: Path | None = None,
     ) -> None:
+        """``owner``: the data dir whose quotas this backend makes and sweeps (default
+        ``SYNTHORG_HOME``); a dead process's quota is settled only by its own data dir."""
         found = bwrap_path or shutil.which("bwrap")
         if found is None:
             raise SandboxUnavailableError(
@@ -105,8 +110,10 @@ class BwrapSandbox:
         if seccomp:
             filter_program()  # compile now: a missing libseccomp fails here, not per run
         self.quota_unavailable = unavailable_reason()
+        self.quotas: Path | None = None
         if self.quota_unavailable is None:
-            sweep_quotas()
+            self.quotas = owner_root(owner or synthorg_home())
+            sweep_quotas(self.quotas)
         # cgroups=False (benchmarks): rlimits only, as on a host without writable cgroups.
         self._cgroups: CgroupSupport = (
             detect_cgroups() if cgroups else CgroupSupport(CgroupMode.NONE, detail="disabled")
@@ -121,11 +128,14 @@ class BwrapSandbox:
             found, self._setpriv, self.identity, self._python_source, self._overlay, files
         )
 
-    def settle_dead(self) -> int:
-        """Release the quotas of owners that died since this backend started (each image
-        copied back onto its worktree, unmounted, deleted); how many. A takeover calls it
-        before its run judges a worktree a dead owner's sandbox was writing."""
-        return sweep_quotas() if self.quota_unavailable is None else 0
+    def settle_dead(self, worktree: Path) -> int:
+        """Release the quotas of owners that died (each image copied back onto its worktree,
+        unmounted, deleted): this data dir's, and any data dir's over ``worktree`` (a dead
+        owner of another data dir on this host); how many. A takeover calls it before its run
+        judges a worktree a dead owner's sandbox was writing."""
+        if self.quota_unavailable is None:
+            return sweep_quotas(self.quotas) + sum(map(settle_quota, stale_over(worktree)))
+        return 0
 
     @property
     def cgroups(self) -> CgroupSupport:
@@ -198,7 +208,7 @@ class BwrapSandbox:
                 raise SandboxStartError(f"workspace {request.workspace} is not a directory")
             if allowance is not None and self.quota_unavailable is None:
                 control.quota = await asyncio.to_thread(
-                    WorkspaceQuota.mount, request.workspace, allowance
+                    WorkspaceQuota.mount, request.workspace, allowance, self.quotas
                 )
             views = await asyncio.to_thread(self._views, request, control)
         except BaseException:

@@ -28,11 +28,16 @@ whoever releases it. After a kill, every CLI process that boots sweeps, so sever
 the same dead owner's quota at once; without the lock one copied back from a mount point
 another had just unmounted (an empty directory, with ``--delete``) and wiped the worktree.
 The kernel drops a dead owner's lock, so the lock is also the liveness test.
+
+Each data dir keeps its quotas in its own dir under the host-wide root (``owner_root``): a
+sweep settles only what processes of the same data dir left. Swept host-wide, one tenant's
+hostile tree was copied back by another data dir's process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -45,7 +50,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from synthorg.faultpoints import pause_here
+from synthorg.localsock import private_dir
 from synthorg.logging import get_logger
+from synthorg.reaper import run_tied
 from synthorg.sandbox.copyback import copy_back_plain
 from synthorg.sandbox.errors import SandboxStartError
 from synthorg.sandbox.hostlock import lock_dir
@@ -82,6 +89,13 @@ def quota_root() -> Path:
     return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
 
 
+def owner_root(owner: Path, root: Path | None = None) -> Path:
+    """The dir of one data dir's quotas under the host-wide root (made, 0700 and checked
+    ours by the first quota mounted there: ``localsock.private_dir``)."""
+    key = hashlib.sha256(os.fsencode(owner.resolve())).hexdigest()[:16]
+    return (root or quota_root()) / f"owner-{key}"
+
+
 def unavailable_reason() -> str | None:
     """Why per-sandbox quotas cannot work here (None when they can)."""
     if os.geteuid() != 0:
@@ -96,7 +110,7 @@ def unavailable_reason() -> str | None:
 
 def _run(*argv: str, input: bytes | None = None) -> None:
     try:
-        done = subprocess.run(argv, input=input, capture_output=True, timeout=_TIMEOUT_S)
+        done = run_tied(argv, input=input, timeout=_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError) as exc:
         raise SandboxStartError(f"{argv[0]} failed: {exc}") from exc
     if done.returncode != 0:
@@ -146,6 +160,11 @@ def _by_dir(paths: Iterable[str]) -> dict[str, set[str]]:
     return grouped
 
 
+def _special(st: os.stat_result) -> bool:
+    """A FIFO, socket or device: never copied back (rsync --no-specials --no-devices)."""
+    return not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode))
+
+
 def _usage(root: Path) -> int:
     """Bytes the tree occupies on disk (never following symlinks)."""
     total = 0
@@ -187,8 +206,7 @@ class WorkspaceQuota:
 
     @classmethod
     def _mount_new(cls, worktree: Path, allowance: int, root: Path | None) -> WorkspaceQuota:
-        base = root or quota_root()
-        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        base = private_dir(root or quota_root())
         quota = cls(base / secrets.token_hex(8), worktree)  # resolved by mount
         quota.dir.mkdir(mode=0o700)
         quota._lock_fd = lock_dir(quota.dir, blocking=True)  # ours until release
@@ -301,7 +319,14 @@ class WorkspaceQuota:
             return None
         before, now = _by_dir(inodes), _by_dir(rel for rel, _ in entries)
         listed: list[str] = []
+        specials = [rel for rel, st in entries if _special(st)]
+        if specials:
+            log.warning("sandbox.quota_specials_not_copied", dir=str(self.dir),
+                        count=len(specials), first=specials[:5],
+                        reason="FIFOs, sockets and devices stay in the image")  # fmt: skip
         for rel, st in entries:
+            if _special(st):
+                continue
             if inodes.get(rel) == st.st_ino and st.st_ctime_ns < since:
                 continue  # as mkfs copied it from the worktree, untouched since
             if not stat.S_ISDIR(st.st_mode):
@@ -405,7 +430,11 @@ class WorkspaceQuota:
         # link costs the image no blocks, a copy per link would (a new link changes the file's
         # ctime, so every name of it is listed and linked again). No set-id bits and nothing
         # world-writable lands on the host (git records only the x bit).
-        rsync = ["rsync", "-a", "-H", "--checksum", "--sparse", "--delete", "--chmod=ug-s,o-w"]
+        # --no-specials --no-devices: a FIFO (or socket) the sandbox made stays in the image;
+        # copied back, every host reader of the worktree (the gate's scan, an editor) blocked
+        # on it. _changed logs which were left.
+        rsync = ["rsync", "-a", "-H", "--checksum", "--sparse", "--delete", "--chmod=ug-s,o-w",
+                 "--no-specials", "--no-devices"]  # fmt: skip
         changed = self._changed()
         if changed is None:
             _run(*rsync, f"{self.mnt}/", f"{self.worktree}/")
@@ -499,25 +528,48 @@ def _claim_stale(entry: Path) -> tuple[int, Path] | None:
     return fd, worktree
 
 
+def settle(entry: Path) -> bool:
+    """Release one quota dir whose owning process died: its image copied back onto its
+    worktree, unmounted and deleted. False when its owner lives, it is no quota (any more),
+    or the release failed (kept for a later sweep). A takeover may call it for the run it
+    inherits; ``sweep_stale`` calls it for every entry of one data dir's root."""
+    claimed = _claim_stale(entry)
+    if claimed is None:
+        return False
+    quota = WorkspaceQuota(entry, claimed[1])
+    quota._lock_fd = claimed[0]
+    try:
+        quota.release()
+    except SandboxStartError as exc:
+        log.warning("sandbox.quota_sweep_failed", dir=str(entry), error=str(exc))
+        return False
+    return True
+
+
+def stale_over(worktree: Path, root: Path | None = None) -> list[Path]:
+    """The quota dirs, of any data dir under the host-wide root, whose record names
+    ``worktree``: for a process taking a run over from a dead owner of another data dir,
+    which then ``settle``s them (its run's worktree is its own now). Nothing is claimed."""
+    target = worktree.resolve()
+    found = []
+    for record in (root or quota_root()).glob("owner-*/*/record.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            if Path(json.loads(record.read_text())["worktree"]).resolve() == target:
+                found.append(record.parent)
+    return sorted(found)
+
+
 def sweep_stale(root: Path | None = None) -> int:
-    """Release quotas whose owning process died (a host killed mid-run); returns how many."""
+    """Release the quotas in root (one data dir's, see ``owner_root``) whose owning process
+    died (a host killed mid-run); returns how many."""
     base = root or quota_root()
     released = 0
     with contextlib.suppress(OSError):
         for entry in base.iterdir():
             if entry.name.startswith(_TRASH):  # released; its deleter exited first
                 shutil.rmtree(entry, ignore_errors=True)
-                continue
-            claimed = _claim_stale(entry)
-            if claimed is None:
-                continue
-            quota = WorkspaceQuota(entry, claimed[1])
-            quota._lock_fd = claimed[0]
-            try:
-                quota.release()
+            elif settle(entry):
                 released += 1
-            except SandboxStartError as exc:
-                log.warning("sandbox.quota_sweep_failed", dir=str(entry), error=str(exc))
     return released
 
 

@@ -9,7 +9,8 @@ The deny list follows Docker's default profile: syscalls that reconfigure the ke
 other namespaces, reach other processes' memory, or open kernel attack surface a coding
 agent never needs. Denied calls fail with EPERM (ENOSYS for clone3, so libc falls back to
 clone, whose namespace flags are then checked). personality() may only query or set
-PER_LINUX (see PERSONALITY_ALLOWED).
+PER_LINUX (see PERSONALITY_ALLOWED). socket() and socketpair() may only open the families a
+run needs (see SOCKET_FAMILIES); every other family fails with EAFNOSUPPORT.
 """
 
 from __future__ import annotations
@@ -57,6 +58,35 @@ PERSONALITY_ALLOWED = (0x00000000, 0xFFFFFFFF)
 with ADDR_NO_RANDOMIZE or READ_IMPLIES_EXEC would weaken ASLR and NX for what it runs."""
 
 
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
+NETLINK_ROUTE = 0
+SOCKET_FAMILIES = (AF_UNIX, AF_INET, AF_INET6)
+"""The families socket()/socketpair() may open: local IPC (tmux, the forwarders) and IP in the
+sandbox's own network namespace. Not AF_VSOCK (reaches the hypervisor past the namespace),
+AF_PACKET, AF_BLUETOOTH, AF_ALG (kernel crypto attack surface), AF_XDP, ..."""
+NETLINK_PROTOCOLS = (NETLINK_ROUTE,)
+"""AF_NETLINK is allowed for NETLINK_ROUTE only: getifaddrs() (``ip addr``, Node's
+os.networkInterfaces, Go's net.Interfaces, psutil) reads it and sees the namespace's own
+``lo``; changing anything needs CAP_NET_ADMIN, which is dropped. Every other netlink protocol
+(KOBJECT_UEVENT, AUDIT, SOCK_DIAG, XFRM, ...) is refused."""
+
+
+def socket_denials() -> list[list[tuple[int, str, int]]]:
+    """Rules (each a list of (arg, op, value) comparisons, all of which must hold) any of
+    which refuses a socket()/socketpair() call.
+
+    One rule may compare an argument once, so "family not allowed" is said as one equality
+    per refused family below the largest allowed one, plus "greater than it". Compared as
+    64-bit values, a family or protocol with high bits set (the kernel reads an int) is
+    refused too: the filter fails closed.
+    """
+    allowed = (*SOCKET_FAMILIES, AF_NETLINK)
+    rules = [[(0, "EQ", family)] for family in range(max(allowed)) if family not in allowed]
+    rules.append([(0, "GT", max(allowed))])
+    rules.append([(0, "EQ", AF_NETLINK), (2, "GT", max(NETLINK_PROTOCOLS))])
+    return rules
+
+
 def personality_denials() -> list[tuple[int, int]]:
     """(mask, value) pairs, any of which refuses a personality() call.
 
@@ -87,6 +117,11 @@ def filter_program() -> bytes:
         flt.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     # clone3 passes its flags in memory a filter cannot read: make libc fall back to clone.
     flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    refuse_family = sc.ERRNO(errno.EAFNOSUPPORT)
+    for call in ("socket", "socketpair"):
+        for rule in socket_denials():
+            args = [sc.Arg(arg, getattr(sc, op), value) for arg, op, value in rule]
+            flt.add_rule(refuse_family, call, *args)
     for mask, value in personality_denials():
         flt.add_rule(eperm, "personality", sc.Arg(0, sc.MASKED_EQ, mask, value))
     with tempfile.TemporaryFile() as out:

@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from synthorg.logging import get_logger
+from synthorg.reaper import run_tied
 from synthorg.sandbox.hostlock import lock_dir
 
 log = get_logger(__name__)
@@ -135,13 +136,15 @@ def _link_tree(source: Path, dest: Path) -> None:
 
 def _cp(source: Path, dest: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(
+        done = run_tied(  # a SIGKILLed host's copy of a big runtime dies with it
             ["cp", *flags, "--", str(source), str(dest)],
-            capture_output=True,
-            text=True,
             timeout=_LINK_TIMEOUT_S,
             env={**os.environ, "LC_ALL": "C"},  # _link_tree reads its English error text
         )
+        return subprocess.CompletedProcess(
+            done.args, done.returncode, done.stdout.decode(errors="replace"),
+            done.stderr.decode(errors="replace"),
+        )  # fmt: skip
     except subprocess.SubprocessError as exc:
         raise OSError(f"cp {' '.join(flags)} {source} failed: {exc}") from exc
 

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from synthorg.engine import EngineConfig, LoopRegistry
+from synthorg.errors import ConfigError
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig
 from synthorg.gateway.embedded import Endpoints, serve_embedded
 from synthorg.gateway.service import Gateway
 from synthorg.gateway.signer import GatewaySigner
+from synthorg.localsock import PrivateDirError, private_dir
 from synthorg.logging import get_logger
 from synthorg.mcp.config import McpConfig
 from synthorg.mcp.runner import McpEndpoints, serve_mcp
@@ -35,6 +37,7 @@ from synthorg.settings import Settings, section
 from synthorg.store import Store, open_store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.gate import CommitGate
+from synthorg.workspace.hostlimits import HostLimits
 from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.remote import ProjectsConfig
 from synthorg.workspace.worktrees import WorktreeManager
@@ -71,10 +74,24 @@ async def _stopped(task: asyncio.Task[None]) -> None:
 
 def _socket_dir(home: Path) -> Path:
     # Unix socket paths are capped at 108 bytes: keep them short and per-process.
-    sweep_dead_run_dirs(home / "run")  # what killed processes left behind
-    path = home / "run" / str(os.getpid())
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+    run = private_dir(home / "run")
+    sweep_dead_run_dirs(run)  # what killed processes left behind
+    return private_dir(run / str(os.getpid()))
+
+
+def _own_dirs(home: Path, key_files: Iterable[Path | None]) -> Path:
+    """Check (making what is missing) every dir this process keeps keys or sockets in,
+    before anything is read from or put there; returns the socket dir."""
+    try:
+        for path in key_files:
+            if path is not None:
+                private_dir(path.parent)
+        return _socket_dir(home)
+    except PrivateDirError as exc:
+        raise ConfigError(
+            f"refusing to start: {exc}. Another user could replace what is there (sockets "
+            "that receive the runs' bearers, keys that sign them)"
+        ) from exc
 
 
 def _sandbox_pool(
@@ -168,8 +185,10 @@ async def boot(
     gate_settings = section(settings, "gate", GateSettings)
     defaults = section(settings, "run", RunDefaults)
     engine: EngineConfig = settings.engine
-    sockets = _socket_dir(settings.home)
-    sandbox = make_sandbox(sandbox_settings.backend, allow_local=sandbox_settings.allow_local)
+    sockets = _own_dirs(settings.home, key_files)
+    sandbox = make_sandbox(
+        sandbox_settings.backend, allow_local=sandbox_settings.allow_local, owner=settings.home
+    )
     async with AsyncExitStack() as stack:
         if store is None:
             store = await open_store(store_config(settings))
@@ -205,7 +224,8 @@ async def boot(
             if pool is not None:
                 warm_pool(provision_context, pool)
 
-        checkpoints = CheckpointStore(publisher=mirrors)
+        host_limits = HostLimits(gate_settings.max_file_bytes, gate_settings.max_changed_files)
+        checkpoints = CheckpointStore(publisher=mirrors, limits=host_limits)
         delegation = DelegationHub(
             section(settings, "delegation", DelegationSettings),
             store=store,
@@ -233,6 +253,7 @@ async def boot(
             gate_settings.author_email,
             secret_patterns=gate_settings.secret_patterns,
             max_file_bytes=gate_settings.max_file_bytes,
+            max_changed_files=gate_settings.max_changed_files,
             publisher=mirrors,
             diffstat=False,  # nothing here reads it: `synthorg run` asks the repository itself
         )

@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from synthorg.sandbox.protocol import SandboxLimits
-from synthorg.workspace.gate import DEFAULT_MAX_FILE_BYTES, DEFAULT_SECRET_PATTERNS
+from synthorg.workspace.gate import DEFAULT_SECRET_PATTERNS
+from synthorg.workspace.hostlimits import DEFAULT_MAX_CHANGED_FILES, DEFAULT_MAX_FILE_BYTES
 
 
 class RunDefaults(BaseModel):
@@ -50,4 +51,9 @@ class GateSettings(BaseModel):
     )
     max_file_bytes: int = Field(
         default=DEFAULT_MAX_FILE_BYTES, ge=1, description="Largest file the gate commits."
+    )
+    max_changed_files: int = Field(
+        default=DEFAULT_MAX_CHANGED_FILES,
+        ge=1,
+        description="Most files a run may add or change (refused before host git hashes them).",
     )

@@ -11,6 +11,7 @@ from synthorg.workspace import views
 from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
 from synthorg.workspace.git import GitError
+from synthorg.workspace.hostlimits import HostLimits
 from synthorg.workspace.models import GateSummary, Workspace
 from synthorg.workspace.snapshot import Snapshot
 
@@ -29,18 +30,21 @@ class LandingScan:
     """The full scan by content, once the check has taken it."""
 
 
-async def workspace_changed(workspace: Workspace, scan: LandingScan | None = None) -> bool | None:
+async def workspace_changed(
+    workspace: Workspace, scan: LandingScan | None = None, limits: HostLimits | None = None
+) -> bool | None:
     """Whether the worktree's content differs from the conversation's base (the NO_OP rule);
-    None without git, where there is no base to compare with. ``scan`` keeps the scan."""
+    None without git, where there is no base to compare with. ``scan`` keeps the scan;
+    ``limits`` are the gate's (what it would refuse is never hashed here either)."""
     if not workspace.is_git:
         return None
     try:
-        snapshot, found = await views.scan_changes(workspace)
+        snapshot, found = await views.scan_changes(workspace, limits)
     except GateRefusedError:
-        return True  # a tampered worktree: not NO_OP; landing refuses it, saying why
+        return True  # tampered, or too many files: not NO_OP; landing refuses it, saying why
     if scan is not None:
         scan.snapshot = snapshot
-    return bool(found)
+    return bool(found) or bool(snapshot.unhashed)  # files too big to hash are changes too
 
 
 async def land(

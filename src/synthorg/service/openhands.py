@@ -23,6 +23,7 @@ from synthorg.engine.openhands import (
 )
 from synthorg.engine.openhands.container_runtime import sandbox_request
 from synthorg.gateway.config import GatewayConfig
+from synthorg.localsock import private_dir
 from synthorg.runtime import OpenHandsRuntime, find_runtime
 from synthorg.sandbox import ForwardedEndpoint, SandboxRequest
 from synthorg.service.provisioning import LoopEndpoints, ProvisionContext, RunSetup
@@ -56,7 +57,9 @@ def launch_for(
 ) -> ContainerLaunch:
     """The sandbox launch of the entrypoint for this run's conversation."""
     state = state_dir(ctx.settings.home, setup.record.id)
-    state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # The parent is ours (localsock.private_dir); the conversation's own dir is the sandbox
+    # user's to write (its uid owns what the SDK persists there).
+    (private_dir(state.parent) / state.name).mkdir(exist_ok=True, mode=0o700)
     return _launch(ctx, runtime, setup.workspace.path, state, mcp=_mcp_enabled(ctx, setup))
 
 

@@ -91,7 +91,7 @@ class LocalRunService:
         repositories: RepositoryPolicy | None = None,
         ownership: OwnershipPolicy | None = None,
         checkpoints: CheckpointStore | None = None,
-        settle_dead: Callable[[], int] | None = None,
+        settle_dead: Callable[[Path], int] | None = None,
     ) -> None:
         self.store = store
         self.checkpoints = checkpoints or CheckpointStore()
@@ -324,7 +324,7 @@ class LocalRunService:
             self._runner.finish_run(
                 context,
                 result,
-                changed=partial(workspace_changed, workspace, scan),
+                changed=partial(workspace_changed, workspace, scan, self.gate.limits),
                 land=partial(land, self.gate, record, workspace, scan=scan),
             )
         )

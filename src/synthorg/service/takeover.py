@@ -28,14 +28,15 @@ async def supersede(
     record: ConversationRecord,
     previous: RunOwner | None,
     *,
-    settle: Callable[[], int] | None = None,
+    settle: Callable[[Path], int] | None = None,
 ) -> None:
     """When ``previous`` ran on this host, stop its sandboxes of this conversation and
     ``settle`` what dead owners' sandboxes left (a live zombie's quota stays: it holds its
     lock)."""
     if previous is not None and previous.host == socket.gethostname() and record.workspace:
-        stopped = await asyncio.to_thread(stop_sandboxes, previous.pid, Path(record.workspace.path))
-        settled = await asyncio.to_thread(settle) if settle is not None else 0
+        worktree = Path(record.workspace.path)
+        stopped = await asyncio.to_thread(stop_sandboxes, previous.pid, worktree)
+        settled = await asyncio.to_thread(settle, worktree) if settle is not None else 0
         if stopped or settled:
             _log.warning(
                 "SUPERSEDED_SANDBOXES_STOPPED",

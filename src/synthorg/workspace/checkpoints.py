@@ -10,6 +10,7 @@ from synthorg.workspace import refs
 from synthorg.workspace.checkout import Checkout
 from synthorg.workspace.errors import CheckpointNotFoundError
 from synthorg.workspace.git import GitError, GitOutput, run_git
+from synthorg.workspace.hostlimits import HostLimits
 from synthorg.workspace.locks import exclusive, in_process_lock
 from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import Checkpoint, Workspace
@@ -46,7 +47,15 @@ class CheckpointStore:
     private index, so the user's index, branch and HEAD are never touched.
     """
 
-    def __init__(self, *, in_process: bool = True, publisher: Mirrors | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        in_process: bool = True,
+        publisher: Mirrors | None = None,
+        limits: HostLimits | None = None,
+    ) -> None:
+        self.limits = limits
+        """What a checkpoint hashes at most (the gate's: nothing it refuses is hashed)."""
         self.in_process = in_process
         self.publisher = publisher
         """Pushes each checkpoint of a remote project's worktree to the remote as it is made."""
@@ -61,7 +70,7 @@ class CheckpointStore:
         common = checkout.dirs.common_dir
         key = (f"{common}\0{ws.repo_identity}", cid)
         async with in_process_lock(f"checkpoint:{common}:{cid}"):
-            async with SnapshotIndex(checkout).locked() as index:
+            async with SnapshotIndex(checkout, self.limits).locked() as index:
                 snap = await index.snapshot()
             for _ in range(20):
                 n = self._next.get(key)

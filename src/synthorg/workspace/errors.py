@@ -58,6 +58,19 @@ class OversizeFileError(GateRefusedError):
         )
 
 
+class TooManyFilesError(GateRefusedError):
+    """A change adds or modifies more files than the host works on (before any is hashed)."""
+
+    def __init__(self, count: int, limit: int) -> None:
+        self.count = count
+        self.limit = limit
+        super().__init__(
+            f"refusing {count} changed files, over the limit of {limit} the host hashes for "
+            "one snapshot: nothing of them was added or committed. Delete them, add them to "
+            ".gitignore, or raise [gate] max_changed_files if they belong in the repository."
+        )
+
+
 class NestedRepositoryError(GateRefusedError):
     """The commit gate refused a change that contains nested git repositories (gitlinks)."""
 

@@ -16,6 +16,11 @@ from synthorg.workspace.errors import (
     OversizeFileError,
     SecretFileError,
 )
+from synthorg.workspace.hostlimits import (
+    DEFAULT_MAX_CHANGED_FILES,
+    DEFAULT_MAX_FILE_BYTES,
+    HostLimits,
+)
 from synthorg.workspace.locks import in_process_lock
 from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import GateResult, GateSummary, Workspace
@@ -44,9 +49,6 @@ DEFAULT_SECRET_PATTERNS = (
 
 DEFAULT_ALLOWED_PATTERNS = (".env.example", ".env.sample", ".env.template", "*.pub")
 """Exceptions to the secret patterns: templates and public keys are meant to be shared."""
-
-DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
-"""Largest file the gate commits (a run's build output or a disk-filling file is refused)."""
 
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
@@ -84,6 +86,7 @@ class CommitGate:
         secret_patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS,
         allowed_patterns: Sequence[str] = DEFAULT_ALLOWED_PATTERNS,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_changed_files: int = DEFAULT_MAX_CHANGED_FILES,
         publisher: Mirrors | None = None,
         in_process: bool = True,
         diffstat: bool = True,
@@ -98,6 +101,8 @@ class CommitGate:
         if max_file_bytes < 1:
             raise ValueError("max_file_bytes must be at least 1")
         self.max_file_bytes = max_file_bytes
+        self.limits = HostLimits(max_file_bytes, max_changed_files)
+        """What a snapshot for this gate hashes at most (the NO_OP check's scan uses it too)."""
         self.secret_patterns = tuple(secret_patterns)
         self.allowed_patterns = tuple(allowed_patterns)
         self._identity = {
@@ -147,8 +152,10 @@ class CommitGate:
             if scanned is not None and scanned.head == await head_sha(checkout):
                 snap = scanned
             else:
-                async with SnapshotIndex(checkout).locked() as index:
+                async with SnapshotIndex(checkout, self.limits).locked() as index:
                     snap = await index.snapshot(full=True)
+            if snap.unhashed:  # refused by apparent size, before host git read them
+                raise OversizeFileError(snap.unhashed, self.max_file_bytes)
             base = snap.head or _EMPTY_TREE
             changed = await tree_changes(checkout, base, snap.tree)
             nested = await _gitlinks(checkout, snap.tree)
@@ -172,7 +179,7 @@ class CommitGate:
             await checkout.run_retrying(["update-ref", "-m", reflog, "HEAD", sha, snap.head or ""])
             # The index now lags HEAD; make it match (stat data of unchanged files is kept):
             # the scan's own index is that, when it still holds exactly the landed tree.
-            async with SnapshotIndex(checkout).locked() as index:
+            async with SnapshotIndex(checkout, self.limits).locked() as index:
                 adopted = index.adopt_as_index(snap.tree)
             if not adopted:
                 await checkout.run_retrying(["reset", "--quiet", "--mixed", "HEAD"])

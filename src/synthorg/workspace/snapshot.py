@@ -18,6 +18,7 @@ from pathlib import Path
 from synthorg.workspace.checkout import Checkout, open_checkout
 from synthorg.workspace.errors import NotAGitWorkspaceError
 from synthorg.workspace.git import is_object_id
+from synthorg.workspace.hostlimits import HostLimits, oversize, pending, without
 from synthorg.workspace.index_file import libgit2_readable
 from synthorg.workspace.journal import JOURNALS, Journal
 from synthorg.workspace.locks import exclusive
@@ -55,6 +56,9 @@ class Snapshot:
 
     tree: str
     head: str | None
+    unhashed: tuple[tuple[str, int], ...] = ()
+    """Files left out of the tree, never hashed: (path, apparent size) over the size limit
+    (hostlimits). The tree holds their last hashed content, or none; the gate refuses them."""
 
 
 def require_git(ws: Workspace) -> tuple[Path, Path]:
@@ -112,8 +116,10 @@ async def head_sha(checkout: Checkout) -> str | None:
 class SnapshotIndex:
     """The private index of one checkout and the lock that serialises its users."""
 
-    def __init__(self, checkout: Checkout) -> None:
+    def __init__(self, checkout: Checkout, limits: HostLimits | None = None) -> None:
         self.co = checkout
+        self.limits = limits or HostLimits()
+        self.unhashed: list[tuple[str, int]] = []  # of the last add_all
         self.ws = checkout.ws
         self.dir = state_dir(checkout.dirs.git_dir)
         self.path = self.dir / "snapshot.index"
@@ -168,6 +174,7 @@ class SnapshotIndex:
         content, never by a cache).
         """
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.unhashed = []
         scan_asked = full
         head = await head_sha(self.co)
         try:
@@ -195,27 +202,48 @@ class SnapshotIndex:
         elif restart:
             await self._start_journal()  # before the scan, so nothing falls in between
         if full or restart:
-            await self.co.run_retrying([*self.config, "add", "-A"], env=self.env)
+            await self._add_everything()
         return head
+
+    async def _add_everything(self) -> None:
+        """``git add -A`` of the whole tree, but for what the host limits leave out."""
+        big = oversize(self.ws.path, await pending(self.co, self.env), self.limits)
+        self.unhashed = big
+        if not big:
+            await self.co.run_retrying([*self.config, "add", "-A"], env=self.env)
+            return
+        await self.co.run_retrying(
+            [*self.config, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"],
+            env=self.env,
+            stdin=_nul(without(["."], big)),
+        )
 
     async def _add_paths(self, paths: set[str]) -> bool:
         """``git add -A`` limited to ``paths``; False when only a full scan will do."""
         specs = _pathspecs(self.ws.path, paths)
         if specs is None:
             return False
+        root = self.ws.path
+        dirs = [s for s in specs if not (root / s).is_symlink() and (root / s).is_dir()]
+        listed = [s for s in specs if s not in dirs]
+        if dirs:  # what add would hash inside them, by git's ignore rules
+            listed += await pending(self.co, self.env, dirs)
+        big = oversize(root, listed, self.limits)
+        self.unhashed = big
+        literal = () if big else ("--literal-pathspecs",)  # exclusions need pathspec magic
         out = await self.co.run(
             [
                 *self.config,
                 "-c",
                 "advice.addIgnoredFile=false",
-                "--literal-pathspecs",
+                *literal,
                 "add",
                 "-A",
                 "--pathspec-from-file=-",
                 "--pathspec-file-nul",
             ],
             env=self.env,
-            stdin=b"".join(os.fsencode(s) + b"\0" for s in specs),
+            stdin=_nul(without(specs, big) if big else specs),
             check=False,
         )
         # Exit 1 listing ignored paths still adds the rest: that is the outcome we want.
@@ -305,7 +333,7 @@ class SnapshotIndex:
     async def snapshot(self, *, full: bool = False) -> Snapshot:
         """Capture the worktree (tracked and untracked, not ignored) as a tree."""
         head = await self.add_all(full=full)
-        return Snapshot(tree=await self.write_tree(), head=head)
+        return Snapshot(tree=await self.write_tree(), head=head, unhashed=tuple(self.unhashed))
 
     async def restore(self, tree: str) -> None:
         """Make the worktree's non-ignored files exactly ``tree``'s; ignored files stay.
@@ -373,6 +401,10 @@ def _small_tree(root: Path) -> bool:
     return True
 
 
+def _nul(specs: list[str]) -> bytes:
+    return b"".join(os.fsencode(s) + b"\0" for s in specs)
+
+
 def journal_key(ws: Workspace) -> str:
     """The journal registry's key for ``ws``.
 
@@ -410,7 +442,7 @@ def forget(ws: Workspace) -> None:
         JOURNALS.discard(journal_key(ws))
 
 
-async def snapshot_tree(checkout: Checkout) -> Snapshot:
+async def snapshot_tree(checkout: Checkout, limits: HostLimits | None = None) -> Snapshot:
     """Snapshot a checkout under its lock, scanning every file (for one-shot callers: the
     changes and diff views, the NO_OP check).
 
@@ -418,7 +450,7 @@ async def snapshot_tree(checkout: Checkout) -> Snapshot:
     so a watch set before the mount sees none of the run's writes (a completed run was
     judged NO_OP with its work in the worktree). What decides an outcome reads the content.
     """
-    async with SnapshotIndex(checkout).locked() as index:
+    async with SnapshotIndex(checkout, limits).locked() as index:
         return await index.snapshot(full=True)
 
 

@@ -15,6 +15,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from synthorg.reaper import start as start_reaper
+from synthorg.reaper import tie, untie
+
 _CHUNK = 1 << 16
 _TERM_GRACE_S = 5.0
 
@@ -134,6 +137,7 @@ async def run_collect(
 ) -> tuple[int, bytes, bytes]:
     """Run argv in cwd with exactly env; (returncode, stdout, stderr). OSError when it cannot
     start. Cancelling the caller stops the child (SIGTERM, then SIGKILL) and reaps it."""
+    start_reaper()  # before the spawn: the tie below is then one write
     # Popen blocks only until the child has exec'd (vfork); the waiting is the readers'.
     proc = subprocess.Popen(  # noqa: ASYNC220
         list(argv),
@@ -143,13 +147,17 @@ async def run_collect(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    tie(proc.pid)  # a SIGKILLed host's `git add` of a huge tree dies with it
     try:
-        child = Child(proc, stdin or None)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-        raise
-    return await child.finish()
+        try:
+            child = Child(proc, stdin or None)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+            raise
+        return await child.finish()
+    finally:
+        untie(proc.pid)

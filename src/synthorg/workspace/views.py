@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from synthorg.workspace.checkout import Checkout
+from synthorg.workspace.hostlimits import HostLimits
 from synthorg.workspace.models import ChangeStatus, CommitInfo, FileChange, Workspace
 from synthorg.workspace.snapshot import Snapshot, head_sha, open_git, snapshot_tree
 
@@ -102,10 +103,13 @@ async def changes(ws: Workspace) -> list[FileChange]:
     return (await scan_changes(ws))[1]
 
 
-async def scan_changes(ws: Workspace) -> tuple[Snapshot, list[FileChange]]:
-    """The worktree scanned by content, and every path in which it differs from the base ref."""
+async def scan_changes(
+    ws: Workspace, limits: HostLimits | None = None
+) -> tuple[Snapshot, list[FileChange]]:
+    """The worktree scanned by content, and every path in which it differs from the base ref
+    (``limits``: what the scan hashes at most; the gate's, when it lands the scan)."""
     checkout = await open_git(ws)
-    snap = await snapshot_tree(checkout)
+    snap = await snapshot_tree(checkout, limits)
     return snap, await tree_changes(checkout, _base(ws), snap.tree)
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from synthorg.domain.ids import ProjectId
 from synthorg.errors import ConfigError, NotFoundError, UsageError
+from synthorg.localsock import private_dir
 from synthorg.server.auth.principal import Principal, Role
 
 _PREFIX = "so"
@@ -108,7 +109,7 @@ class KeyStore:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         # A lock file next to the key file serialises the CLI and a running server.
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(self.path.parent)
         lock_path = self.path.with_suffix(".lock")
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
