@@ -21,6 +21,9 @@ from tests.delegation.test_control import _sandboxes_alive
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
 
+_LEFT_BY_A_KILL = (ConversationStatus.RUNNING, ConversationStatus.INTERRUPTED)
+
+
 async def test_sigkill_mid_delegation_then_resume_finishes_every_child_once(
     booted: Booter, repo: Path, tmp_path: Path
 ) -> None:
@@ -53,8 +56,10 @@ async def test_sigkill_mid_delegation_then_resume_finishes_every_child_once(
     async with booted() as components:
         store, service = components.store, components.service
         for cid in (parent_id, *child_ids):
-            assert (await store.get_conversation(cid)).status is ConversationStatus.RUNNING
-        result = await service.run(parent_id)  # the dead owner is reconciled, then resumed
+            # Still the dead owner's, or already swept by this boot (issue 29: the sweep runs
+            # beside the boot, no reader needed): either way not ended.
+            assert (await store.get_conversation(cid)).status in _LEFT_BY_A_KILL
+        result = await service.run(parent_id)  # resumed, the children with it
         assert result.termination_reason is TerminationReason.COMPLETED, result.error
         assert result.resumed
         children = await store.list_children(parent_id)

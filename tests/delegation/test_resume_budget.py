@@ -64,7 +64,12 @@ async def test_sigkill_then_resume_continues_every_budget_of_the_tree(
         tickets: list[Ticket] = []
         components.gateway.on_settle(tickets.append)
         children = await store.list_children(parent_id)
-        assert [c.status for c in children] == [ConversationStatus.RUNNING] * 2
+        # Still the dead owner's, or already swept by this boot (issue 29's sweep): not ended.
+        assert all(
+            c.status in (ConversationStatus.RUNNING, ConversationStatus.INTERRUPTED)
+            for c in children
+        )
+        assert len(children) == 2
         result = await service.run(parent_id)  # the dead owner is reconciled, then resumed
         assert result.resumed
         assert result.termination_reason is TerminationReason.BUDGET_EXHAUSTED, result.error
