@@ -27,7 +27,7 @@ from pathlib import Path
 
 from synthorg.runtime import build_runtime
 from synthorg.runtime.files import lockfile_path
-from synthorg.runtime.openhands import find_base_python
+from synthorg.runtime.venvbuild import find_base_python
 
 
 def timed_build(home: Path, cache: Path) -> float:

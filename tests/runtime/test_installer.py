@@ -12,7 +12,7 @@ import pytest
 
 from synthorg.errors import BoundaryError
 from synthorg.runtime.installer import _Counts, find_uv, install_step, run_step, venv_step
-from synthorg.runtime.openhands import find_base_python
+from synthorg.runtime.venvbuild import find_base_python
 
 
 def _wheel(directory: Path) -> Path:

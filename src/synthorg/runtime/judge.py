@@ -11,30 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
-import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from synthorg.errors import ConfigError
 from synthorg.paths import synthorg_home
-from synthorg.runtime.installer import (
-    OutputCallback,
-    Step,
-    find_uv,
-    install_step,
-    run_step,
-    venv_step,
-)
-from synthorg.runtime.openhands import (
-    _build_lock,
-    _check_version,
-    _clean_env,
-    _python_says,
-    find_base_python,
-)
+from synthorg.runtime.installer import OutputCallback
+from synthorg.runtime.venvbuild import build_lock, build_venv
 
 FILES_ENV = "SYNTHORG_JUDGE_FILES"
 """Operator override: a directory holding the judge's lockfile and pytest.ini."""
@@ -115,39 +99,20 @@ def build_judge(
     """Build (or reuse) the judge venv; atomic (a temp dir renamed into place under a lock)."""
     digest = lock_hash()
     parent = _parent(home)
-    with _build_lock(parent):
+    with build_lock(parent):
         existing = find_judge(home)
         if existing is not None:
             return existing
-        for stale in parent.glob(".building-*"):  # holding the lock: a dead build's
-            shutil.rmtree(stale, ignore_errors=True)
-        python = find_base_python(base_python)
-        _check_version(python)
-        started = time.monotonic()
-        uv = find_uv()
-        tmp = Path(tempfile.mkdtemp(prefix=f".building-{digest}-", dir=parent))
-        try:
-            env = _clean_env()
-            run_step(venv_step(uv, python, tmp), env, on_output)
-            venv_python = tmp / "bin" / "python"
-            step = install_step(uv, files_dir() / "requirements.lock", venv_python)
-            run_step(Step(step.argv, step.phase, "install of the judge's lockfile"), env, on_output)
-            verify = [str(venv_python), "-I", "-c", "import pytest"]
-            run_step(Step(verify, "verify", "the import check of pytest"), env, on_output)
-            marker = {
-                "lock_hash": digest,
-                "interpreter_prefix": _python_says(
-                    venv_python, "import sys; print(sys.base_prefix)"
-                ),
-                "build_seconds": round(time.monotonic() - started, 1),
-            }
-            (tmp / MARKER_NAME).write_text(json.dumps(marker, indent=2))
-            if (parent / digest).exists():  # a build that died after its rename
-                shutil.rmtree(parent / digest)
-            tmp.rename(parent / digest)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        marker = build_venv(
+            parent / digest,
+            files_dir() / "requirements.lock",
+            what="judge's",
+            verify=["-I", "-c", "import pytest"],
+            verify_what="the import check of pytest",
+            marker_name=MARKER_NAME,
+            on_output=on_output,
+            base_python=base_python,
+        )
     built = find_judge(home)
     assert built is not None
     on_output(f"judge runtime {digest} built in {marker['build_seconds']} s")

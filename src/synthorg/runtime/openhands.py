@@ -2,38 +2,23 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from synthorg.errors import BoundaryError, ConfigError
+from synthorg.errors import BoundaryError
 from synthorg.paths import synthorg_home
 from synthorg.runtime.files import entrypoint_path, lockfile_path
-from synthorg.runtime.installer import (
-    OutputCallback,
-    Step,
-    find_uv,
-    install_step,
-    run_step,
-    venv_step,
+from synthorg.runtime.installer import OutputCallback
+from synthorg.runtime.venvbuild import (
+    build_lock,
+    build_venv,
 )
 
 MARKER_NAME = ".synthorg-runtime.json"
 """Written inside a runtime dir only after a successful build: its presence means 'built'."""
-
-RUNTIME_PYTHON = (3, 12)
-"""The lockfile is compiled for CPython 3.12; the runtime venv must use exactly that."""
 
 
 def _home(home: Path | None) -> Path:
@@ -119,57 +104,6 @@ def runtime_status(home: Path | None = None) -> RuntimeStatus:
     )
 
 
-def find_base_python(explicit: Path | None = None) -> Path:
-    """A CPython 3.12 to create the venv from (never a venv's python, to inherit nothing)."""
-    if explicit is not None:
-        return explicit
-    if sys.version_info[:2] == RUNTIME_PYTHON:
-        # Inside the main venv, sys.executable is that venv's python; the base one keeps
-        # the new venv independent of the main venv's site-packages.
-        return Path(getattr(sys, "_base_executable", sys.executable))
-    found = shutil.which("python3.12")
-    if found is None:
-        raise ConfigError(
-            "the OpenHands runtime needs CPython 3.12 but none was found on PATH; "
-            "install it (e.g. `uv python install 3.12`) and pass its path"
-        )
-    return Path(found)
-
-
-def _clean_env() -> dict[str, str]:
-    # Nothing of the main venv may leak into the runtime's pip or python.
-    drop = {
-        "VIRTUAL_ENV",
-        "PYTHONPATH",
-        "PYTHONHOME",
-        "PYTHONSTARTUP",
-        "PIP_PYTHON",
-        "UV_PYTHON",
-        "UV_PROJECT_ENVIRONMENT",
-    }
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    return env
-
-
-def _python_says(python: Path, code: str) -> str:
-    """What ``python -c code`` prints (stripped), run with the runtime's clean environment."""
-    return subprocess.run(
-        [str(python), "-c", code], capture_output=True, text=True, check=True, env=_clean_env()
-    ).stdout.strip()
-
-
-@contextmanager
-def _build_lock(parent: Path) -> Iterator[None]:
-    parent.mkdir(parents=True, exist_ok=True)
-    with (parent / ".build.lock").open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def build_runtime(
     home: Path | None = None,
     on_output: OutputCallback = lambda _line: None,
@@ -187,55 +121,22 @@ def build_runtime(
     digest = lock_hash(lockfile)
     parent = _home(home) / "runtimes" / "openhands"
     final = parent / digest
-    with _build_lock(parent):
+    with build_lock(parent):
         existing = _runtime_from_dir(final, digest)
         if existing is not None and not force:
             on_output(f"OpenHands runtime {digest} already built at {final}")
             return existing
-        # Holding the lock, any leftover temp dir is from a build that died.
-        for stale in parent.glob(".building-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        python = find_base_python(base_python)
-        _check_version(python)
-        started = time.monotonic()
-        uv = find_uv()
-        tmp = Path(tempfile.mkdtemp(prefix=f".building-{digest}-", dir=parent))
-        try:
-            env = _clean_env()
-            run_step(venv_step(uv, python, tmp), env, on_output)
-            venv_python = tmp / "bin" / "python"
-            run_step(install_step(uv, lockfile, venv_python), env, on_output)
-            verify = [str(venv_python), "-c", "import openhands.sdk, openhands.tools"]
-            run_step(Step(verify, "verify", "the import check of openhands.sdk"), env, on_output)
-            prefix = _python_says(venv_python, "import sys; print(sys.base_prefix)")
-            marker = {
-                "lock_hash": digest,
-                "interpreter_prefix": prefix,
-                "base_python": str(python),
-                "build_seconds": round(time.monotonic() - started, 1),
-                "built_at": time.time(),
-            }
-            (tmp / MARKER_NAME).write_text(json.dumps(marker, indent=2))
-            if final.exists():
-                shutil.rmtree(final)
-            tmp.rename(final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        marker = build_venv(
+            final,
+            lockfile,
+            what="OpenHands",
+            verify=["-c", "import openhands.sdk, openhands.tools"],
+            verify_what="the import check of openhands.sdk",
+            marker_name=MARKER_NAME,
+            on_output=on_output,
+            base_python=base_python,
+        )
     on_output(f"OpenHands runtime {digest} built at {final} in {marker['build_seconds']} s")
     built = _runtime_from_dir(final, digest)
     assert built is not None
     return built
-
-
-def _check_version(python: Path) -> None:
-    try:
-        out = _python_says(python, "import sys; print('%d.%d' % sys.version_info[:2])")
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise ConfigError(f"cannot run {python} to check its version: {exc}") from exc
-    want = "{}.{}".format(*RUNTIME_PYTHON)
-    if out != want:
-        raise ConfigError(
-            f"{python} is Python {out}; the OpenHands lockfile is for Python {want}. "
-            "Point the build at a CPython 3.12 interpreter."
-        )
