@@ -43,6 +43,16 @@ def tree_closed(root_id: str, ceiling: Decimal, spent: Decimal) -> GatewayRefusa
     )
 
 
+def tree_killed(root_id: str, reason: str) -> GatewayRefusal:
+    """The refusal of every run of a delegation tree that was killed."""
+    return GatewayRefusal(
+        403,
+        f"the delegation tree of conversation {root_id!r} was killed ({reason})",
+        "permission_error",
+        "execution_killed",
+    )
+
+
 def check_run_open(row: ExecutionUsage, spent: Decimal) -> None:
     """Refuse a run that is finished, killed or at its ceiling."""
     closed = run_closed(row, spent=spent)  # the rule shared with the MCP server

@@ -38,6 +38,8 @@ class Ticket:
     cost: Decimal = Decimal(0)
     usage: Usage | None = None
     killed: bool = False
+    overreport: bool = False
+    """The upstream reported a bill over the reservation (``Meter.settle``)."""
     hold: BudgetHold | None = None
     """Its hold in a shared ledger (None when the ledger is this process's alone)."""
 
