@@ -128,6 +128,7 @@ class Admission:
             state=state,
         )
         if self.holds is not None:
+            seen: list[BudgetFigures] = []
             try:
                 ticket.hold = await self.holds.hold(
                     execution_id=claims.execution_id,
@@ -135,22 +136,25 @@ class Admission:
                     amount=worst,
                     tokens_in=limits.prompt_max,
                     tokens_out=limits.output_max,
-                    admit=partial(_shared_rule, state, limits),
+                    admit=partial(_shared_rule, limits, seen),
                 )
             except BaseException:
                 await _unadmit(ticket)
                 raise
+            finally:
+                if seen:
+                    _learn(state, seen[-1])
         return ticket
 
 
-def _shared_rule(state: RunState, limits: Bounds, figures: BudgetFigures) -> bool:
+def _shared_rule(limits: Bounds, seen: list[BudgetFigures], figures: BudgetFigures) -> bool:
     """Admission against the shared ledger's figures (read under the budget's lock): the
     in-process rule, with every process's spend and holds. Raises to refuse; False to wait.
+
+    Pure but for noting the figures in ``seen``: a store may call it on its writer thread.
     """
+    seen.append(figures)
     row = figures.execution
-    state.cost = max(state.cost, row.cost_usd)  # what other processes spent, seen at once
-    if state.row.status != ExecutionStatus.KILLED:
-        state.row = row
     check_run_open(row, row.cost_usd)
     ceiling, worst, fits = row.cost_ceiling_usd, limits.worst, True
     if ceiling is not None:
@@ -158,8 +162,6 @@ def _shared_rule(state: RunState, limits: Bounds, figures: BudgetFigures) -> boo
         fits = fits_or_alone(ceiling, row.cost_usd, figures.reserved, worst)
     tree = figures.tree
     if tree is not None:
-        if state.tree is not None:
-            state.tree.cost = max(state.tree.cost, tree.spent)
         refused = tree_closed(tree.root_id, tree.ceiling, tree.spent)
         if refused is not None:
             raise refused
@@ -167,6 +169,16 @@ def _shared_rule(state: RunState, limits: Bounds, figures: BudgetFigures) -> boo
         check_fits(name, limits, tree.ceiling, tree.spent)
         fits = fits and fits_or_alone(tree.ceiling, tree.spent, figures.tree_reserved, worst)
     return fits
+
+
+def _learn(state: RunState, figures: BudgetFigures) -> None:
+    """Take in what other processes spent (and whether they killed the run), seen at once."""
+    row = figures.execution
+    state.cost = max(state.cost, row.cost_usd)
+    if state.row.status != ExecutionStatus.KILLED:
+        state.row = row
+    if figures.tree is not None and state.tree is not None:
+        state.tree.cost = max(state.tree.cost, figures.tree.spent)
 
 
 async def _unadmit(ticket: Ticket) -> None:

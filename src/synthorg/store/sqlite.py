@@ -36,6 +36,7 @@ from synthorg.store.protocol import (
 from synthorg.store.reconcile import reconcile
 from synthorg.store.schema import VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
+from synthorg.store.sqlite_budget import SqliteBudget, execution_row
 from synthorg.store.sqlite_engine import BUSY_TIMEOUT_S, SqliteReaders, SqliteWriter
 from synthorg.store.sqlite_eval import SqliteEvalItems
 from synthorg.store.sqlite_idempotency import SqliteIdempotencyKeys
@@ -65,7 +66,7 @@ def _migrate(conn: sqlite3.Connection) -> int:
     return applied
 
 
-class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
+class SqliteStore(SqliteBudget, SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
     """Conversations, the event log and the ledger in one SQLite file."""
 
     def __init__(
@@ -432,7 +433,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
                     stamp,
                 ),
             )
-            return _execution_row(conn, execution_id)
+            return execution_row(conn, execution_id)
 
         return codec.execution_from_row(await self._writer.submit(work))
 
@@ -458,7 +459,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         return codec.execution_from_row(await self._writer.submit(work))
 
     async def get_execution(self, execution_id: str) -> ExecutionUsage:
-        row = await self._readers.run(lambda c: _execution_row(c, execution_id))
+        row = await self._readers.run(lambda c: execution_row(c, execution_id))
         return codec.execution_from_row(row)
 
     async def executions_of(self, conversation_id: str) -> list[ExecutionUsage]:
@@ -484,7 +485,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
                 "UPDATE executions SET cost_ceiling_usd = ?, updated_at = ? WHERE execution_id = ?",
                 (ceiling, stamp, execution_id),
             )
-            return _execution_row(conn, execution_id)
+            return execution_row(conn, execution_id)
 
         return codec.execution_from_row(await self._writer.submit(work))
 
@@ -509,7 +510,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
                 " WHERE execution_id = ? AND status != ?",
                 (status.value, reason, stamp, execution_id, ExecutionStatus.KILLED.value),
             )
-            return _execution_row(conn, execution_id)
+            return execution_row(conn, execution_id)
 
         return codec.execution_from_row(await self._writer.submit(work))
 
@@ -530,12 +531,3 @@ def _insert_event(
     except sqlite3.IntegrityError as exc:  # the foreign key: no such conversation
         raise NotFoundError(f"no conversation {conversation_id}") from exc
     return int(row[0]), moment
-
-
-def _execution_row(conn: sqlite3.Connection, execution_id: str) -> dict[str, Any]:
-    cur = conn.cursor()
-    cur.row_factory = sqlite3.Row
-    row = cur.execute("SELECT * FROM executions WHERE execution_id = ?", (execution_id,)).fetchone()
-    if row is None:
-        raise NotFoundError(f"no execution {execution_id} in the ledger")
-    return dict(row)

@@ -83,6 +83,7 @@ class _Job:
     future: concurrent.futures.Future[Any]
     wakes: str | None = None
     single_statement: bool = False
+    durable: bool = True
     result: Any = None
     error: BaseException | None = None
     ran: bool = field(default=False)
@@ -103,6 +104,8 @@ class SqliteWriter:
             target=self._run, name=f"synthorg-sqlite-writer:{path.name}", daemon=True
         )
         self._closed = False
+        self._durable = True
+        """The writer connection's synchronous mode: FULL (fsync each commit) or NORMAL."""
 
     async def start(self) -> None:
         """Open the writer connection on its thread."""
@@ -115,6 +118,7 @@ class SqliteWriter:
         *,
         wakes: str | None = None,
         single_statement: bool = False,
+        durable: bool = True,
     ) -> T:
         """Run ``work`` in a write transaction; return its result once committed.
 
@@ -123,12 +127,14 @@ class SqliteWriter:
         explicit transaction when it is the only job queued. A caller cancelled before its job
         started writes nothing; one cancelled after it started unwinds only once the write is
         committed, so whatever the caller's cancellation reaches next (the runner answering a
-        cut-off run's open actions) reads it.
+        cut-off run's open actions) reads it. ``durable=False`` (budget holds) lets a batch
+        of only such jobs commit without an fsync: visible to every process at once, lost only
+        with the host, and made durable by the next durable commit (the WAL is sequential).
         """
         if self._closed:
             raise BoundaryError("the SQLite store is closed")
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._queue.put(_Job(work, future, wakes, single_statement))
+        self._queue.put(_Job(work, future, wakes, single_statement, durable))
         done = asyncio.wrap_future(future)
         try:
             return await asyncio.shield(done)
@@ -182,6 +188,7 @@ class SqliteWriter:
         live = [job for job in batch if job.future.set_running_or_notify_cancel()]
         if not live:
             return
+        self._sync(conn, any(job.durable for job in live))
         # A lone job needs no savepoint: if it fails, the whole transaction is rolled back.
         alone = len(live) == 1
         if alone and live[0].single_statement:
@@ -222,6 +229,12 @@ class SqliteWriter:
         woken = {job.wakes for job in live if job.ran and job.wakes is not None}
         if woken:
             self._on_commit(woken)
+
+    def _sync(self, conn: sqlite3.Connection, durable: bool) -> None:
+        # Outside any transaction: the setting applies to the next commit.
+        if durable != self._durable:
+            conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self._durable = durable
 
     def _autocommit(self, conn: sqlite3.Connection, job: _Job) -> None:
         # One statement is its own transaction, committed (and fsynced) when it returns.
