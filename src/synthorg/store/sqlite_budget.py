@@ -6,7 +6,9 @@ at the same time. Under it an admission bills the holds whose lease ran out (the
 mid-request: the incomplete bill), reads spend and live holds, and stores its own hold, as on
 PostgreSQL (``postgres_budget``); settling deletes the hold and adds the bill in the same
 transaction. Holds are written without an fsync (``durable=False``): they bound what live
-processes admit, and a later durable commit (every bill is one) makes them durable too.
+processes admit, and the next bill's sync makes them durable too. A bill is committed unsynced
+and then made durable by an fsync of the WAL outside the write lock (``SqliteWriter.sync``),
+so admissions never queue behind it.
 """
 
 from __future__ import annotations
@@ -163,7 +165,11 @@ class SqliteBudget:
                 _bill(conn, hold.execution_id, max(cost_usd - hold.amount, Decimal(0)), 0, 0, 0)
             return execution_row(conn, hold.execution_id)
 
-        return codec.execution_from_row(await self._writer.submit(work))
+        # Committed unsynced, then synced outside the write lock: the next admission's hold
+        # does not wait for this bill's fsync; the caller returns once the bill is durable.
+        row = await self._writer.submit(work, durable=False)
+        await self._writer.sync()
+        return codec.execution_from_row(row)
 
     async def renew_reservations(
         self, holder: str, reservation_ids: Sequence[str], *, lease_s: float

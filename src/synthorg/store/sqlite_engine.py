@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import queue
 import sqlite3
 import threading
@@ -106,6 +107,10 @@ class SqliteWriter:
         self._closed = False
         self._durable = True
         """The writer connection's synchronous mode: FULL (fsync each commit) or NORMAL."""
+        self._commits = 0
+        self._synced = 0
+        self._sync_lock = threading.Lock()
+        self._wal_fd: int | None = None
 
     async def start(self) -> None:
         """Open the writer connection on its thread."""
@@ -144,6 +149,33 @@ class SqliteWriter:
                     await asyncio.shield(done)
             raise
 
+    async def sync(self) -> None:
+        """Make every commit so far durable (an fsync of the WAL outside the write lock).
+
+        For a ``durable=False`` job whose caller still wants it durable before going on (a
+        bill): the writer goes on committing while the file syncs, so the next request's hold
+        never waits for this fsync. Concurrent callers share one fsync.
+        """
+        await asyncio.to_thread(self._fsync, self._commits)
+
+    def _fsync(self, wanted: int) -> None:
+        with self._sync_lock:
+            if self._synced >= wanted:
+                return
+            started = self._commits
+            try:
+                if self._wal_fd is None:
+                    self._wal_fd = os.open(f"{self._path}-wal", os.O_RDONLY)
+                # The WAL holds every commit not yet checkpointed (a checkpoint syncs the
+                # database file itself): synced, they survive a power loss as FULL's would.
+                os.fsync(self._wal_fd)
+            except OSError as exc:
+                raise StoreUnavailableError(
+                    f"the SQLite store at {self._path} could not sync its log ({exc}); "
+                    f"{RESUME_HINT}"
+                ) from exc
+            self._synced = started
+
     async def close(self) -> None:
         """Finish queued jobs, then stop the thread."""
         if self._closed:
@@ -151,6 +183,10 @@ class SqliteWriter:
         self._closed = True
         self._queue.put(None)
         await asyncio.to_thread(self._thread.join)
+        with self._sync_lock:
+            if self._wal_fd is not None:
+                os.close(self._wal_fd)
+                self._wal_fd = None
 
     def _run(self) -> None:
         try:
@@ -214,6 +250,7 @@ class SqliteWriter:
                 if not alone:
                     conn.execute("RELEASE job")
             conn.execute("ROLLBACK" if alone and not live[0].ran else "COMMIT")
+            self._commits += 1
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
@@ -245,6 +282,7 @@ class SqliteWriter:
                 exc = unavailable(self._path, exc, self._busy_s)
             job.future.set_exception(exc)
             return
+        self._commits += 1
         job.future.set_result(result)
         if job.wakes is not None:
             self._on_commit({job.wakes})
