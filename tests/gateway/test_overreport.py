@@ -114,6 +114,7 @@ async def test_an_overreport_is_billed_as_reported_and_kills_the_run(
     bound = _reserved(gw, _body(stream))
     assert f"${bound:.6f}" in row.status_reason, "and the bound it was admitted for"
     assert await _metric(gw) == 1.0
+    assert await gw.store.overreporting_providers() == {"fake": 1}, "flagged for doctor"
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -19,6 +19,7 @@ from decimal import Decimal
 from functools import partial
 from typing import Protocol
 
+from synthorg.domain.money import fits, fits_or_alone
 from synthorg.gateway.config import GatewayConfig
 from synthorg.gateway.estimate import Bounds, bounds, output_cap
 from synthorg.gateway.providers.base import Provider
@@ -45,11 +46,6 @@ class HoldTaker(Protocol):
     ) -> BudgetHold:
         """Hold ``amount`` once ``admit`` accepts the ledger's figures (it raises to refuse)."""
         ...
-
-
-def fits_or_alone(ceiling: Decimal, spent: Decimal, held: Decimal, worst: Decimal) -> bool:
-    """The admission rule on shared figures: concurrent while it fits, else only alone."""
-    return held == 0 or ceiling - spent - held >= worst
 
 
 class Admission:
@@ -88,17 +84,14 @@ class Admission:
         tree = state.tree
         _check_open(state)
         _check_all_fit(state, limits)
-        ceiling = state.row.cost_ceiling_usd
-        if (
-            ceiling is not None
-            and not state.serial
-            and ceiling - state.cost - state.reserved < worst
+        if not state.serial and not fits(
+            state.row.cost_ceiling_usd, state.cost, state.reserved, worst
         ):
             state.serial = True
         if (
             tree is not None
             and not tree.serial
-            and tree.ceiling - tree.cost - tree.reserved < worst
+            and not fits(tree.ceiling, tree.cost, tree.reserved, worst)
         ):
             tree.serial = True  # from now on one request at a time in the whole tree
 

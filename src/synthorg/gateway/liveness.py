@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
+from synthorg.domain.money import reached
 from synthorg.store.protocol import ExecutionStatus, ExecutionUsage
 
 ClosedCode = Literal["execution_finished", "execution_killed", "cost_ceiling_reached"]
@@ -40,7 +41,7 @@ def run_closed(row: ExecutionUsage, *, spent: Decimal | None = None) -> RunClose
         )
     cost = row.cost_usd if spent is None else spent
     ceiling = row.cost_ceiling_usd
-    if ceiling is not None and cost >= ceiling:
+    if reached(ceiling, cost):
         return RunClosed(
             "cost_ceiling_reached",
             f"execution {row.execution_id!r} reached its cost ceiling of ${ceiling} "

@@ -17,12 +17,19 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Protocol
 
+from synthorg.domain.money import over_bound, reached
 from synthorg.gateway.estimate import Ending
 from synthorg.gateway.state import RunStates
 from synthorg.gateway.ticket import Ticket
 from synthorg.gateway.wire import Usage
 from synthorg.logging import get_logger
-from synthorg.store.protocol import BudgetHold, ExecutionStatus, ExecutionUsage, LedgerStore
+from synthorg.store.protocol import (
+    OVERREPORT,
+    BudgetHold,
+    ExecutionStatus,
+    ExecutionUsage,
+    LedgerStore,
+)
 
 log = get_logger(__name__)
 
@@ -73,7 +80,9 @@ class Meter:
         ticket.usage = usage
         if usage is not None:
             ticket.cost = ticket.bounds.price.cost(usage.prompt_tokens, usage.completion_tokens)
-        ticket.overreport = ticket.billed_as == "reported" and ticket.cost > ticket.reserved
+        ticket.overreport = ticket.billed_as == "reported" and over_bound(
+            ticket.cost, ticket.reserved
+        )
         async with state.cond:
             state.cost += ticket.cost
             state.requests += 1
@@ -93,7 +102,7 @@ class Meter:
                 reason = _overreport_reason(ticket)
                 if state.tree is not None and state.tree.killed is None:
                     state.tree.killed = reason  # no run of the tree is admitted from now on
-            elif ceiling is not None and state.cost >= ceiling:
+            elif reached(ceiling, state.cost):
                 reason = f"cost ceiling ${ceiling} reached (spent ${state.cost:.6f})"
             if reason is not None and state.row.status == ExecutionStatus.ACTIVE:
                 ticket.killed = True
@@ -164,7 +173,7 @@ def _overreport_reason(ticket: Ticket) -> str:
     usage = ticket.usage
     assert usage is not None
     return (
-        f"upstream_overreport: provider {ticket.claims.provider!r} reported usage costing "
+        f"{OVERREPORT}: provider {ticket.claims.provider!r} reported usage costing "
         f"${ticket.cost:.6f} ({usage.prompt_tokens} prompt, {usage.completion_tokens} "
         f"completion tokens) for a request admitted at most ${ticket.reserved:.6f}; "
         "the ledger has the reported bill and the run was killed"

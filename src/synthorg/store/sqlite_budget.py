@@ -19,16 +19,28 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from synthorg.domain.money import total
+from synthorg.domain.money import ZERO, money, remaining, total
 from synthorg.errors import NotFoundError
 from synthorg.store import codec
-from synthorg.store.protocol import BudgetFigures, BudgetHold, ExecutionUsage, TreeBudget
-from synthorg.store.sqlite_engine import SqliteWriter
+from synthorg.store.protocol import (
+    OVERREPORT,
+    BudgetFigures,
+    BudgetHold,
+    ExecutionStatus,
+    ExecutionUsage,
+    TreeBudget,
+)
+from synthorg.store.sqlite_engine import SqliteReaders, SqliteWriter
 from synthorg.store.tree_budget import TREE_COSTS_SQL
 
 _KEY = "SELECT coalesce(root_id, id) FROM conversations WHERE id = ?"
 
 _TREE_COSTS = TREE_COSTS_SQL.format(mark="?")
+
+_OVERREPORTS = (
+    "SELECT provider, count(*) FROM executions WHERE status = ? AND status_reason LIKE ?"
+    " GROUP BY provider ORDER BY provider"
+)
 
 
 def execution_row(conn: sqlite3.Connection, execution_id: str) -> dict[str, Any]:
@@ -66,7 +78,7 @@ def _bill_expired(conn: sqlite3.Connection, key: str) -> None:
         (key, codec.ts_text(codec.now())),
     ).fetchall()
     for execution_id, amount, tin, tout in gone:
-        _bill(conn, execution_id, Decimal(amount), tin, tout, 1)
+        _bill(conn, execution_id, money(amount), tin, tout, 1)
 
 
 def _held(conn: sqlite3.Connection, where: str, value: str) -> Decimal:
@@ -74,7 +86,7 @@ def _held(conn: sqlite3.Connection, where: str, value: str) -> Decimal:
         f"SELECT amount FROM budget_reservations WHERE {where} = ?",  # noqa: S608  (a column name)
         (value,),
     ).fetchall()
-    return total(Decimal(row[0]) for row in rows)
+    return total(money(row[0]) for row in rows)
 
 
 def _figures(conn: sqlite3.Connection, key: str, execution_id: str) -> BudgetFigures:
@@ -85,8 +97,8 @@ def _figures(conn: sqlite3.Connection, key: str, execution_id: str) -> BudgetFig
     tree = None
     if found is not None and found[0] is not None:
         costs = conn.execute(_TREE_COSTS, (key, key)).fetchall()
-        spent = total(Decimal(str(row[0])) for row in costs)
-        tree = TreeBudget(root_id=key, ceiling=Decimal(str(found[0])), spent=spent)
+        spent = total(money(row[0]) for row in costs)
+        tree = TreeBudget(root_id=key, ceiling=money(found[0]), spent=spent)
     return BudgetFigures(
         execution=execution,
         reserved=_held(conn, "execution_id", execution_id),
@@ -99,6 +111,7 @@ class SqliteBudget:
     """SharedBudgetLedger on SQLite (mixed into SqliteStore)."""
 
     _writer: SqliteWriter
+    _readers: SqliteReaders
 
     async def reserve_budget(
         self,
@@ -148,7 +161,7 @@ class SqliteBudget:
                 f" ON x.execution_id = r.execution_id WHERE x.conversation_id IN ({marks})",
                 tuple(members),
             ).fetchall()
-            return total(Decimal(str(row[0])) for row in (*spent, *held))
+            return total(money(row[0]) for row in (*spent, *held))
 
         return await self._writer.submit(work)
 
@@ -162,7 +175,7 @@ class SqliteBudget:
             if held:
                 _bill(conn, hold.execution_id, cost_usd, tokens_in, tokens_out, 1)
             else:  # expired and billed in full already: only the excess is added
-                _bill(conn, hold.execution_id, max(cost_usd - hold.amount, Decimal(0)), 0, 0, 0)
+                _bill(conn, hold.execution_id, remaining(cost_usd, hold.amount) or ZERO, 0, 0, 0)
             return execution_row(conn, hold.execution_id)
 
         # Committed unsynced, then synced outside the write lock: the next admission's hold
@@ -170,6 +183,13 @@ class SqliteBudget:
         row = await self._writer.submit(work, durable=False)
         await self._writer.sync()
         return codec.execution_from_row(row)
+
+    async def overreporting_providers(self) -> dict[str, int]:
+        def read(conn: sqlite3.Connection) -> dict[str, int]:
+            rows = conn.execute(_OVERREPORTS, (ExecutionStatus.KILLED.value, f"{OVERREPORT}:%"))
+            return {str(provider): int(n) for provider, n in rows.fetchall()}
+
+        return await self._readers.run(read)
 
     async def renew_reservations(
         self, holder: str, reservation_ids: Sequence[str], *, lease_s: float
