@@ -45,3 +45,27 @@ async def test_a_cut_that_says_killed_kills(fake: FakeHarness, usage: bool) -> N
                 )
             assert refused.value.status_code in (402, 403)
     assert len(fake.upstream.records) == 1
+
+
+async def test_output_past_the_cap_kills_the_run_far_below_its_ceiling(fake: FakeHarness) -> None:
+    """The same upstream, no usage, a $100 ceiling: the answer breaks its bound, so the run
+    is killed as an over-report. Before: billed the cap's worth and the run went on."""
+    fake.upstream.plan = lambda body: Reply(text="word " * 4000, piece=256, usage=False)
+    binding, token = await fake.run(Decimal(100))
+    async with fake.client(token) as client:
+        stream = await client.chat.completions.create(
+            model=FAKE_MODEL,
+            messages=[{"role": "user", "content": "go"}],
+            max_tokens=16,
+            stream=True,
+        )
+        async for _ in stream:
+            pass
+        await fake.gateway.flush(binding.execution_id)
+        row = await fake.store.get_execution(binding.execution_id)
+        assert row.status == ExecutionStatus.KILLED, row
+        assert row.status_reason.startswith("upstream_overreport"), row.status_reason
+        with pytest.raises(openai.APIStatusError):
+            await client.chat.completions.create(
+                model=FAKE_MODEL, messages=[{"role": "user", "content": "again"}], max_tokens=16
+            )

@@ -6,9 +6,10 @@ after the response is sent; the in-memory totals (which include settled but not 
 requests) drive admission, so a write's latency never admits too much.
 
 An upstream that reports more than a request was admitted for (it ignored the output cap, or
-it lies) is billed as reported, since that is what the provider will charge, but the bound is
-broken: its run is killed and its delegation tree closed at once, the reason names both figures,
-and it is counted as ``upstream_overreport`` against the provider.
+it lies), or sends output certainly past the cap, is billed so, since that is what the provider
+will charge, but the bound is broken: its run is killed and its delegation tree closed at once,
+the reason names both figures, and it is counted as ``upstream_overreport`` against the
+provider.
 """
 
 from __future__ import annotations
@@ -80,9 +81,8 @@ class Meter:
         ticket.usage = usage
         if usage is not None:
             ticket.cost = ticket.bounds.price.cost(usage.prompt_tokens, usage.completion_tokens)
-        ticket.overreport = ticket.billed_as == "reported" and over_bound(
-            ticket.cost, ticket.reserved
-        )
+        # Only a reported bill, or output certainly past the cap, can exceed the reservation.
+        ticket.overreport = over_bound(ticket.cost, ticket.reserved)
         async with state.cond:
             state.cost += ticket.cost
             state.requests += 1
@@ -172,9 +172,10 @@ class Meter:
 def _overreport_reason(ticket: Ticket) -> str:
     usage = ticket.usage
     assert usage is not None
+    what = "reported usage" if ticket.billed_as == "reported" else "sent output past the cap"
     return (
-        f"{OVERREPORT}: provider {ticket.claims.provider!r} reported usage costing "
+        f"{OVERREPORT}: provider {ticket.claims.provider!r} {what} costing "
         f"${ticket.cost:.6f} ({usage.prompt_tokens} prompt, {usage.completion_tokens} "
         f"completion tokens) for a request admitted at most ${ticket.reserved:.6f}; "
-        "the ledger has the reported bill and the run was killed"
+        "the ledger has that bill and the run was killed"
     )
