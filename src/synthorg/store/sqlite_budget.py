@@ -31,11 +31,8 @@ from synthorg.store.protocol import (
     TreeBudget,
 )
 from synthorg.store.sqlite_engine import SqliteReaders, SqliteWriter
-from synthorg.store.tree_budget import TREE_COSTS_SQL
 
 _KEY = "SELECT coalesce(root_id, id) FROM conversations WHERE id = ?"
-
-_TREE_COSTS = TREE_COSTS_SQL.format(mark="?")
 
 _OVERREPORTS = (
     "SELECT provider, count(*) FROM executions WHERE status = ? AND status_reason LIKE ?"
@@ -81,29 +78,36 @@ def _bill_expired(conn: sqlite3.Connection, key: str) -> None:
         _bill(conn, execution_id, money(amount), tin, tout, 1)
 
 
-def _held(conn: sqlite3.Connection, where: str, value: str) -> Decimal:
-    rows = conn.execute(
-        f"SELECT amount FROM budget_reservations WHERE {where} = ?",  # noqa: S608  (a column name)
-        (value,),
-    ).fetchall()
-    return total(money(row[0]) for row in rows)
+_FIGURES = (
+    "SELECT e.*,"
+    " (SELECT coalesce(dec_sum(amount), 0) FROM budget_reservations WHERE execution_id = :eid)"
+    " AS held,"
+    " (SELECT json_extract(state, '$.budget_usd') FROM conversations WHERE id = :key)"
+    " AS tree_ceiling,"
+    " (SELECT coalesce(dec_sum(x.cost_usd), 0) FROM executions x JOIN conversations c"
+    " ON c.id = x.conversation_id WHERE c.id = :key OR c.root_id = :key) AS tree_spent,"
+    " (SELECT coalesce(dec_sum(amount), 0) FROM budget_reservations WHERE budget_key = :key)"
+    " AS tree_held"
+    " FROM executions e WHERE e.execution_id = :eid"
+)
+"""The execution's row, its live holds, and its tree's ceiling, spend and holds: one read."""
 
 
 def _figures(conn: sqlite3.Connection, key: str, execution_id: str) -> BudgetFigures:
-    execution = codec.execution_from_row(execution_row(conn, execution_id))
-    found = conn.execute(
-        "SELECT json_extract(state, '$.budget_usd') FROM conversations WHERE id = ?", (key,)
-    ).fetchone()
-    tree = None
-    if found is not None and found[0] is not None:
-        costs = conn.execute(_TREE_COSTS, (key, key)).fetchall()
-        spent = total(money(row[0]) for row in costs)
-        tree = TreeBudget(root_id=key, ceiling=money(found[0]), spent=spent)
+    cur = conn.cursor()
+    cur.row_factory = sqlite3.Row
+    found = cur.execute(_FIGURES, {"eid": execution_id, "key": key}).fetchone()
+    if found is None:
+        raise NotFoundError(f"no execution {execution_id} in the ledger")
+    row = dict(found)
+    ceiling = row["tree_ceiling"]
     return BudgetFigures(
-        execution=execution,
-        reserved=_held(conn, "execution_id", execution_id),
-        tree=tree,
-        tree_reserved=_held(conn, "budget_key", key),
+        execution=codec.execution_from_row(row),
+        reserved=money(row["held"]),
+        tree=None
+        if ceiling is None
+        else TreeBudget(root_id=key, ceiling=money(ceiling), spent=money(row["tree_spent"])),
+        tree_reserved=money(row["tree_held"]),
     )
 
 

@@ -37,6 +37,20 @@ def _dec_add(left: str | None, right: str | None) -> str:
     return str(Decimal(left or "0") + Decimal(right or "0"))
 
 
+class _DecSum:
+    """``dec_sum(x)``: the exact sum of decimal text (SQLite's sum() goes through floats)."""
+
+    def __init__(self) -> None:
+        self.total = Decimal(0)
+
+    def step(self, value: str | None) -> None:
+        if value is not None:
+            self.total += Decimal(value)
+
+    def finalize(self) -> str:
+        return str(self.total)
+
+
 def unavailable(path: Path, exc: sqlite3.Error, busy_s: float) -> StoreUnavailableError:
     """The SQLite failure as one clear error: which store, what is wrong, what to do."""
     name = getattr(exc, "sqlite_errorname", "") or ""
@@ -73,6 +87,8 @@ def connect(path: Path, busy_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.create_function("dec_add", 2, _dec_add, deterministic=True)
+        # typeshed types an aggregate as taking ints only
+        conn.create_aggregate("dec_sum", 1, _DecSum)  # type: ignore[arg-type]
     except sqlite3.Error as exc:
         raise unavailable(path, exc, busy_s) from exc
     return conn
