@@ -21,7 +21,7 @@ import pytest
 from synthorg.domain import ConversationStatus, ObservationEvent, TerminationReason
 from synthorg.gateway.ticket import Ticket
 from synthorg.service.delegation import ledger_spend
-from synthorg.service.tree import run_tree
+from synthorg.service.tree import committed_spend, run_tree
 from tests.delegation.conftest import Booter, crashing_host
 from tests.delegation.scripts import delegate
 from tests.delegation.test_control import _sandboxes_alive
@@ -60,6 +60,17 @@ async def test_sigkill_then_resume_continues_every_budget_of_the_tree(
 
         before_kill = await asyncio.wait_for(children_started_spending(), 300)
         await kill()
+
+        async def dead_holds_billed() -> None:
+            # The killed host's holds (2 s leases) are billed in full once expired; reading
+            # what is committed bills them. Then every roll-up made later sees the same spend.
+            while True:
+                tree = await run_tree(store, parent_id)
+                if await committed_spend(store, parent_id, tree) == tree.tree_cost_usd:
+                    return  # no hold left in the tree
+                await asyncio.sleep(0.2)  # polled under the deadline below
+
+        await asyncio.wait_for(dead_holds_billed(), 120)
 
     async with booted() as components:
         store, service = components.store, components.service
