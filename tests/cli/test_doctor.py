@@ -49,3 +49,36 @@ def test_doctor_refuses_a_broken_config_clearly(home: Path, tmp_path: Path) -> N
     result = runner.invoke(app, ["doctor", "--config", str(config)])
     assert result.exit_code == 2
     assert "unknown loop type 'magic'" in result.output
+
+
+def test_doctor_flags_a_provider_that_over_reported(home: Path) -> None:
+    """A run killed for its upstream's over-report (issue 30) names the provider in doctor."""
+    import asyncio
+    from decimal import Decimal
+
+    from synthorg.store import open_store
+    from synthorg.store.protocol import OVERREPORT, ExecutionStatus
+
+    async def seed() -> None:
+        store = await open_store(home / "store.db")
+        try:
+            for provider in ("liar", "honest"):
+                await store.open_execution(
+                    execution_id=f"exec-{provider}",
+                    conversation_id="conv-1",
+                    model="m",
+                    provider=provider,
+                    cost_ceiling_usd=Decimal(1),
+                )
+            await store.set_execution_status(
+                "exec-liar", ExecutionStatus.KILLED, f"{OVERREPORT}: provider 'liar' reported..."
+            )
+            await store.set_execution_status("exec-honest", ExecutionStatus.KILLED, "operator")
+        finally:
+            await store.close()
+
+    asyncio.run(seed())
+    result = runner.invoke(app, ["doctor"])
+    assert "provider liar" in result.output, result.output
+    assert "1 run(s)" in result.output
+    assert "provider honest" not in result.output

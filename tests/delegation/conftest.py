@@ -17,6 +17,9 @@ from tests.support import boot_real, scripted_settings
 
 SCRIPT = "tests.delegation.scripts:delegating"
 MODEL = "scripted-test"
+OUTPUT_CAP = 256
+"""The model's output maximum: a request's worst case (what a dead host's in-flight request
+holds, and is billed once its lease ends) stays far below a child's share."""
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
 
 Booter = Callable[..., AbstractAsyncContextManager[Components]]
@@ -33,6 +36,7 @@ def booted(tmp_path: Path) -> Booter:
         settings = scripted_settings(
             tmp_path / "home", SCRIPT, model=MODEL, latency_ms=latency_ms, **sections
         )
+        settings.sections["gateway"]["max_output_tokens"] = {MODEL: OUTPUT_CAP}
         async with boot_real(settings) as components:
             yield components
 

@@ -16,11 +16,14 @@ from synthorg.service.boot import boot
 from synthorg.service.loops import default_provisioner, default_registry
 from synthorg.service.options import RunOptions
 from tests import support
-from tests.delegation.conftest import MODEL, SCRIPT
+from tests.delegation.conftest import MODEL, OUTPUT_CAP, SCRIPT
 
 
 async def main(home: Path, repo: Path, prompt: str, budget: Decimal | None) -> None:
     settings = support.scripted_settings(home, SCRIPT, model=MODEL, latency_ms=150)
+    settings.sections["gateway"]["max_output_tokens"] = {MODEL: OUTPUT_CAP}
+    # What it holds when it is killed expires soon, so the test can let it be billed first.
+    settings.sections["gateway"]["reservation_lease_s"] = 2.0
     async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
         options = RunOptions(budget_usd=budget, max_turns=500)
         record = await c.service.create(support.make_task(repo, prompt), options)

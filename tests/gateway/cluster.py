@@ -2,7 +2,8 @@
 
 The test process serves the upstream (a ``FakeUpstream`` that can hold chosen requests), opens
 runs and mints bearers with a gateway of its own that serves nothing; each worker gateway is a
-``gateway_proc`` process with its own connections to the database and its own HTTP port.
+``gateway_proc`` process (the gateway as ``synthorg run``/``serve`` embed it) or a standalone
+``synthorg gateway serve``, with its own connections to the database and its own HTTP port.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from collections.abc import AsyncIterator, MutableMapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
+import tomlkit
 
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.embedded import serve_embedded
@@ -34,6 +36,7 @@ from .harness import FAKE_MODEL, fake_config, tree_conversation
 REPO = Path(__file__).resolve().parents[2]
 
 Scope = MutableMapping[str, Any]
+GatewayKind = Literal["embedded", "standalone"]
 
 
 class HeldUpstream:
@@ -93,6 +96,7 @@ class Cluster:
     upstream: HeldUpstream
     store_url: str
     config_file: Path
+    kind: GatewayKind = "embedded"
     procs: list[asyncio.subprocess.Process] = field(default_factory=list)
     bases: list[str] = field(default_factory=list)
 
@@ -142,13 +146,14 @@ class Cluster:
     async def spawn(self, workers: int) -> None:
         """Start ``workers`` more worker gateways (``bases`` grows by as many)."""
         started = []
+        if self.kind == "embedded":
+            args = ["-m", "tests.gateway.gateway_proc", self.store_url, str(self.config_file)]
+        else:
+            cli = str(Path(sys.executable).with_name("synthorg"))
+            args = [cli, "gateway", "serve", "--config", str(self.toml())]
         for _ in range(workers):
             proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "tests.gateway.gateway_proc",
-                self.store_url,
-                str(self.config_file),
+                *([sys.executable, *args] if self.kind == "embedded" else args),
                 cwd=REPO,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
@@ -158,24 +163,64 @@ class Cluster:
         async with asyncio.timeout(300):  # imports take long on a loaded machine
             for proc in started:
                 assert proc.stdout is not None
-                line = (await proc.stdout.readline()).decode().split()
-                assert line[:1] == ["ready"], f"worker gateway did not start: {line}"
-                self.bases.append(line[1])
+                self.bases.append(await _ready(proc.stdout))
+
+    def toml(self) -> Path:
+        """The settings file of a standalone ``synthorg gateway serve`` on this store."""
+        config = json.loads(self.config_file.read_text())
+        settings = {
+            "home": str(self.home),
+            "store": {"url": self.store_url},
+            "gateway": _no_nulls(config) | {"port": 0},
+        }
+        path = self.home / "gateway.toml"
+        path.write_text(tomlkit.dumps(settings))
+        return path
 
     async def stop(self, worker: int) -> None:
         """Stop worker ``worker`` gracefully (its requests in flight are answered and written)."""
         proc = self.procs[worker]
-        if proc.returncode is None and proc.stdin is not None:
+        if proc.returncode is None and self.kind == "standalone":
+            proc.terminate()  # the CLI serves until SIGTERM / SIGINT
+        elif proc.returncode is None and proc.stdin is not None:
             proc.stdin.close()
         async with asyncio.timeout(60):
             await proc.wait()
 
 
+def _no_nulls(value: Any) -> Any:
+    """``value`` without its None entries (TOML has no null: absent means the default)."""
+    if isinstance(value, dict):
+        return {k: _no_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_no_nulls(v) for v in value]
+    return value
+
+
+async def _ready(stdout: asyncio.StreamReader) -> str:
+    """The base URL a worker prints once it serves: ``ready <url>`` (gateway_proc) or
+    ``gateway listening on <url>`` (``synthorg gateway serve``)."""
+    while True:
+        line = (await stdout.readline()).decode()
+        assert line, "the worker gateway exited before serving"
+        words = line.split()
+        if words[:1] == ["ready"]:
+            return words[1]
+        if "listening on" in line:
+            return line.split("listening on", 1)[1].split(",")[0].strip()
+
+
 @contextlib.asynccontextmanager
 async def cluster(
-    home: Path, store_url: str, workers: int, *, lease_s: float = 30.0
+    home: Path,
+    store_url: str,
+    workers: int,
+    *,
+    lease_s: float = 30.0,
+    kind: GatewayKind = "embedded",
 ) -> AsyncIterator[Cluster]:
-    """``workers`` gateway processes on the store at ``store_url``, one upstream, one key."""
+    """``workers`` gateway processes of ``kind`` on the store at ``store_url``, one upstream,
+    one key."""
     upstream = HeldUpstream()
     store = await open_store(StoreConfig(url=store_url))
     try:
@@ -185,7 +230,7 @@ async def cluster(
             app = create_gateway_app(config, signer_for(config), store)  # writes the key first
             config_file = home / "gateway.json"
             config_file.write_text(config.model_dump_json())
-            world = Cluster(home, store, app.gateway, upstream, store_url, config_file)
+            world = Cluster(home, store, app.gateway, upstream, store_url, config_file, kind)
             try:
                 await world.spawn(workers)
                 yield world

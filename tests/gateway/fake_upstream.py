@@ -42,6 +42,9 @@ class Reply:
     raw: dict[str, Any] | None = None
     """Send exactly this JSON (non-stream) / these chunks (``raw_chunks``), bypassing the rest."""
     raw_chunks: list[dict[str, Any]] | None = None
+    over_report: int = 0
+    """Completion tokens reported on top of the honest count (an upstream that lies, or that
+    ignored ``max_tokens``)."""
 
 
 @dataclass
@@ -102,8 +105,8 @@ class FakeUpstream:
         else:
             await self._complete(body, reply, record, send)
 
-    def _usage(self, record: Record, out_chars: int) -> dict[str, int]:
-        prompt, completion = _tokens(record.body_bytes), _tokens(out_chars)
+    def _usage(self, record: Record, out_chars: int, over: int = 0) -> dict[str, int]:
+        prompt, completion = _tokens(record.body_bytes), _tokens(out_chars) + over
         record.reported = (prompt, completion)
         return {
             "prompt_tokens": prompt,
@@ -130,7 +133,7 @@ class FakeUpstream:
                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             }
             if reply.usage:
-                payload["usage"] = self._usage(record, out)
+                payload["usage"] = self._usage(record, out, reply.over_report)
         await _send(
             send, 200, json.dumps(payload).encode(), [(b"content-type", b"application/json")]
         )
@@ -183,7 +186,7 @@ class FakeUpstream:
                 "created": 1,
                 "model": body["model"],
                 "choices": [],
-                "usage": self._usage(record, len(reply.text)),
+                "usage": self._usage(record, len(reply.text), reply.over_report),
             }
             await _event(send, usage)
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})

@@ -175,6 +175,32 @@ def check_store(settings: Settings) -> list[CheckResult]:
     return [CheckResult("store", Level.OK, f"{where} ({count} conversations)")]
 
 
+def check_providers(settings: Settings) -> list[CheckResult]:
+    """Providers flagged for reporting more usage than a request was admitted for."""
+    from synthorg.service.store import opened_store
+
+    async def probe() -> dict[str, int]:
+        async with opened_store(settings) as store:
+            return await store.overreporting_providers()
+
+    try:
+        flagged = asyncio.run(probe())
+    except Exception as exc:  # the store check reports the store itself
+        return [CheckResult("providers", Level.WARN, f"could not read the ledger: {exc}")]
+    if not flagged:
+        return [CheckResult("providers", Level.OK, "no provider over-reported usage")]
+    return [
+        CheckResult(
+            f"provider {name}",
+            Level.WARN,
+            f"reported more usage than admitted for {count} run(s), each killed "
+            "(upstream_overreport): it ignores max_tokens or misreports",
+            "check the provider, its model's max_output_tokens, and the ledger's killed runs",
+        )
+        for name, count in flagged.items()
+    ]
+
+
 def check_openhands_runtime(settings: Settings) -> list[CheckResult]:
     """Whether the OpenHands runtime venv is built for the current lockfile."""
     from synthorg.runtime.installer import find_uv
@@ -240,6 +266,7 @@ DEFAULT_CHECKS: list[Check] = [
     check_sandbox_tools,
     check_sandbox,
     check_store,
+    check_providers,
     check_openhands_runtime,
     check_temporal,
 ]

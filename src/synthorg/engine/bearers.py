@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Protocol
 
 from synthorg.domain import ConversationRecord
+from synthorg.domain.money import remaining
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class RunGrant:
             conversation_id=record.id,
             provider=record.provider,
             model_id=record.model,
-            cost_ceiling=None if budget is None else max(budget - spent, Decimal(0)),
+            cost_ceiling=remaining(budget, spent),
         )
 
 

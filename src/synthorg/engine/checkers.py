@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from synthorg.domain import TerminationReason, TokenUsage
+from synthorg.domain.money import reached
 
 Check = Callable[[], Awaitable[bool]]
 """True means: stop now."""
@@ -19,7 +20,7 @@ def budget_checker(usage: Callable[[], Awaitable[TokenUsage]], ceiling: Decimal 
     async def exhausted() -> bool:
         if ceiling is None:
             return False
-        return (await usage()).cost_usd >= ceiling
+        return reached(ceiling, (await usage()).cost_usd)
 
     return exhausted
 

@@ -19,6 +19,7 @@ from decimal import Decimal
 from functools import partial
 from typing import Protocol
 
+from synthorg.domain.money import fits, fits_or_alone
 from synthorg.gateway.config import GatewayConfig
 from synthorg.gateway.estimate import Bounds, bounds, output_cap
 from synthorg.gateway.providers.base import Provider
@@ -45,11 +46,6 @@ class HoldTaker(Protocol):
     ) -> BudgetHold:
         """Hold ``amount`` once ``admit`` accepts the ledger's figures (it raises to refuse)."""
         ...
-
-
-def fits_or_alone(ceiling: Decimal, spent: Decimal, held: Decimal, worst: Decimal) -> bool:
-    """The admission rule on shared figures: concurrent while it fits, else only alone."""
-    return held == 0 or ceiling - spent - held >= worst
 
 
 class Admission:
@@ -88,17 +84,14 @@ class Admission:
         tree = state.tree
         _check_open(state)
         _check_all_fit(state, limits)
-        ceiling = state.row.cost_ceiling_usd
-        if (
-            ceiling is not None
-            and not state.serial
-            and ceiling - state.cost - state.reserved < worst
+        if not state.serial and not fits(
+            state.row.cost_ceiling_usd, state.cost, state.reserved, worst
         ):
             state.serial = True
         if (
             tree is not None
             and not tree.serial
-            and tree.ceiling - tree.cost - tree.reserved < worst
+            and not fits(tree.ceiling, tree.cost, tree.reserved, worst)
         ):
             tree.serial = True  # from now on one request at a time in the whole tree
 
@@ -128,6 +121,7 @@ class Admission:
             state=state,
         )
         if self.holds is not None:
+            seen: list[BudgetFigures] = []
             try:
                 ticket.hold = await self.holds.hold(
                     execution_id=claims.execution_id,
@@ -135,22 +129,25 @@ class Admission:
                     amount=worst,
                     tokens_in=limits.prompt_max,
                     tokens_out=limits.output_max,
-                    admit=partial(_shared_rule, state, limits),
+                    admit=partial(_shared_rule, limits, seen),
                 )
             except BaseException:
                 await _unadmit(ticket)
                 raise
+            finally:
+                if seen:
+                    _learn(state, seen[-1])
         return ticket
 
 
-def _shared_rule(state: RunState, limits: Bounds, figures: BudgetFigures) -> bool:
+def _shared_rule(limits: Bounds, seen: list[BudgetFigures], figures: BudgetFigures) -> bool:
     """Admission against the shared ledger's figures (read under the budget's lock): the
     in-process rule, with every process's spend and holds. Raises to refuse; False to wait.
+
+    Pure but for noting the figures in ``seen``: a store may call it on its writer thread.
     """
+    seen.append(figures)
     row = figures.execution
-    state.cost = max(state.cost, row.cost_usd)  # what other processes spent, seen at once
-    if state.row.status != ExecutionStatus.KILLED:
-        state.row = row
     check_run_open(row, row.cost_usd)
     ceiling, worst, fits = row.cost_ceiling_usd, limits.worst, True
     if ceiling is not None:
@@ -158,8 +155,6 @@ def _shared_rule(state: RunState, limits: Bounds, figures: BudgetFigures) -> boo
         fits = fits_or_alone(ceiling, row.cost_usd, figures.reserved, worst)
     tree = figures.tree
     if tree is not None:
-        if state.tree is not None:
-            state.tree.cost = max(state.tree.cost, tree.spent)
         refused = tree_closed(tree.root_id, tree.ceiling, tree.spent)
         if refused is not None:
             raise refused
@@ -167,6 +162,16 @@ def _shared_rule(state: RunState, limits: Bounds, figures: BudgetFigures) -> boo
         check_fits(name, limits, tree.ceiling, tree.spent)
         fits = fits and fits_or_alone(tree.ceiling, tree.spent, figures.tree_reserved, worst)
     return fits
+
+
+def _learn(state: RunState, figures: BudgetFigures) -> None:
+    """Take in what other processes spent (and whether they killed the run), seen at once."""
+    row = figures.execution
+    state.cost = max(state.cost, row.cost_usd)
+    if state.row.status != ExecutionStatus.KILLED:
+        state.row = row
+    if figures.tree is not None and state.tree is not None:
+        state.tree.cost = max(state.tree.cost, figures.tree.spent)
 
 
 async def _unadmit(ticket: Ticket) -> None:

@@ -25,7 +25,7 @@ from synthorg.gateway.service import Gateway
 from synthorg.gateway.signer import GatewaySigner, load_or_create_key
 from synthorg.gateway.ticket import Ticket
 from synthorg.gateway.wire import MAY_HAVE_BILLED, ChatChunk, ChatRequest, error_body
-from synthorg.store.protocol import LedgerStore
+from synthorg.store.protocol import ExecutionStatus, LedgerStore
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -272,12 +272,15 @@ class GatewayApp:
         return 200
 
     def _ceiling_message(self, ticket: Ticket) -> str:
-        tree = None if ticket.killed else ticket.tree_closed()  # its own ceiling says more
+        # Say only what the settle made true: killed when the run's row is, else cut.
+        killed = ticket.state.row.status == ExecutionStatus.KILLED
+        tree = None if killed else ticket.tree_closed()  # its own ceiling says more
         if tree is not None:
             return f"{tree.message}; the stream was cut"
+        outcome = "the stream was cut and the run killed" if killed else "the stream was cut"
         return (
             f"execution {ticket.claims.execution_id!r} crossed its cost ceiling of "
-            f"${ticket.ceiling} mid-stream; the stream was cut and the run killed"
+            f"${ticket.ceiling} mid-stream; {outcome}"
         )
 
 

@@ -11,7 +11,8 @@ output cap.
 - Lower bound (refused when it exceeds what is left): request bytes / ``admission_bytes_per_token``
   and one output token; images and most of the output may be cheap, so they count as zero.
 - When the upstream reports no usage for an answer that ended (complete, or cut by the gateway
-  at the ceiling): the upper-bound prompt and one token per byte of the output received. An
+  at the ceiling): the upper-bound prompt and one token per byte of the output received (at
+  most the cap, unless the output certainly ran past it: then all of it). An
   incomplete answer (stalled, the caller gone, the upstream failing after the request was sent)
   is billed its whole reservation: the upstream may have generated (and hidden reasoning used)
   up to the cap, and the caller must not be able to hang up to dodge the bill.
@@ -61,8 +62,15 @@ class Bounds:
         return self.price.cost(self.prompt_min, max(1, int(out_bytes / self.bytes_per_token)))
 
     def unreported(self, out_bytes: int) -> Usage:
-        """The usage billed for a complete answer whose upstream reported none."""
-        out = min(out_bytes, self.output_max)
+        """The usage billed for a complete answer whose upstream reported none.
+
+        A token per output byte, no more than the cap while the upstream may have kept to it;
+        output certainly past the cap (more tokens than it allows even at the most bytes per
+        token) is billed as received: the cap bounds nothing then, and the bill breaks the
+        request's reservation (``Meter.settle`` kills the run for it).
+        """
+        past_cap = out_bytes / self.bytes_per_token > self.output_max
+        out = out_bytes if past_cap else min(out_bytes, self.output_max)
         return Usage(
             prompt_tokens=self.prompt_max, completion_tokens=out, total_tokens=self.prompt_max + out
         )

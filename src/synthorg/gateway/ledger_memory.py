@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from synthorg.errors import NotFoundError
-from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, TreeBudget
+from synthorg.store.protocol import OVERREPORT, ExecutionStatus, ExecutionUsage, TreeBudget
 
 
 class MemoryLedger:
@@ -100,6 +100,16 @@ class MemoryLedger:
                 )
                 self._rows[execution_id] = row
             return row
+
+    async def overreporting_providers(self) -> dict[str, int]:
+        """Providers whose over-report killed runs here, with how many."""
+        found: dict[str, int] = {}
+        for row in self._rows.values():
+            if row.status == ExecutionStatus.KILLED and row.status_reason.startswith(
+                f"{OVERREPORT}:"
+            ):
+                found[row.provider] = found.get(row.provider, 0) + 1
+        return dict(sorted(found.items()))
 
     async def tree_budget(self, conversation_id: str) -> TreeBudget | None:
         """No conversations here, so no delegation trees: every execution stands alone."""

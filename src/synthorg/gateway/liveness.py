@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Literal
 
+from synthorg.domain.money import reached
 from synthorg.store.protocol import ExecutionStatus, ExecutionUsage
 
 ClosedCode = Literal[
@@ -65,7 +66,7 @@ def run_closed(
         )
     cost = row.cost_usd if spent is None else spent
     ceiling = row.cost_ceiling_usd
-    if ceiling is not None and cost >= ceiling:
+    if reached(ceiling, cost):
         return RunClosed(
             "cost_ceiling_reached",
             f"execution {row.execution_id!r} reached its cost ceiling of ${ceiling} "

@@ -4,6 +4,12 @@ A request is settled in memory before its answer goes out: from the upstream's u
 reports it, otherwise from the conservative bill in ``estimate``. The ledger write happens
 after the response is sent; the in-memory totals (which include settled but not yet persisted
 requests) drive admission, so a write's latency never admits too much.
+
+An upstream that reports more than a request was admitted for (it ignored the output cap, or
+it lies), or sends output certainly past the cap, is billed so, since that is what the provider
+will charge, but the bound is broken: its run is killed and its delegation tree closed at once,
+the reason names both figures, and it is counted as ``upstream_overreport`` against the
+provider.
 """
 
 from __future__ import annotations
@@ -12,11 +18,21 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Protocol
 
+from synthorg.domain.money import over_bound, reached
 from synthorg.gateway.estimate import Ending
 from synthorg.gateway.state import RunStates
 from synthorg.gateway.ticket import Ticket
 from synthorg.gateway.wire import Usage
-from synthorg.store.protocol import BudgetHold, ExecutionStatus, ExecutionUsage, LedgerStore
+from synthorg.logging import get_logger
+from synthorg.store.protocol import (
+    OVERREPORT,
+    BudgetHold,
+    ExecutionStatus,
+    ExecutionUsage,
+    LedgerStore,
+)
+
+log = get_logger(__name__)
 
 
 class HoldSettler(Protocol):
@@ -65,6 +81,8 @@ class Meter:
         ticket.usage = usage
         if usage is not None:
             ticket.cost = ticket.bounds.price.cost(usage.prompt_tokens, usage.completion_tokens)
+        # Only a reported bill, or output certainly past the cap, can exceed the reservation.
+        ticket.overreport = over_bound(ticket.cost, ticket.reserved)
         async with state.cond:
             state.cost += ticket.cost
             state.requests += 1
@@ -79,17 +97,27 @@ class Meter:
             state.inflight -= 1
             state.pending_writes += 1
             ceiling = state.row.cost_ceiling_usd
-            if (
-                ceiling is not None
-                and state.cost >= ceiling
-                and state.row.status == ExecutionStatus.ACTIVE
-            ):
-                ticket.killed = True
+            reason = None
+            if ticket.overreport:
+                reason = _overreport_reason(ticket)
+                if state.tree is not None and state.tree.killed is None:
+                    state.tree.killed = reason  # no run of the tree is admitted from now on
+            elif reached(ceiling, state.cost):
                 reason = f"cost ceiling ${ceiling} reached (spent ${state.cost:.6f})"
+            if reason is not None and state.row.status == ExecutionStatus.ACTIVE:
+                ticket.killed = True
                 state.row = state.row.model_copy(
                     update={"status": ExecutionStatus.KILLED, "status_reason": reason}
                 )
             state.cond.notify_all()
+        if ticket.overreport:
+            log.warning(
+                "upstream_overreport",
+                provider=ticket.claims.provider,
+                execution_id=ticket.claims.execution_id,
+                billed_usd=str(ticket.cost),
+                admitted_usd=str(ticket.reserved),
+            )
         for listener in self._listeners:
             listener(ticket)
 
@@ -117,8 +145,37 @@ class Meter:
                 )
             if ticket.killed or state.row.status == ExecutionStatus.ACTIVE:
                 state.row = row
+            if ticket.killed and ticket.overreport and state.tree is not None:
+                await self._kill_tree(ticket)
         finally:
             async with state.cond:
                 state.pending_writes -= 1
                 state.cond.notify_all()
             self.runs.forget_if_done(ticket.claims.execution_id, state)
+
+    async def _kill_tree(self, ticket: Ticket) -> None:
+        """Kill the other runs of the tree metered here, in memory and in the ledger."""
+        tree = ticket.state.tree
+        assert tree is not None
+        reason = f"its delegation tree was killed: {ticket.state.row.status_reason}"
+        for member in sorted(tree.members - {ticket.claims.execution_id}):
+            other = self.runs.get(member)
+            if other is not None and other.row.status == ExecutionStatus.ACTIVE:
+                other.row = other.row.model_copy(
+                    update={"status": ExecutionStatus.KILLED, "status_reason": reason}
+                )
+            row = await self.ledger.set_execution_status(member, ExecutionStatus.KILLED, reason)
+            if other is not None:
+                other.row = row
+
+
+def _overreport_reason(ticket: Ticket) -> str:
+    usage = ticket.usage
+    assert usage is not None
+    what = "reported usage" if ticket.billed_as == "reported" else "sent output past the cap"
+    return (
+        f"{OVERREPORT}: provider {ticket.claims.provider!r} {what} costing "
+        f"${ticket.cost:.6f} ({usage.prompt_tokens} prompt, {usage.completion_tokens} "
+        f"completion tokens) for a request admitted at most ${ticket.reserved:.6f}; "
+        "the ledger has that bill and the run was killed"
+    )

@@ -44,6 +44,13 @@ class GatewayMetrics:
             "Executions killed at their cost ceiling.",
             registry=self.registry,
         )
+        self.overreports = Counter(
+            "synthorg_gateway_upstream_overreport",
+            "Answers whose reported usage cost more than the request was admitted for, by"
+            " provider (each kills its run: a provider counted here ignores caps or lies).",
+            ["provider"],
+            registry=self.registry,
+        )
         self.latency = Histogram(
             "synthorg_gateway_request_seconds",
             "Request latency through the gateway.",
@@ -65,7 +72,9 @@ class GatewayMetrics:
             self.tokens.labels(ticket.model, "out").inc(ticket.usage.completion_tokens)
         if ticket.cost:
             self.cost.labels(ticket.model).inc(float(ticket.cost))
-        if ticket.killed:
+        if ticket.overreport:
+            self.overreports.labels(ticket.claims.provider).inc()
+        elif ticket.killed:
             self.kills.inc()
 
     def render(self) -> tuple[bytes, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from synthorg.domain.money import ZERO, fits, reached, room_left
 from synthorg.errors import SynthOrgError
 from synthorg.gateway.estimate import Bounds
 from synthorg.gateway.liveness import run_closed
@@ -32,7 +33,7 @@ def forbidden(message: str, code: str) -> GatewayRefusal:
 
 def tree_closed(root_id: str, ceiling: Decimal, spent: Decimal) -> GatewayRefusal | None:
     """Why a delegation tree admits no more requests; None while it does."""
-    if spent < ceiling:
+    if not reached(ceiling, spent):
         return None
     return GatewayRefusal(
         402,
@@ -40,6 +41,16 @@ def tree_closed(root_id: str, ceiling: Decimal, spent: Decimal) -> GatewayRefusa
         f"${ceiling} (spent ${spent:.6f} by it and the runs it delegated)",
         "insufficient_quota",
         "cost_ceiling_reached",
+    )
+
+
+def tree_killed(root_id: str, reason: str) -> GatewayRefusal:
+    """The refusal of every run of a delegation tree that was killed."""
+    return GatewayRefusal(
+        403,
+        f"the delegation tree of conversation {root_id!r} was killed ({reason})",
+        "permission_error",
+        "execution_killed",
     )
 
 
@@ -53,8 +64,8 @@ def check_run_open(row: ExecutionUsage, spent: Decimal) -> None:
 
 def check_fits(name: str, limits: Bounds, ceiling: Decimal, spent: Decimal) -> None:
     """Refuse a request whose least cost exceeds what is left of ``name``'s ceiling."""
-    left = ceiling - spent
-    if limits.least > left:
+    left = room_left(ceiling, spent)
+    if not fits(ceiling, spent, ZERO, limits.least):
         raise GatewayRefusal(
             402,
             f"{name}: this request costs at least ${limits.least:.6f} ({limits.prompt_min} "

@@ -16,7 +16,7 @@ from decimal import Decimal
 from synthorg.errors import NotFoundError
 from synthorg.gateway.config import GatewayConfig
 from synthorg.gateway.liveness import lapsed
-from synthorg.gateway.refusals import GatewayRefusal, forbidden, tree_closed
+from synthorg.gateway.refusals import GatewayRefusal, forbidden, tree_closed, tree_killed
 from synthorg.gateway.signer import RunBinding
 from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, LedgerStore, TreeBudget
 
@@ -35,8 +35,12 @@ class TreeState:
     reserved: Decimal = Decimal(0)
     inflight: int = 0
     serial: bool = False
+    killed: str | None = None
+    """Why the whole tree was killed (an upstream over-reported for one of its runs)."""
 
     def closed(self) -> GatewayRefusal | None:
+        if self.killed is not None:
+            return tree_killed(self.root_id, self.killed)
         return tree_closed(self.root_id, self.ceiling, self.cost)
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
+from synthorg.domain.money import reached
 from synthorg.gateway.estimate import Bounds, Ending
 from synthorg.gateway.providers.base import Provider
 from synthorg.gateway.refusals import GatewayRefusal
@@ -38,6 +39,8 @@ class Ticket:
     cost: Decimal = Decimal(0)
     usage: Usage | None = None
     killed: bool = False
+    overreport: bool = False
+    """The upstream reported a bill over the reservation (``Meter.settle``)."""
     hold: BudgetHold | None = None
     """Its hold in a shared ledger (None when the ledger is this process's alone)."""
 
@@ -58,7 +61,6 @@ class Ticket:
         # is never cut short of the ceiling; its bill is still the conservative estimate.
         least = self.bounds.least_so_far(self.out_bytes)
         tree = self.state.tree
-        if tree is not None and tree.cost + least >= tree.ceiling:
+        if tree is not None and reached(tree.ceiling, tree.cost + least):
             return False
-        ceiling = self.ceiling
-        return ceiling is None or self.state.cost + least < ceiling
+        return not reached(self.ceiling, self.state.cost + least)

@@ -29,6 +29,7 @@ from synthorg.domain import (
     TerminationReason,
     new_id,
 )
+from synthorg.domain.money import ZERO, remaining, total
 from synthorg.engine.catalogue import SUBTASK_LOOP_TYPES
 from synthorg.engine.native.tools import ToolResult
 from synthorg.engine.native.tools.delegate import Delegator, SubTask
@@ -129,7 +130,7 @@ class RunDelegator:
         self._spent: dict[str, Decimal] = {}
 
     def spent(self) -> Decimal:
-        return sum(self._spent.values(), Decimal(0))
+        return total(self._spent.values())
 
     async def delegate(self, tasks: Sequence[SubTask]) -> ToolResult:
         parent = await self._hub.store.get_conversation(self._setup.record.id)
@@ -154,9 +155,9 @@ class RunDelegator:
         for child in children:
             child.prior = await committed_spend(self._hub.store, child.record.id)
         before = (await self._hub.gateway.usage(execution_id)).cost_ceiling_usd
-        carved = sum((c.ceiling or Decimal(0) for c in children), Decimal(0))
+        carved = total(c.ceiling or ZERO for c in children)
         if before is not None:
-            await self._hub.gateway.set_ceiling(execution_id, max(before - carved, Decimal(0)))
+            await self._hub.gateway.set_ceiling(execution_id, remaining(before, carved))
         try:
             await self._run_all(parent.id, children)
         finally:
@@ -285,7 +286,8 @@ class RunDelegator:
         ceiling = row.cost_ceiling_usd
         if ceiling is None:
             return [None] * len(tasks)
-        remaining = ceiling - row.cost_usd
+        left = remaining(ceiling, row.cost_usd)
+        assert left is not None
         # Summed exactly: in floating point 1.0 + 1e-16 is 1.0, and the carves overran.
         shares = [None if t.budget_share is None else Decimal(str(t.budget_share)) for t in tasks]
         asked = sum((s for s in shares if s is not None), Decimal(0))
@@ -296,10 +298,10 @@ class RunDelegator:
         out: list[Decimal | None] = []
         for index, given in enumerate(shares, start=1):
             share = given if given is not None else rest
-            child = (remaining * share).quantize(_CENT, rounding=ROUND_DOWN)
+            child = (left * share).quantize(_CENT, rounding=ROUND_DOWN)
             if child <= 0:
                 raise _Refused(
-                    f"sub-task {index} would get no budget (${remaining:.6f} left of your "
+                    f"sub-task {index} would get no budget (${left:.6f} left of your "
                     f"${ceiling} ceiling)"
                 )
             out.append(child)
@@ -413,16 +415,12 @@ class RunDelegator:
             self._spent[record.id] = child.spent
         if before is not None:
             # Measured as the parent's grant measured it: a dead run's hold counted in both.
-            spent = sum((c.committed - c.prior for c in children), Decimal(0))
-            await self._hub.gateway.set_ceiling(
-                self._setup.execution_id, max(before - spent, Decimal(0))
-            )
+            spent = total(c.committed - c.prior for c in children)
+            await self._hub.gateway.set_ceiling(self._setup.execution_id, remaining(before, spent))
 
     async def _left(self) -> Decimal | None:
         row = await self._hub.gateway.usage(self._setup.execution_id)
-        if row.cost_ceiling_usd is None:
-            return None
-        return row.cost_ceiling_usd - row.cost_usd
+        return remaining(row.cost_ceiling_usd, row.cost_usd)
 
     # -- merging ----------------------------------------------------------------------------
     async def _merge(self, children: list[_Child]) -> MergeOutcome:
@@ -503,9 +501,9 @@ def _observation(children: list[_Child], outcome: MergeOutcome, left: Decimal | 
             lines.append(f"+++ {conflict.path} ({outcome.conflict_with}):\n{conflict.theirs}")
         branches = ", ".join(f"synthorg/{c.record.id}" for c in children if c.record.commit_sha)
         lines.append(f"The children's work stays on their branches: {branches}")
-    total = sum((c.spent for c in children), Decimal(0))
+    spent = total(c.spent for c in children)
     lines.append(
-        f"spend: children ${total} in total"
+        f"spend: children ${spent} in total"
         + (f"; you have ${left:.6f} left" if left is not None else "")
     )
     return "\n".join(lines)

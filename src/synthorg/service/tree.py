@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from synthorg.domain import ConversationRecord, ConversationStatus, TerminationReason, TokenUsage
+from synthorg.domain.money import total
 from synthorg.store.protocol import ExecutionUsage, SharedBudgetLedger
 
 MAX_NODES = 1000
@@ -77,7 +78,7 @@ async def run_tree(store: TreeStore, conversation_id: str) -> RunNode:
         return RunNode(
             **record.model_dump(include=_FROM_RECORD),
             cost_usd=own,
-            tree_cost_usd=own + sum((c.tree_cost_usd for c in children), Decimal(0)),
+            tree_cost_usd=total([own, *(c.tree_cost_usd for c in children)]),
             title=record.task.title,
             children=children,
         )

@@ -21,9 +21,17 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from synthorg.domain.money import money
 from synthorg.errors import NotFoundError
 from synthorg.store import codec
-from synthorg.store.protocol import BudgetFigures, BudgetHold, ExecutionUsage, TreeBudget
+from synthorg.store.protocol import (
+    OVERREPORT,
+    BudgetFigures,
+    BudgetHold,
+    ExecutionStatus,
+    ExecutionUsage,
+    TreeBudget,
+)
 
 _LOCK = (
     "SELECT k, pg_advisory_xact_lock(hashtextextended('synthorg-budget:' || k, 0))"
@@ -133,15 +141,15 @@ class PostgresBudget:
             ceiling = row["tree_ceiling"]
             figures = BudgetFigures(
                 execution=codec.execution_from_row({**row, "cost_usd": row["spent"]}),
-                reserved=Decimal(str(row["held"])),
+                reserved=money(row["held"]),
                 tree=None
                 if ceiling is None
                 else TreeBudget(
                     root_id=key,
-                    ceiling=Decimal(str(ceiling)),
-                    spent=Decimal(str(row["tree_spent"])),
+                    ceiling=money(ceiling),
+                    spent=money(row["tree_spent"]),
                 ),
-                tree_reserved=Decimal(str(row["tree_held"])),
+                tree_reserved=money(row["tree_held"]),
             )
             if not admit(figures):
                 return False
@@ -168,7 +176,7 @@ class PostgresBudget:
             cur = await conn.execute(_COMMITTED, {"key": locked[0], "members": list(members)})
             row = await cur.fetchone()
             assert row is not None
-            return Decimal(str(row[0]))
+            return money(row[0])
 
     async def settle_reservation(
         self, hold: BudgetHold, *, tokens_in: int, tokens_out: int, cost_usd: Decimal
@@ -187,6 +195,15 @@ class PostgresBudget:
         if row is None:
             raise NotFoundError(f"no execution {hold.execution_id} in the ledger")
         return codec.execution_from_row(row)
+
+    async def overreporting_providers(self) -> dict[str, int]:
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                "SELECT provider, count(*) FROM executions WHERE status = %s"
+                " AND status_reason LIKE %s GROUP BY provider ORDER BY provider",
+                (ExecutionStatus.KILLED.value, f"{OVERREPORT}:%"),
+            )
+            return {str(provider): int(n) for provider, n in await cur.fetchall()}
 
     async def renew_reservations(
         self, holder: str, reservation_ids: Sequence[str], *, lease_s: float

@@ -66,6 +66,11 @@ class RunOwner(RunClaimant):
         return f"pid {self.pid} on {self.host} since {self.since.isoformat(timespec='seconds')}"
 
 
+OVERREPORT = "upstream_overreport"
+"""How a run killed for its upstream's over-report starts its status reason (the gateway writes
+it; ``LedgerStore.overreporting_providers`` counts it)."""
+
+
 class ExecutionStatus(StrEnum):
     """Lifecycle of one execution in the gateway's ledger."""
 
@@ -278,6 +283,11 @@ class LedgerStore(Protocol):
         self, execution_id: str, cost_ceiling_usd: Decimal | None
     ) -> ExecutionUsage:
         """Change an execution's ceiling (delegation carves children's out of it)."""
+        ...
+
+    async def overreporting_providers(self) -> dict[str, int]:
+        """Providers whose reported usage broke a request's bound, with how many runs that
+        killed (status reason starting with ``OVERREPORT``); empty when none did."""
         ...
 
     async def tree_budget(self, conversation_id: str) -> TreeBudget | None:

@@ -38,6 +38,7 @@ from synthorg.store.protocol import (
 from synthorg.store.reconcile import reconcile
 from synthorg.store.schema import IDENTIFY, IDENTITY, VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
+from synthorg.store.sqlite_budget import SqliteBudget, execution_row
 from synthorg.store.sqlite_engine import BUSY_TIMEOUT_S, SqliteReaders, SqliteWriter
 from synthorg.store.sqlite_eval import SqliteEvalItems
 from synthorg.store.sqlite_idempotency import SqliteIdempotencyKeys
@@ -73,7 +74,7 @@ def _migrate(conn: sqlite3.Connection) -> int:
     return applied
 
 
-class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
+class SqliteStore(SqliteBudget, SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
     """Conversations, the event log and the ledger in one SQLite file."""
 
     def __init__(
@@ -461,7 +462,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
                     conversation_id,
                 ),
             )
-            return _execution_row(conn, execution_id)
+            return execution_row(conn, execution_id)
 
         return codec.execution_from_row(await self._writer.submit(work))
 
@@ -487,7 +488,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
         return codec.execution_from_row(await self._writer.submit(work))
 
     async def get_execution(self, execution_id: str) -> ExecutionUsage:
-        row = await self._readers.run(lambda c: _execution_row(c, execution_id))
+        row = await self._readers.run(lambda c: execution_row(c, execution_id))
         return codec.execution_from_row(row)
 
     async def executions_of(self, conversation_id: str) -> list[ExecutionUsage]:
@@ -513,7 +514,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
                 "UPDATE executions SET cost_ceiling_usd = ?, updated_at = ? WHERE execution_id = ?",
                 (ceiling, stamp, execution_id),
             )
-            return _execution_row(conn, execution_id)
+            return execution_row(conn, execution_id)
 
         return codec.execution_from_row(await self._writer.submit(work))
 
@@ -538,7 +539,7 @@ class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
                 " WHERE execution_id = ? AND status != ?",
                 (status.value, reason, stamp, execution_id, ExecutionStatus.KILLED.value),
             )
-            return _execution_row(conn, execution_id)
+            return execution_row(conn, execution_id)
 
         return codec.execution_from_row(await self._writer.submit(work))
 
@@ -575,12 +576,3 @@ def _add_turn(conn: sqlite3.Connection, conversation_id: str, usage: TokenUsage)
         " WHERE id = ?",
         (total.model_dump_json(), int(row[1]) + 1, conversation_id),
     )
-
-
-def _execution_row(conn: sqlite3.Connection, execution_id: str) -> dict[str, Any]:
-    cur = conn.cursor()
-    cur.row_factory = sqlite3.Row
-    row = cur.execute("SELECT * FROM executions WHERE execution_id = ?", (execution_id,)).fetchone()
-    if row is None:
-        raise NotFoundError(f"no execution {execution_id} in the ledger")
-    return dict(row)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import queue
 import sqlite3
 import threading
@@ -34,6 +35,20 @@ _MAX_BATCH = 512
 def _dec_add(left: str | None, right: str | None) -> str:
     # Exact decimal arithmetic inside one UPDATE statement (SQLite has no decimal type).
     return str(Decimal(left or "0") + Decimal(right or "0"))
+
+
+class _DecSum:
+    """``dec_sum(x)``: the exact sum of decimal text (SQLite's sum() goes through floats)."""
+
+    def __init__(self) -> None:
+        self.total = Decimal(0)
+
+    def step(self, value: str | None) -> None:
+        if value is not None:
+            self.total += Decimal(value)
+
+    def finalize(self) -> str:
+        return str(self.total)
 
 
 def unavailable(path: Path, exc: sqlite3.Error, busy_s: float) -> StoreUnavailableError:
@@ -72,6 +87,8 @@ def connect(path: Path, busy_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.create_function("dec_add", 2, _dec_add, deterministic=True)
+        # typeshed types an aggregate as taking ints only
+        conn.create_aggregate("dec_sum", 1, _DecSum)  # type: ignore[arg-type]
     except sqlite3.Error as exc:
         raise unavailable(path, exc, busy_s) from exc
     return conn
@@ -83,6 +100,7 @@ class _Job:
     future: concurrent.futures.Future[Any]
     wakes: str | None = None
     single_statement: bool = False
+    durable: bool = True
     result: Any = None
     error: BaseException | None = None
     ran: bool = field(default=False)
@@ -103,6 +121,12 @@ class SqliteWriter:
             target=self._run, name=f"synthorg-sqlite-writer:{path.name}", daemon=True
         )
         self._closed = False
+        self._durable = True
+        """The writer connection's synchronous mode: FULL (fsync each commit) or NORMAL."""
+        self._commits = 0
+        self._synced = 0
+        self._sync_lock = threading.Lock()
+        self._wal_fd: int | None = None
 
     async def start(self) -> None:
         """Open the writer connection on its thread."""
@@ -115,6 +139,7 @@ class SqliteWriter:
         *,
         wakes: str | None = None,
         single_statement: bool = False,
+        durable: bool = True,
     ) -> T:
         """Run ``work`` in a write transaction; return its result once committed.
 
@@ -123,12 +148,14 @@ class SqliteWriter:
         explicit transaction when it is the only job queued. A caller cancelled before its job
         started writes nothing; one cancelled after it started unwinds only once the write is
         committed, so whatever the caller's cancellation reaches next (the runner answering a
-        cut-off run's open actions) reads it.
+        cut-off run's open actions) reads it. ``durable=False`` (budget holds) lets a batch
+        of only such jobs commit without an fsync: visible to every process at once, lost only
+        with the host, and made durable by the next durable commit (the WAL is sequential).
         """
         if self._closed:
             raise BoundaryError("the SQLite store is closed")
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._queue.put(_Job(work, future, wakes, single_statement))
+        self._queue.put(_Job(work, future, wakes, single_statement, durable))
         done = asyncio.wrap_future(future)
         try:
             return await asyncio.shield(done)
@@ -138,6 +165,33 @@ class SqliteWriter:
                     await asyncio.shield(done)
             raise
 
+    async def sync(self) -> None:
+        """Make every commit so far durable (an fsync of the WAL outside the write lock).
+
+        For a ``durable=False`` job whose caller still wants it durable before going on (a
+        bill): the writer goes on committing while the file syncs, so the next request's hold
+        never waits for this fsync. Concurrent callers share one fsync.
+        """
+        await asyncio.to_thread(self._fsync, self._commits)
+
+    def _fsync(self, wanted: int) -> None:
+        with self._sync_lock:
+            if self._synced >= wanted:
+                return
+            started = self._commits
+            try:
+                if self._wal_fd is None:
+                    self._wal_fd = os.open(f"{self._path}-wal", os.O_RDONLY)
+                # The WAL holds every commit not yet checkpointed (a checkpoint syncs the
+                # database file itself): synced, they survive a power loss as FULL's would.
+                os.fsync(self._wal_fd)
+            except OSError as exc:
+                raise StoreUnavailableError(
+                    f"the SQLite store at {self._path} could not sync its log ({exc}); "
+                    f"{RESUME_HINT}"
+                ) from exc
+            self._synced = started
+
     async def close(self) -> None:
         """Finish queued jobs, then stop the thread."""
         if self._closed:
@@ -145,6 +199,10 @@ class SqliteWriter:
         self._closed = True
         self._queue.put(None)
         await asyncio.to_thread(self._thread.join)
+        with self._sync_lock:
+            if self._wal_fd is not None:
+                os.close(self._wal_fd)
+                self._wal_fd = None
 
     def _run(self) -> None:
         try:
@@ -182,6 +240,7 @@ class SqliteWriter:
         live = [job for job in batch if job.future.set_running_or_notify_cancel()]
         if not live:
             return
+        self._sync(conn, any(job.durable for job in live))
         # A lone job needs no savepoint: if it fails, the whole transaction is rolled back.
         alone = len(live) == 1
         if alone and live[0].single_statement:
@@ -207,6 +266,7 @@ class SqliteWriter:
                 if not alone:
                     conn.execute("RELEASE job")
             conn.execute("ROLLBACK" if alone and not live[0].ran else "COMMIT")
+            self._commits += 1
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
@@ -223,6 +283,12 @@ class SqliteWriter:
         if woken:
             self._on_commit(woken)
 
+    def _sync(self, conn: sqlite3.Connection, durable: bool) -> None:
+        # Outside any transaction: the setting applies to the next commit.
+        if durable != self._durable:
+            conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self._durable = durable
+
     def _autocommit(self, conn: sqlite3.Connection, job: _Job) -> None:
         # One statement is its own transaction, committed (and fsynced) when it returns.
         try:
@@ -232,6 +298,7 @@ class SqliteWriter:
                 exc = unavailable(self._path, exc, self._busy_s)
             job.future.set_exception(exc)
             return
+        self._commits += 1
         job.future.set_result(result)
         if job.wakes is not None:
             self._on_commit({job.wakes})

@@ -8,9 +8,9 @@ the root (children carry it from spawn). Each backend supplies only that sum's r
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from decimal import Decimal
 
 from synthorg.domain import ConversationRecord
+from synthorg.domain.money import money, total
 from synthorg.errors import NotFoundError
 from synthorg.store.protocol import TreeBudget
 
@@ -45,5 +45,5 @@ async def read_tree_budget(
     if root.budget_usd is None:
         return None
     costs = await tree_costs(root_id)
-    spent = sum((Decimal(str(cost)) for cost in costs), Decimal(0))
+    spent = total(money(cost) for cost in costs)
     return TreeBudget(root_id=root_id, ceiling=root.budget_usd, spent=spent)
