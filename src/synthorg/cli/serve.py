@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,9 @@ from synthorg.settings import Settings, section
 
 if TYPE_CHECKING:
     from synthorg.distributed.config import DistributedConfig
+    from synthorg.forge.hub import ForgeHub
+    from synthorg.service.protocol import RunService
+    from synthorg.store.protocol import Store
 
 log = get_logger("synthorg.server")
 
@@ -116,9 +120,19 @@ async def _serve(
             auth=auth,
             on_started=on_started,
             after_shutdown=followers.gone,
+            forge=forge_hub(settings, components.store, components.service),
         )
         async with serve_local(settings.home, local):
             await _uvicorn(app, wanted)
+
+
+def forge_hub(settings: Settings, store: Store, service: RunService) -> ForgeHub | None:
+    """The forge webhooks of ``[forge]``, None when it names no project."""
+    from synthorg.forge.config import ForgeSettings
+    from synthorg.forge.hub import ForgeHub
+
+    forge = section(settings, "forge", ForgeSettings)
+    return ForgeHub.build(forge, os.environ, store, service) if forge.projects else None
 
 
 async def _uvicorn(app: object, wanted: ServerSettings) -> None:

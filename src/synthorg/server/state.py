@@ -11,6 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from synthorg.domain import ConversationRecord
 from synthorg.errors import ConflictError, NotFoundError, UsageError
+from synthorg.forge.hub import ForgeHub
 from synthorg.server.auth import ApiKey, Principal, Role
 from synthorg.server.config import ServerSettings
 from synthorg.server.idempotency import IdempotencyKeys
@@ -62,6 +63,8 @@ class ServerState:
     service: RunService
     auth: Authenticator
     metrics: ServerMetrics
+    forge: ForgeHub | None = None
+    """Forge webhooks, when ``[forge]`` has projects."""
     subscribers: SubscriberLimit = field(init=False)
     starting: set[str] = field(default_factory=set)
     idempotency: IdempotencyKeys = field(init=False)

@@ -44,6 +44,7 @@ from synthorg.store.fence import RUN_FENCE, lost
 from synthorg.store.pg_listen import RECORD_CHANGED, Listener, Notifier
 from synthorg.store.postgres_budget import PostgresBudget
 from synthorg.store.postgres_eval import PostgresEvalItems
+from synthorg.store.postgres_forge import PostgresForgeDeliveries
 from synthorg.store.postgres_idempotency import PostgresIdempotencyKeys
 from synthorg.store.protocol import (
     ConversationPage,
@@ -112,7 +113,13 @@ RETURNING owner_id, host, pid, since, heartbeat_at, expires_at, FALSE
 """
 
 
-class PostgresStore(PostgresBudget, PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
+class PostgresStore(
+    PostgresBudget,
+    PostgresEvalItems,
+    PostgresIdempotencyKeys,
+    PostgresForgeDeliveries,
+    LiveTail,
+):
     """Conversations, the event log and the ledger in a PostgreSQL database."""
 
     def __init__(

@@ -38,6 +38,7 @@ from synthorg.store.schema import VERSION_TABLE, pending, render
 from synthorg.store.secrets import SecretCipher
 from synthorg.store.sqlite_engine import BUSY_TIMEOUT_S, SqliteReaders, SqliteWriter
 from synthorg.store.sqlite_eval import SqliteEvalItems
+from synthorg.store.sqlite_forge import SqliteForgeDeliveries
 from synthorg.store.sqlite_idempotency import SqliteIdempotencyKeys
 from synthorg.store.tail import LiveTail, TailHub
 from synthorg.store.tree_budget import (
@@ -65,7 +66,7 @@ def _migrate(conn: sqlite3.Connection) -> int:
     return applied
 
 
-class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
+class SqliteStore(SqliteEvalItems, SqliteIdempotencyKeys, SqliteForgeDeliveries, LiveTail):
     """Conversations, the event log and the ledger in one SQLite file."""
 
     def __init__(

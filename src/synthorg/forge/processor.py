@@ -1,0 +1,200 @@
+"""The background half of the intake: each queued delivery is refused, skipped or drives a run.
+
+Deliveries are taken oldest first from the store, so the queue survives a restart; a delivery
+that would start a run past the project's concurrency limit stays queued until a slot frees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from synthorg.domain import Task
+from synthorg.domain.ids import new_id
+from synthorg.errors import NotFoundError, SynthOrgError
+from synthorg.forge.config import ForgeProject, ForgeSettings
+from synthorg.forge.prompt import feedback_message, issue_task
+from synthorg.forge.triggers import RUN_BRANCH_PREFIX, Kind, Refusal, Trigger, classify
+from synthorg.logging import get_logger
+from synthorg.service.options import RunOptions
+from synthorg.service.protocol import RunService
+from synthorg.store.protocol import DeliveryRecord, DeliveryState, Store
+
+log = get_logger("synthorg.forge")
+
+_BATCH = 50
+_HISTORY = 1000  # deliveries read back for the caps (a day's triggers of one project)
+
+
+class _Wait(Exception):
+    """Not now: the delivery stays queued (a concurrency slot is taken)."""
+
+
+class DeliveryProcessor:
+    """Drains the store's queue of deliveries; one at a time, in arrival order."""
+
+    def __init__(
+        self,
+        settings: ForgeSettings,
+        store: Store,
+        service: RunService,
+        *,
+        poll_s: float = 2.0,
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._service = service
+        self._poll_s = poll_s  # the backstop for slots freed by runs that end
+        self._bell = asyncio.Event()
+
+    def wake(self) -> None:
+        """A delivery was queued."""
+        self._bell.set()
+
+    async def run_forever(self) -> None:
+        """Process the queue until cancelled."""
+        while True:
+            self._bell.clear()
+            try:
+                await self.drain()
+            except SynthOrgError as exc:  # the store is down: try again on the next round
+                log.warning("FORGE_DRAIN_FAILED", error=str(exc))
+            try:
+                async with asyncio.timeout(self._poll_s):
+                    await self._bell.wait()
+            except TimeoutError:
+                pass
+
+    async def drain(self) -> None:
+        """Handle every queued delivery once."""
+        for record in await self._store.queued_deliveries(_BATCH):
+            try:
+                state, outcome, conversation = await self._handle(record)
+            except _Wait:
+                continue
+            except SynthOrgError as exc:
+                state, outcome, conversation = DeliveryState.FAILED, str(exc), None
+            await self._store.settle_delivery(
+                record.delivery_id, state, outcome, conversation_id=conversation
+            )
+            log.info(
+                "FORGE_SETTLED",
+                delivery=record.delivery_id,
+                state=state.value,
+                outcome=outcome,
+                conversation=conversation,
+            )
+
+    async def _handle(self, record: DeliveryRecord) -> tuple[DeliveryState, str, str | None]:
+        config = self._settings.projects.get(record.project_id)
+        if config is None:
+            return DeliveryState.SKIPPED, "the project no longer has a forge webhook", None
+        event = record.event.split(".", 1)[0]
+        meaning = classify(config, event, record.payload)
+        if meaning is None:
+            return DeliveryState.SKIPPED, "no longer of interest", None
+        if isinstance(meaning, Refusal):
+            # No comment is posted: answering anyone who comments would let strangers make
+            # the bot write on a public repository. The refusal is kept here (forge status).
+            return DeliveryState.REFUSED, f"{meaning.author}: {meaning.reason}", None
+        if meaning.kind is Kind.ISSUE:
+            return await self._issue(record, config, meaning)
+        return await self._feedback(record, config, meaning)
+
+    async def _issue(
+        self, record: DeliveryRecord, config: ForgeProject, trigger: Trigger
+    ) -> tuple[DeliveryState, str, str | None]:
+        if trigger.issue is None:
+            return DeliveryState.SKIPPED, "the delivery names no issue", None
+        refusal = await self._over_daily_cap(record.project_id, config)
+        if refusal:
+            return DeliveryState.REFUSED, refusal, None
+        existing = await self._store.issue_conversation(record.project_id, trigger.issue)
+        if existing is not None and await self._exists(existing):
+            return await self._continue(record, config, existing, trigger.text or None)
+        await self._check_slot(record.project_id, config)
+        task = Task(
+            id=new_id("forge"),
+            project_id=record.project_id,
+            prompt=issue_task(record.payload, trigger.text),
+            repository=config.repository,
+        )
+        created = await self._service.create(task, RunOptions(budget_usd=config.budget_usd))
+        await self._service.start(created.id)
+        return DeliveryState.STARTED, f"run started for issue #{trigger.issue}", created.id
+
+    async def _feedback(
+        self, record: DeliveryRecord, config: ForgeProject, trigger: Trigger
+    ) -> tuple[DeliveryState, str, str | None]:
+        conversation = (trigger.branch or "").removeprefix(RUN_BRANCH_PREFIX)
+        if not await self._exists(conversation):
+            return DeliveryState.SKIPPED, f"no conversation {conversation!r} here", None
+        if trigger.kind is Kind.CI_FAILED:
+            rounds = await self._ci_rounds(record.project_id, trigger.issue)
+            if rounds >= config.max_ci_rounds:
+                return (
+                    DeliveryState.REFUSED,
+                    f"CI-feedback cap reached ({rounds} of {config.max_ci_rounds} rounds)",
+                    conversation,
+                )
+        refusal = await self._over_daily_cap(record.project_id, config)
+        if refusal:
+            return DeliveryState.REFUSED, refusal, conversation
+        message = feedback_message(trigger.kind.value, trigger.author, trigger.text)
+        return await self._continue(record, config, conversation, message)
+
+    async def _continue(
+        self, record: DeliveryRecord, config: ForgeProject, conversation: str, message: str | None
+    ) -> tuple[DeliveryState, str, str | None]:
+        if self._service.is_active(conversation):
+            if message:
+                await self._service.steer(conversation, message)
+            return DeliveryState.STARTED, "message sent to the active run", conversation
+        await self._check_slot(record.project_id, config)
+        await self._service.start(conversation, message=message)
+        return DeliveryState.STARTED, "run resumed", conversation
+
+    async def _exists(self, conversation: str) -> bool:
+        try:
+            await self._store.get_conversation(conversation)
+        except NotFoundError:
+            return False
+        return True
+
+    async def _started(self, project: str) -> list[DeliveryRecord]:
+        recent = await self._store.recent_deliveries(_HISTORY, project_id=project)
+        return [r for r in recent if r.state is DeliveryState.STARTED and r.conversation_id]
+
+    async def _check_slot(self, project: str, config: ForgeProject) -> None:
+        active = {
+            r.conversation_id
+            for r in await self._started(project)
+            if r.conversation_id and self._service.is_active(r.conversation_id)
+        }
+        if len(active) >= config.max_concurrent:
+            raise _Wait
+
+    async def _ci_rounds(self, project: str, pull: int | None) -> int:
+        return sum(
+            1
+            for r in await self._started(project)
+            if r.event.startswith("check_run.") and r.issue == pull
+        )
+
+    async def _over_daily_cap(self, project: str, config: ForgeProject) -> str:
+        if config.daily_cap_usd is None:
+            return ""
+        today = datetime.now(UTC).date()
+        conversations = {
+            r.conversation_id
+            for r in await self._started(project)
+            if r.conversation_id and r.received_at.astimezone(UTC).date() == today
+        }
+        spent = Decimal(0)
+        for conversation in conversations:
+            for execution in await self._store.executions_of(conversation):
+                spent += execution.cost_usd
+        if spent >= config.daily_cap_usd:
+            return f"daily cap reached: {spent} of {config.daily_cap_usd} USD spent today"
+        return ""
