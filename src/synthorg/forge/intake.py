@@ -88,7 +88,7 @@ class WebhookIntake:
             "FORGE_DELIVERY",
             project=project,
             delivery=event.delivery_id,
-            event=name,
+            kind=name,
             duplicate=not fresh,
             refusal=isinstance(meaning, Refusal),
         )
