@@ -164,3 +164,26 @@ async def forge(
         home, settings, key_store, web_project(repo, **project_overrides), "s3cret-" + "x" * 20
     ) as served:
         yield served
+
+
+async def messages_of(forge: Forge, conversation: str) -> list[str]:
+    """The user messages in a conversation's log."""
+    from synthorg.domain.events import MessageEvent
+
+    events = await forge.store.history(conversation, limit=1000)
+    return [
+        e.event.text for e in events if isinstance(e.event, MessageEvent) and e.event.role == "user"
+    ]
+
+
+def on_pull(name: str, conversation: str, number: int = 2) -> dict[str, Any]:
+    """An example feedback delivery moved onto the run's own pull request: its head branch is
+    ``synthorg/<conversation>`` (the only fields changed)."""
+    data = example(name)
+    branch = f"synthorg/{conversation}"
+    if name.startswith("check_run"):
+        pull = data["check_run"]["pull_requests"][0]
+        pull["head"]["ref"], pull["number"] = branch, number
+    else:
+        data["pull_request"]["head"]["ref"], data["pull_request"]["number"] = branch, number
+    return data

@@ -33,6 +33,9 @@ class ForgeProject(BaseModel):
     allow_authors: tuple[str, ...] = Field(
         default=(), description="Logins allowed to trigger whatever their association."
     )
+    model: str | None = Field(
+        default=None, min_length=1, description="Model of triggered runs (None: the default)."
+    )
     budget_usd: Decimal | None = Field(
         default=None, gt=0, description="Cost ceiling of each triggered run (None: the default)."
     )

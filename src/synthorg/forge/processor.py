@@ -120,7 +120,7 @@ class DeliveryProcessor:
             prompt=issue_task(record.payload, trigger.text),
             repository=config.repository,
         )
-        created = await self._service.create(task, RunOptions(budget_usd=config.budget_usd))
+        created = await self._service.create(task, RunOptions(budget_usd=config.budget_usd, model=config.model))
         await self._service.start(created.id)
         return DeliveryState.STARTED, f"run started for issue #{trigger.issue}", created.id
 
