@@ -129,10 +129,14 @@ async def _serve(
 def forge_hub(settings: Settings, store: Store, service: RunService) -> ForgeHub | None:
     """The forge webhooks of ``[forge]``, None when it names no project."""
     from synthorg.forge.config import ForgeSettings
-    from synthorg.forge.hub import ForgeHub
+    from synthorg.forge.hub import ForgeHub, project_stages
+    from synthorg.mcp.config import McpConfig
 
     forge = section(settings, "forge", ForgeSettings)
-    return ForgeHub.build(forge, os.environ, store, service) if forge.projects else None
+    if not forge.projects:
+        return None
+    stages = project_stages(forge, section(settings, "mcp", McpConfig), os.environ)
+    return ForgeHub.build(forge, os.environ, store, service, stages=stages)
 
 
 async def _uvicorn(app: object, wanted: ServerSettings) -> None:

@@ -61,3 +61,6 @@ class ForgeSettings(BaseModel):
     projects: dict[ProjectId, ForgeProject] = Field(
         default_factory=dict, description="Projects by id; an unknown one answers 404."
     )
+    console_url: str | None = Field(
+        default=None, description="The console's public URL, linked from PRs and comments."
+    )

@@ -7,6 +7,8 @@ that would start a run past the project's concurrency limit stays queued until a
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -15,6 +17,7 @@ from synthorg.domain.ids import new_id
 from synthorg.errors import NotFoundError, SynthOrgError
 from synthorg.forge.config import ForgeProject, ForgeSettings
 from synthorg.forge.prompt import feedback_message, issue_task
+from synthorg.forge.stages import ForgeStages, RunReport, console_link
 from synthorg.forge.triggers import RUN_BRANCH_PREFIX, Kind, Refusal, Trigger, classify
 from synthorg.logging import get_logger
 from synthorg.service.options import RunOptions
@@ -25,6 +28,9 @@ log = get_logger("synthorg.forge")
 
 _BATCH = 50
 _HISTORY = 1000  # deliveries read back for the caps (a day's triggers of one project)
+
+
+_STEERED = "message sent to the active run"  # its run is followed already
 
 
 class _Wait(Exception):
@@ -40,20 +46,28 @@ class DeliveryProcessor:
         store: Store,
         service: RunService,
         *,
+        stages: Mapping[str, ForgeStages] | None = None,
         poll_s: float = 2.0,
     ) -> None:
         self._settings = settings
         self._store = store
         self._service = service
+        self._stages = dict(stages or {})
         self._poll_s = poll_s  # the backstop for slots freed by runs that end
         self._bell = asyncio.Event()
+        self._followers: asyncio.TaskGroup | None = None
 
     def wake(self) -> None:
         """A delivery was queued."""
         self._bell.set()
 
     async def run_forever(self) -> None:
-        """Process the queue until cancelled."""
+        """Process the queue until cancelled; each started run is followed to its stages."""
+        async with asyncio.TaskGroup() as followers:
+            self._followers = followers
+            await self._loop()
+
+    async def _loop(self) -> None:
         while True:
             self._bell.clear()
             try:
@@ -78,6 +92,8 @@ class DeliveryProcessor:
             await self._store.settle_delivery(
                 record.delivery_id, state, outcome, conversation_id=conversation
             )
+            if state is DeliveryState.STARTED and conversation and outcome != _STEERED:
+                self._follow(record.project_id, conversation)
             log.info(
                 "FORGE_SETTLED",
                 delivery=record.delivery_id,
@@ -120,7 +136,9 @@ class DeliveryProcessor:
             prompt=issue_task(record.payload, trigger.text),
             repository=config.repository,
         )
-        created = await self._service.create(task, RunOptions(budget_usd=config.budget_usd, model=config.model))
+        created = await self._service.create(
+            task, RunOptions(budget_usd=config.budget_usd, model=config.model)
+        )
         await self._service.start(created.id)
         return DeliveryState.STARTED, f"run started for issue #{trigger.issue}", created.id
 
@@ -150,7 +168,7 @@ class DeliveryProcessor:
         if self._service.is_active(conversation):
             if message:
                 await self._service.steer(conversation, message)
-            return DeliveryState.STARTED, "message sent to the active run", conversation
+            return DeliveryState.STARTED, _STEERED, conversation
         await self._check_slot(record.project_id, config)
         await self._service.start(conversation, message=message)
         return DeliveryState.STARTED, "run resumed", conversation
@@ -198,3 +216,50 @@ class DeliveryProcessor:
         if spent >= config.daily_cap_usd:
             return f"daily cap reached: {spent} of {config.daily_cap_usd} USD spent today"
         return ""
+
+    def _follow(self, project: str, conversation: str) -> None:
+        stages = self._stages.get(project)
+        if stages is not None and self._followers is not None:
+            self._followers.create_task(self._stages_of_run(project, stages, conversation))
+
+    async def _stages_of_run(self, project: str, stages: ForgeStages, conversation: str) -> None:
+        """Status comment, then push and pull request once the run has landed."""
+        config = self._settings.projects[project]
+        origin = await self._origin(project, conversation)
+        if origin is None or origin.issue is None:
+            return
+        issue, link = origin.issue, console_link(self._settings.console_url, conversation)
+        title = str((origin.payload.get("issue") or {}).get("title") or f"issue #{issue}")
+        try:
+            await stages.status(conversation, issue, f"SynthOrg is working on this: {link}")
+            result = await self._service.wait(conversation)
+            if result is None:
+                return
+            report = RunReport(
+                conversation, issue, result, config.budget_usd, self._settings.console_url
+            )
+            if not result.succeeded:
+                why = result.error or result.termination_reason.value
+                await stages.status(conversation, issue, f"Failed: {why}. {link}")
+                return
+            if result.commit_sha is None:
+                await stages.status(conversation, issue, f"Finished with nothing to land. {link}")
+                return
+            pull = await stages.publish(report, f"Fix #{issue}: {title}"[:256])
+            await stages.status(
+                conversation,
+                issue,
+                f"Finished: pull request #{pull.get('number')} {pull.get('html_url', '')}\n\n"
+                + report.pull_body(),
+            )
+        except SynthOrgError as exc:
+            log.warning("FORGE_STAGE_FAILED", conversation=conversation, error=str(exc))
+            with contextlib.suppress(SynthOrgError):
+                await stages.status(conversation, issue, f"Failed: {exc}. {link}")
+
+    async def _origin(self, project: str, conversation: str) -> DeliveryRecord | None:
+        """The issue delivery that started the conversation (feedback names only its PR)."""
+        for record in reversed(await self._started(project)):
+            if record.conversation_id == conversation and record.event.startswith("issue"):
+                return record
+        return None
