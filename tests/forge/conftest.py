@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import json
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -18,8 +18,9 @@ import httpx
 import pytest
 
 from synthorg.forge.config import ForgeProject, ForgeSettings
-from synthorg.forge.hub import ForgeHub
+from synthorg.forge.hub import ForgeHub, project_stages
 from synthorg.forge.signature import sign
+from synthorg.mcp.config import McpConfig
 from synthorg.server import KeyStore, ServerSettings, create_app
 from synthorg.service.boot import Components
 from synthorg.store import Store
@@ -129,18 +130,30 @@ async def forge_app(
     key_store: KeyStore,
     project: ForgeProject,
     secret: str,
+    *,
+    mcp: McpConfig | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Forge]:
-    """The real stack and app with a forge hub, on loopback."""
+    """The real stack and app with a forge hub, on loopback; with ``mcp`` (its projects'
+    forge and remote, tokens in ``env``) the hub publishes landed runs."""
     stack = stack_settings(home)
     sections = dict(stack.sections)
-    sections["gateway"] = dict(sections["gateway"]) | {"prices": PRICES}
+    [provider] = sections["gateway"]["providers"]
+    provider = provider | {
+        "models": [*provider["models"], "answer_each"],
+        "scripts": provider["scripts"] | {"answer_each": "tests.forge.forge_scripts:answer_each"},
+    }
+    sections["gateway"] = sections["gateway"] | {"prices": PRICES, "providers": [provider]}
     stack = stack.model_copy(update={"sections": sections})
+    forge_settings = ForgeSettings(projects={"web": project}, console_url="https://console.test")
+    stages = project_stages(forge_settings, mcp, env or {}) if mcp is not None else None
     async with real_stack(stack, repositories=settings.repository_policy(stack)) as wired:
         hub = ForgeHub.build(
-            ForgeSettings(projects={"web": project}),
+            forge_settings,
             {SECRET_ENV: secret},
             wired.store,
             wired.service,
+            stages=stages,
             poll_s=0.2,
         )
         app = create_app(

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from synthorg.domain import Task
+from synthorg.domain import Task, TerminationReason
 from synthorg.domain.ids import new_id
 from synthorg.errors import NotFoundError, SynthOrgError
 from synthorg.forge.config import ForgeProject, ForgeSettings
@@ -238,12 +238,14 @@ class DeliveryProcessor:
             report = RunReport(
                 conversation, issue, result, config.budget_usd, self._settings.console_url
             )
+            if result.termination_reason is TerminationReason.NO_OP or (
+                result.succeeded and result.commit_sha is None
+            ):
+                await stages.status(conversation, issue, f"Finished with nothing to land. {link}")
+                return
             if not result.succeeded:
                 why = result.error or result.termination_reason.value
                 await stages.status(conversation, issue, f"Failed: {why}. {link}")
-                return
-            if result.commit_sha is None:
-                await stages.status(conversation, issue, f"Finished with nothing to land. {link}")
                 return
             pull = await stages.publish(report, f"Fix #{issue}: {title}"[:256])
             await stages.status(
