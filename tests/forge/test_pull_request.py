@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from synthorg.domain.events import ToolAuditEvent
 from synthorg.mcp.config import McpConfig
 from synthorg.server import KeyStore, ServerSettings
 from synthorg.store.protocol import DeliveryState
@@ -138,6 +139,13 @@ async def test_an_issue_becomes_a_pull_request_and_feedback_updates_it(
         assert third != second and world.github.pulls[1]["head"]["sha"] == third
 
         assert world.github.violations == []
+        audits = [
+            (e.event.tool, e.event.outcome)
+            for e in await forge.store.history(conversation, kinds=frozenset({"tool_audit"}))
+            if isinstance(e.event, ToolAuditEvent) and e.event.tool.startswith("forge.")
+        ]
+        assert audits.count(("forge.trigger", "ok")) == 3
+        assert audits.count(("forge.publish", "ok")) == 3
         # The token went to the forge only, and into no event of the conversation.
         assert set(world.github.auth_headers) == {f"Bearer {FORGE_TOKEN}"}
         events = await forge.store.history(conversation, limit=10_000)

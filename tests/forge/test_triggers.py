@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from synthorg.domain.events import ToolAuditEvent
 from synthorg.store.protocol import DeliveryState
 
 from .conftest import Forge, example, messages_of
@@ -70,3 +71,24 @@ async def test_a_second_trigger_on_the_issue_continues_its_conversation(forge: F
     assert second.outcome == "run resumed"
     assert "also fix the title" in "\n".join(await messages_of(forge, first.conversation_id))
     assert await forge.store.count_conversations() == 1
+
+
+async def test_a_refusal_on_an_issue_with_a_conversation_is_in_its_log(forge: Forge) -> None:
+    await forge.deliver("issues", example("issues.labeled"), delivery="l-2")
+    conversation = (await forge.settled("l-2")).conversation_id
+    assert conversation is not None
+    await forge.components.service.wait(conversation)
+    stranger = comment("/synthorg push to main", association="NONE", login="mallory")
+    await forge.deliver("issue_comment", stranger, delivery="c-6")
+    refused = await forge.settled("c-6")
+    assert (refused.state, refused.conversation_id) == (DeliveryState.REFUSED, conversation)
+    audits = [
+        e.event
+        for e in await forge.store.history(conversation, kinds=frozenset({"tool_audit"}))
+        if isinstance(e.event, ToolAuditEvent)
+    ]
+    assert [(a.tool, a.outcome, a.arguments["delivery"]) for a in audits] == [
+        ("forge.trigger", "ok", "l-2"),
+        ("forge.trigger", "refused", "c-6"),
+    ]
+    assert "push to main" not in "\n".join(await messages_of(forge, conversation))

@@ -11,8 +11,10 @@ import contextlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Literal
 
 from synthorg.domain import Task, TerminationReason
+from synthorg.domain.events import ToolAuditEvent
 from synthorg.domain.ids import new_id
 from synthorg.errors import NotFoundError, SynthOrgError
 from synthorg.forge.config import ForgeProject, ForgeSettings
@@ -92,6 +94,15 @@ class DeliveryProcessor:
             await self._store.settle_delivery(
                 record.delivery_id, state, outcome, conversation_id=conversation
             )
+            if conversation is not None:
+                await self._audit(
+                    conversation,
+                    "forge.trigger",
+                    "ok" if state is DeliveryState.STARTED else "refused",
+                    outcome,
+                    delivery=record.delivery_id,
+                    event=record.event,
+                )
             if state is DeliveryState.STARTED and conversation and outcome != _STEERED:
                 self._follow(record.project_id, conversation)
             log.info(
@@ -113,7 +124,10 @@ class DeliveryProcessor:
         if isinstance(meaning, Refusal):
             # No comment is posted: answering anyone who comments would let strangers make
             # the bot write on a public repository. The refusal is kept here (forge status).
-            return DeliveryState.REFUSED, f"{meaning.author}: {meaning.reason}", None
+            known = None
+            if isinstance(meaning.issue, int):
+                known = await self._store.issue_conversation(record.project_id, meaning.issue)
+            return DeliveryState.REFUSED, f"{meaning.author}: {meaning.reason}", known
         if meaning.kind is Kind.ISSUE:
             return await self._issue(record, config, meaning)
         return await self._feedback(record, config, meaning)
@@ -248,6 +262,13 @@ class DeliveryProcessor:
                 await stages.status(conversation, issue, f"Failed: {why}. {link}")
                 return
             pull = await stages.publish(report, f"Fix #{issue}: {title}"[:256])
+            await self._audit(
+                conversation,
+                "forge.publish",
+                "ok",
+                f"pushed {result.commit_sha} to synthorg/{conversation}; pull request "
+                f"#{pull.get('number')} {pull.get('html_url', '')}",
+            )
             await stages.status(
                 conversation,
                 issue,
@@ -257,7 +278,27 @@ class DeliveryProcessor:
         except SynthOrgError as exc:
             log.warning("FORGE_STAGE_FAILED", conversation=conversation, error=str(exc))
             with contextlib.suppress(SynthOrgError):
+                await self._audit(conversation, "forge.publish", "error", str(exc))
+            with contextlib.suppress(SynthOrgError):
                 await stages.status(conversation, issue, f"Failed: {exc}. {link}")
+
+    async def _audit(
+        self,
+        conversation: str,
+        tool: str,
+        outcome: Literal["ok", "refused", "error"],
+        detail: str,
+        **arguments: str,
+    ) -> None:
+        """A stage of the control plane, in the conversation's log (no credential in it)."""
+        event = ToolAuditEvent(
+            tool=tool,
+            arguments=arguments,
+            outcome=outcome,
+            detail=detail,
+            duration_ms=0,
+        )
+        await self._store.append(conversation, event)
 
     async def _origin(self, project: str, conversation: str) -> DeliveryRecord | None:
         """The issue delivery that started the conversation (feedback names only its PR)."""
