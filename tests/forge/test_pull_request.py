@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from synthorg.domain.events import ToolAuditEvent
+from synthorg.domain.events import ConfirmationRequestEvent, ToolAuditEvent
+from synthorg.engine.control import Decision
 from synthorg.mcp.config import McpConfig
 from synthorg.server import KeyStore, ServerSettings
 from synthorg.store.protocol import DeliveryState
@@ -173,3 +174,34 @@ async def test_a_run_with_nothing_to_land_opens_nothing(
         await _settled_run(forge, "n-1")
         await _status(forge, world, "Finished with nothing to land")
         assert world.github.pulls == {} and world.github.violations == []
+
+
+async def test_a_run_waiting_for_approval_says_so_on_the_issue(
+    home: Path,
+    settings: ServerSettings,
+    key_store: KeyStore,
+    repo: Path,
+    world: World,
+    _scripts_importable: None,
+) -> None:
+    project = web_project(repo, model="answer_each", confirmation_policy="always")
+    env = {"WEB_GIT_TOKEN": GIT_TOKEN, "WEB_FORGE_TOKEN": FORGE_TOKEN}
+    served = forge_app(
+        home, settings, key_store, project, "hook-secret-0123456789abcdef", mcp=world.mcp, env=env
+    )
+    async with served as forge:
+        await forge.deliver("issues", example("issues.labeled"), delivery="a-1")
+        conversation = await _settled_run(forge, "a-1")
+        comment = await _status(forge, world, "Waiting for approval: https://console.test/#/c/")
+        assert conversation in comment and world.github.pulls == {}
+        [request] = [
+            e.event
+            for e in await forge.store.history(conversation, limit=1000)
+            if isinstance(e.event, ConfirmationRequestEvent)
+        ]
+        accepted = frozenset(p.action_id for p in request.pending)
+        await forge.components.service.decide(
+            conversation, Decision(accepted=accepted, rejected=frozenset(), approver="abe")
+        )
+        await _status(forge, world, "Finished: pull request #1")
+        assert len(world.github.pulls) == 1 and world.github.violations == []

@@ -7,6 +7,7 @@ from decimal import Decimal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from synthorg.domain.ids import ProjectId
+from synthorg.domain.risk import ConfirmationPolicy
 
 DEFAULT_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
 
@@ -35,6 +36,10 @@ class ForgeProject(BaseModel):
     )
     model: str | None = Field(
         default=None, min_length=1, description="Model of triggered runs (None: the default)."
+    )
+    confirmation_policy: ConfirmationPolicy = Field(
+        default=ConfirmationPolicy.NEVER,
+        description="When a triggered run's actions wait for a person (the issue says so).",
     )
     budget_usd: Decimal | None = Field(
         default=None, gt=0, description="Cost ceiling of each triggered run (None: the default)."

@@ -14,7 +14,11 @@ from decimal import Decimal
 from typing import Literal
 
 from synthorg.domain import Task, TerminationReason
-from synthorg.domain.events import ToolAuditEvent
+from synthorg.domain.events import (
+    ConfirmationDecisionEvent,
+    ConfirmationRequestEvent,
+    ToolAuditEvent,
+)
 from synthorg.domain.ids import new_id
 from synthorg.errors import NotFoundError, SynthOrgError
 from synthorg.forge.config import ForgeProject, ForgeSettings
@@ -150,9 +154,12 @@ class DeliveryProcessor:
             prompt=issue_task(record.payload, trigger.text),
             repository=config.repository,
         )
-        created = await self._service.create(
-            task, RunOptions(budget_usd=config.budget_usd, model=config.model)
+        options = RunOptions(
+            budget_usd=config.budget_usd,
+            model=config.model,
+            confirmation_policy=config.confirmation_policy,
         )
+        created = await self._service.create(task, options)
         await self._service.start(created.id)
         return DeliveryState.STARTED, f"run started for issue #{trigger.issue}", created.id
 
@@ -234,7 +241,15 @@ class DeliveryProcessor:
     def _follow(self, project: str, conversation: str) -> None:
         stages = self._stages.get(project)
         if stages is not None and self._followers is not None:
-            self._followers.create_task(self._stages_of_run(project, stages, conversation))
+            self._followers.create_task(self._guarded(project, stages, conversation))
+
+    async def _guarded(self, project: str, stages: ForgeStages, conversation: str) -> None:
+        # One run's stages failing in an unforeseen way must not stop the processor (the
+        # followers' task group would cancel every other run's stages and the queue).
+        try:
+            await self._stages_of_run(project, stages, conversation)
+        except Exception as exc:
+            log.error("FORGE_STAGES_CRASHED", conversation=conversation, error=repr(exc))
 
     async def _stages_of_run(self, project: str, stages: ForgeStages, conversation: str) -> None:
         """Status comment, then push and pull request once the run has landed."""
@@ -245,8 +260,14 @@ class DeliveryProcessor:
         issue, link = origin.issue, console_link(self._settings.console_url, conversation)
         title = str((origin.payload.get("issue") or {}).get("title") or f"issue #{issue}")
         try:
-            await stages.status(conversation, issue, f"SynthOrg is working on this: {link}")
-            result = await self._service.wait(conversation)
+            working = f"SynthOrg is working on this: {link}"
+            await stages.status(conversation, issue, working)
+            async with asyncio.TaskGroup() as group:
+                watch = group.create_task(
+                    self._approvals(stages, conversation, issue, link, working)
+                )
+                result = await self._service.wait(conversation)
+                watch.cancel()
             if result is None:
                 return
             report = RunReport(
@@ -281,6 +302,24 @@ class DeliveryProcessor:
                 await self._audit(conversation, "forge.publish", "error", str(exc))
             with contextlib.suppress(SynthOrgError):
                 await stages.status(conversation, issue, f"Failed: {exc}. {link}")
+
+    async def _approvals(
+        self, stages: ForgeStages, conversation: str, issue: int, link: str, working: str
+    ) -> None:
+        """Keep the status comment saying when the run waits for an approval, and when not."""
+        waiting = False
+        async for stored in self._store.tail(conversation):
+            event = stored.event
+            text = None
+            if isinstance(event, ConfirmationRequestEvent) and not waiting:
+                waiting, text = True, f"Waiting for approval: {link}"
+            elif isinstance(event, ConfirmationDecisionEvent) and waiting:
+                waiting, text = False, working
+            if text is not None:
+                try:
+                    await stages.status(conversation, issue, text)
+                except SynthOrgError as exc:  # the next change tries again
+                    log.warning("FORGE_STATUS_FAILED", conversation=conversation, error=str(exc))
 
     async def _audit(
         self,
