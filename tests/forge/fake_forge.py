@@ -77,6 +77,10 @@ class FakeGitHub:
     auth_headers: list[str] = field(default_factory=list)
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    checks: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
+    """Check runs by head sha: (job id, name, conclusion)."""
+    job_logs: dict[int, str] = field(default_factory=dict)
+    blob_auth_headers: list[str] = field(default_factory=list)
     next_id: int = 1000
 
     @property
@@ -120,7 +124,7 @@ def _example(spec: dict[str, Any], status: str) -> Any:
 
 
 class FakeGitHubHandler(BaseHTTPRequestHandler):
-    """The seven operations, answered as GitHub does."""
+    """The described operations, answered as GitHub does."""
 
     protocol_version = "HTTP/1.0"
 
@@ -143,6 +147,16 @@ class FakeGitHubHandler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         gh = self.gh
         parts = urlsplit(self.path)
+        if parts.path.startswith("/blobs/job-"):  # the signed log URL: no credential expected
+            gh.blob_auth_headers.append(self.headers.get("Authorization", ""))
+            job = int(parts.path.removeprefix("/blobs/job-").removesuffix(".log"))
+            raw = gh.job_logs[job].encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+            return
         gh.requests.append(f"{self.command} {parts.path}")
         gh.auth_headers.append(self.headers.get("Authorization", ""))
         if self.headers.get("Authorization") != f"Bearer {gh.token}":
@@ -180,6 +194,12 @@ class FakeGitHubHandler(BaseHTTPRequestHandler):
             self._send(422, {"message": "Validation Failed", "errors": problems})
             return
         status, answer = self._answer(spec["operationId"], spec, values, query, body)
+        if status == 302:
+            self.send_response(302)
+            self.send_header("Location", answer)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if str(status) in spec["responses"]:
             schema = spec["responses"][str(status)]["content"]["application/json"]["schema"]
             gh.violations += check(schema, answer, f"answer of {template}")
@@ -230,6 +250,28 @@ class FakeGitHubHandler(BaseHTTPRequestHandler):
             pull["base"]["ref"] = body["base"]
             gh.pulls[number] = pull
             return 201, pull
+        if op == "pulls/get":
+            pull = gh.pulls.get(int(values["pull_number"]))
+            return (200, pull) if pull is not None else (404, {"message": "Not Found"})
+        if op == "repos/get-combined-status-for-ref":
+            combined = _example(spec, "200")
+            combined.update(sha=values["ref"], state="failure", statuses=[], total_count=0)
+            return 200, combined
+        if op == "checks/list-for-ref":
+            template = _example(spec, "200")["check_runs"][0]
+            runs = []
+            for job, name, conclusion in gh.checks.get(values["ref"], []):
+                run = copy.deepcopy(template)
+                run.update(id=job, name=name, conclusion=conclusion, status="completed")
+                run["head_sha"] = values["ref"]
+                runs.append(run)
+            return 200, {"total_count": len(runs), "check_runs": runs}
+        if op == "actions/download-job-logs-for-workflow-run":
+            job = int(values["job_id"])
+            if job not in gh.job_logs:
+                return 404, {"message": "Not Found"}
+            host = self.headers.get("Host", "")
+            return 302, f"http://{host}/blobs/job-{job}.log"
         if op == "pulls/update":
             pull = gh.pulls.get(int(values["pull_number"]))
             if pull is None:

@@ -20,7 +20,7 @@ from synthorg.server import KeyStore, ServerSettings
 from synthorg.store.protocol import DeliveryState
 from tests.mcp.mcp_servers import GitRemoteHandler, GitRemoteState, serving
 
-from .conftest import Forge, example, forge_app, on_pull, web_project
+from .conftest import Forge, example, forge_app, messages_of, on_pull, web_project
 from .fake_forge import FakeGitHub, FakeGitHubHandler
 
 GIT_TOKEN = "git-token-0f1e2d3c4b5a69788796a5b4"
@@ -119,11 +119,19 @@ async def test_an_issue_becomes_a_pull_request_and_feedback_updates_it(
         assert f"https://console.test/#/c/{conversation}" in body and "USD of 5 USD" in body
         assert "Resolves #1." in comment
 
-        # A failed check on the run's PR: the same conversation resumes, lands, the PR follows.
+        # A failed check on the run's PR: the same conversation resumes with the failing job's
+        # log tail (read by the ci_status code, the log fetched without the token), lands, and
+        # the PR follows.
+        world.github.checks[landed] = [(77, "Octocoders-linter", "failure")]
+        world.github.job_logs[77] = "step 1 ok\nAssertionError: expected 2, got 3\n"
         await forge.deliver(
             "check_run", on_pull("check_run.completed", conversation, 1), delivery="e-2"
         )
         assert await _settled_run(forge, "e-2") == conversation
+        told = "\n".join(await messages_of(forge, conversation))
+        assert "check Octocoders-linter: completed failure" in told
+        assert "AssertionError: expected 2, got 3" in told
+        assert world.github.blob_auth_headers == [""]
         await forge.components.service.wait(conversation)
         await _status(forge, world, "Finished: pull request #1")
         second = _git("--git-dir", str(world.remote), "rev-parse", f"refs/heads/{branch}")

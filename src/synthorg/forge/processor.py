@@ -180,7 +180,14 @@ class DeliveryProcessor:
         refusal = await self._over_daily_cap(record.project_id, config)
         if refusal:
             return DeliveryState.REFUSED, refusal, conversation
-        message = feedback_message(trigger.kind.value, trigger.author, trigger.text)
+        text = trigger.text
+        stages = self._stages.get(record.project_id)
+        if trigger.kind is Kind.CI_FAILED and stages is not None:
+            try:  # the failing jobs' names and log tails, as the ci_status tool gathers them
+                text = await stages.ci_report(conversation, trigger.issue)
+            except SynthOrgError as exc:
+                text = f"{trigger.text} (the CI report could not be read: {exc})"
+        message = feedback_message(trigger.kind.value, trigger.author, text)
         return await self._continue(record, config, conversation, message)
 
     async def _continue(

@@ -21,6 +21,7 @@ from synthorg.mcp.scope import RunScope
 from synthorg.mcp.tools.base import ToolContext
 from synthorg.mcp.tools.forge import ForgeClient
 from synthorg.mcp.tools.git_push import GitPushArgs, GitPushTool
+from synthorg.mcp.tools.pull_feedback import CiStatusTool, PullArgs
 from synthorg.mcp.vault import CredentialVault
 
 STATUS_MARKER = "<!-- synthorg:status -->"
@@ -120,6 +121,11 @@ class ForgeStages:
         else:
             made = await client.call("POST", f"/issues/{issue}/comments", payload={"body": body})
             client.expect(made, 201, "the status comment")
+
+    async def ci_report(self, conversation_id: str, pull_number: int | None) -> str:
+        """What ``ci_status`` reports for the run's pull request: checks and failed log tails."""
+        args = PullArgs(pull_number=pull_number)
+        return await CiStatusTool().run(self._ctx(conversation_id), args)
 
     async def publish(self, report: RunReport, title: str) -> dict[str, Any]:
         """Push ``synthorg/<conversation>`` and open its pull request, or update the one
