@@ -47,7 +47,9 @@ async def test_failed_checks_resume_the_run_up_to_the_cap(forge: Forge) -> None:
     resumed = await forge.settled("k-1")
     assert (resumed.state, resumed.conversation_id) == (DeliveryState.STARTED, conversation)
     assert resumed.issue == 2
-    assert "check Octocoders-linter failure" in "\n".join(await messages_of(forge, conversation))
+    assert "check run Octocoders-linter failure" in "\n".join(
+        await messages_of(forge, conversation)
+    )
     await forge.components.service.wait(conversation)
     await forge.deliver("check_run", on_pull("check_run.completed", conversation), delivery="k-2")
     capped = await forge.settled("k-2")
@@ -94,3 +96,20 @@ async def test_a_second_run_waits_for_the_first_to_end(forge: Forge) -> None:
     ]
     # It was started only once the first had been stopped, never beside it.
     assert cancelled and second.updated_at >= cancelled[0]
+
+
+async def test_a_failed_workflow_run_on_the_run_s_branch_resumes_it(forge: Forge) -> None:
+    conversation = await _labelled_run(forge, "g-7")
+    await forge.components.service.wait(conversation)
+    run = copy.deepcopy(example("workflow_run.completed"))
+    run["workflow_run"] |= {
+        "conclusion": "failure",
+        "head_branch": f"synthorg/{conversation}",
+        "name": "CI",
+    }
+    await forge.deliver("workflow_run", run, delivery="w-1")
+    resumed = await forge.settled("w-1")
+    assert (resumed.state, resumed.conversation_id) == (DeliveryState.STARTED, conversation)
+    assert "workflow run CI failure" in "\n".join(await messages_of(forge, conversation))
+    passed = copy.deepcopy(example("check_suite.completed"))  # conclusion success: no interest
+    assert (await forge.deliver("check_suite", passed, delivery="w-2")).json()["queued"] is False

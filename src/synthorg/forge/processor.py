@@ -170,7 +170,7 @@ class DeliveryProcessor:
         if not await self._exists(conversation):
             return DeliveryState.SKIPPED, f"no conversation {conversation!r} here", None
         if trigger.kind is Kind.CI_FAILED:
-            rounds = await self._ci_rounds(record.project_id, trigger.issue)
+            rounds = await self._ci_rounds(record.project_id, conversation)
             if rounds >= config.max_ci_rounds:
                 return (
                     DeliveryState.REFUSED,
@@ -221,11 +221,13 @@ class DeliveryProcessor:
         if len(active) >= config.max_concurrent:
             raise _Wait
 
-    async def _ci_rounds(self, project: str, pull: int | None) -> int:
+    async def _ci_rounds(self, project: str, conversation: str) -> int:
+        """CI resumes of the conversation so far (its pull request is its own)."""
         return sum(
             1
             for r in await self._started(project)
-            if r.event.startswith("check_run.") and r.issue == pull
+            if r.event.split(".")[0] in ("check_run", "check_suite", "workflow_run")
+            and r.conversation_id == conversation
         )
 
     async def _over_daily_cap(self, project: str, config: ForgeProject) -> str:

@@ -49,6 +49,27 @@ def _allowed(project: ForgeProject, login: str, association: str) -> bool:
     return login in project.allow_authors or association.upper() in project.associations
 
 
+_CI_EVENTS = ("check_run", "check_suite", "workflow_run")
+_FAILED = ("failure", "timed_out")
+
+
+def _ci_failure(event: str, run: dict[str, Any], author: str) -> Trigger | None:
+    """A failed check run, check suite or workflow run on a run's pull request."""
+    if run.get("conclusion") not in _FAILED:
+        return None
+    name = run.get("name") or _get(run, "app", "name") or event
+    text = f"{event.replace('_', ' ')} {name!s} {run.get('conclusion')}"
+    for pull in run.get("pull_requests") or []:
+        branch = _get(pull, "head", "ref")
+        if isinstance(branch, str) and branch.startswith(RUN_BRANCH_PREFIX):
+            return Trigger(Kind.CI_FAILED, pull.get("number"), branch, author, text)
+    # A workflow run's pull_requests is empty for some triggers; its head branch still names it.
+    branch = run.get("head_branch")
+    if isinstance(branch, str) and branch.startswith(RUN_BRANCH_PREFIX):
+        return Trigger(Kind.CI_FAILED, None, branch, author, text)
+    return None
+
+
 def classify(project: ForgeProject, event: str, data: dict[str, Any]) -> Trigger | Refusal | None:
     """The delivery's meaning for ``project``; None when it is of no interest."""
     action = data.get("action")
@@ -71,16 +92,8 @@ def classify(project: ForgeProject, event: str, data: dict[str, Any]) -> Trigger
         if not _allowed(project, author, association):
             return Refusal(issue, author, f"author_association {association or 'none'}")
         return Trigger(Kind.ISSUE, issue, None, author, (args + "\n" + rest).strip())
-    if event == "check_run" and action == "completed":
-        run = data.get("check_run") or {}
-        if run.get("conclusion") not in ("failure", "timed_out"):
-            return None
-        for pull in run.get("pull_requests") or []:
-            branch = _get(pull, "head", "ref")
-            if isinstance(branch, str) and branch.startswith(RUN_BRANCH_PREFIX):
-                text = f"check {run.get('name')!s} {run.get('conclusion')}"
-                return Trigger(Kind.CI_FAILED, pull.get("number"), branch, author, text)
-        return None
+    if event in _CI_EVENTS and action == "completed":
+        return _ci_failure(event, data.get(event) or {}, author)
     if (event, action) in (
         ("pull_request_review", "submitted"),
         ("pull_request_review_comment", "created"),
