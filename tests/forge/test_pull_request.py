@@ -92,6 +92,7 @@ async def _status(forge: Forge, world: World, starts: str) -> str:
 
 
 async def test_an_issue_becomes_a_pull_request_and_feedback_updates_it(
+    capfd: pytest.CaptureFixture[str],
     home: Path,
     settings: ServerSettings,
     key_store: KeyStore,
