@@ -38,7 +38,8 @@ from tests.server.real_stack import real_stack, stack_settings
 
 DELIVERIES = Path(__file__).parent / "deliveries"
 SECRET_ENV = "WEB_WEBHOOK_SECRET"
-PRICES = {"progress3": {"input_per_mtok_usd": "1000", "output_per_mtok_usd": "1000"}}
+_PRICE = {"input_per_mtok_usd": "1000", "output_per_mtok_usd": "1000"}
+PRICES = {"progress3": _PRICE, "answer_each": _PRICE}
 
 
 def example(name: str) -> dict[str, Any]:

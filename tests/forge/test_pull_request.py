@@ -214,3 +214,35 @@ async def test_a_run_waiting_for_approval_says_so_on_the_issue(
         )
         await _status(forge, world, "Finished: pull request #1")
         assert len(world.github.pulls) == 1 and world.github.violations == []
+
+
+async def test_a_trigger_past_the_daily_cap_is_refused_with_a_comment(
+    home: Path,
+    settings: ServerSettings,
+    key_store: KeyStore,
+    repo: Path,
+    world: World,
+    _scripts_importable: None,
+) -> None:
+    project = web_project(repo, model="answer_each", daily_cap_usd="0.000001")
+    env = {"WEB_GIT_TOKEN": GIT_TOKEN, "WEB_FORGE_TOKEN": FORGE_TOKEN}
+    served = forge_app(
+        home, settings, key_store, project, "hook-secret-0123456789abcdef", mcp=world.mcp, env=env
+    )
+    async with served as forge:
+        await forge.deliver("issues", example("issues.labeled"), delivery="d-1")
+        conversation = await _settled_run(forge, "d-1")
+        await forge.components.service.wait(conversation)
+        await _status(forge, world, "Finished: pull request #1")
+        second = example("issues.labeled")
+        second["issue"]["number"] = 2
+        await forge.deliver("issues", second, delivery="d-2")
+        assert (await forge.settled("d-2")).state is DeliveryState.REFUSED
+        from .conftest import until
+
+        async def on_two() -> list[str]:
+            return world.github.status_comments(2)
+
+        [said] = await until(on_two, lambda c: len(c) == 1, 30)
+        assert said.startswith("Not started: daily cap reached: ") and "of 0.000001 USD" in said
+        assert len(world.github.pulls) == 1 and world.github.violations == []

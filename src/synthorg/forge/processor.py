@@ -37,6 +37,8 @@ _HISTORY = 1000  # deliveries read back for the caps (a day's triggers of one pr
 
 
 _STEERED = "message sent to the active run"  # its run is followed already
+_CAPS = ("daily cap reached", "CI-feedback cap reached")
+"""Refusals of an allowed author, said on the forge (a stranger's refusal is not: see docs)."""
 
 
 class _Wait(Exception):
@@ -109,6 +111,8 @@ class DeliveryProcessor:
                 )
             if state is DeliveryState.STARTED and conversation and outcome != _STEERED:
                 self._follow(record.project_id, conversation)
+            elif state is DeliveryState.REFUSED and outcome.startswith(_CAPS):
+                self._tell(record, conversation, f"Not started: {outcome}.")
             log.info(
                 "FORGE_SETTLED",
                 delivery=record.delivery_id,
@@ -251,6 +255,21 @@ class DeliveryProcessor:
         stages = self._stages.get(project)
         if stages is not None and self._followers is not None:
             self._followers.create_task(self._guarded(project, stages, conversation))
+
+    def _tell(self, record: DeliveryRecord, conversation: str | None, text: str) -> None:
+        """Say a cap's refusal on the issue (or pull request) the delivery came from."""
+        stages = self._stages.get(record.project_id)
+        if stages is None or record.issue is None or self._followers is None:
+            return
+        issue = record.issue
+
+        async def say() -> None:
+            try:
+                await stages.comment(conversation or "none", issue, text)
+            except SynthOrgError as exc:
+                log.warning("FORGE_REFUSAL_COMMENT_FAILED", issue=issue, error=str(exc))
+
+        self._followers.create_task(say())
 
     async def _guarded(self, project: str, stages: ForgeStages, conversation: str) -> None:
         # One run's stages failing in an unforeseen way must not stop the processor (the

@@ -122,6 +122,12 @@ class ForgeStages:
             made = await client.call("POST", f"/issues/{issue}/comments", payload={"body": body})
             client.expect(made, 201, "the status comment")
 
+    async def comment(self, conversation_id: str, issue: int, text: str) -> None:
+        """A new comment on the issue or pull request (a refusal; not the status comment)."""
+        client = ForgeClient(self._ctx(conversation_id), self._forge)
+        made = await client.call("POST", f"/issues/{issue}/comments", payload={"body": text})
+        client.expect(made, 201, "the comment")
+
     async def ci_report(self, conversation_id: str, pull_number: int | None) -> str:
         """What ``ci_status`` reports for the run's pull request: checks and failed log tails."""
         args = PullArgs(pull_number=pull_number)
