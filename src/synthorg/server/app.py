@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from synthorg.forge.hub import ForgeHub
 from synthorg.logging import get_logger
 from synthorg.server.config import ServerSettings
 from synthorg.server.console import install_console
@@ -20,6 +20,9 @@ from synthorg.server.routes import forge as forge_routes
 from synthorg.server.state import Authenticator, ServerState, ServerStore
 from synthorg.server.stream import WS_PROTOCOL
 from synthorg.service.protocol import RunService
+
+if TYPE_CHECKING:  # the hub (mcp, httpx) is imported only by a serve with [forge] projects
+    from synthorg.forge.hub import ForgeHub
 
 log = get_logger("synthorg.server")
 

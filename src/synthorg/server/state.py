@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Annotated, Protocol
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from synthorg.domain import ConversationRecord
 from synthorg.errors import ConflictError, NotFoundError, UsageError
-from synthorg.forge.hub import ForgeHub
 from synthorg.server.auth import ApiKey, Principal, Role
 from synthorg.server.config import ServerSettings
 from synthorg.server.idempotency import IdempotencyKeys
@@ -19,6 +18,9 @@ from synthorg.server.metrics import ServerMetrics
 from synthorg.server.subscribers import SubscriberLimit
 from synthorg.service.protocol import RunService
 from synthorg.store.protocol import ConversationStore, IdempotencyStore
+
+if TYPE_CHECKING:  # the hub (mcp, httpx) is imported only by a serve with [forge] projects
+    from synthorg.forge.hub import ForgeHub
 
 
 class ServerStore(ConversationStore, IdempotencyStore, Protocol):
