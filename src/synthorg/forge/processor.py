@@ -97,6 +97,9 @@ class DeliveryProcessor:
                 continue
             except SynthOrgError as exc:
                 state, outcome, conversation = DeliveryState.FAILED, str(exc), None
+            except Exception as exc:  # one bad delivery must not stop the queue
+                log.error("FORGE_DELIVERY_CRASHED", delivery=record.delivery_id, error=repr(exc))
+                state, outcome, conversation = DeliveryState.FAILED, repr(exc)[:500], None
             await self._store.settle_delivery(
                 record.delivery_id, state, outcome, conversation_id=conversation
             )
