@@ -7,7 +7,8 @@ Both apps run under uvicorn on loopback in this process, one after the other, fe
 httpx client. SynthOrg's endpoint is the real one (real stack over SQLite, the processor
 draining in the background): each delivery is a `/synthorg` comment by an author the project
 does not allow, so it is verified, classified, written durably, answered 202, then settled
-REFUSED by the processor without starting a run. The peer verifies the same signature
+REFUSED by the processor without starting a run (the time the processor takes to settle that
+backlog after the last 202 is printed too). The peer verifies the same signature
 (gidgethub, as ours does) and answers 202. Latency: labelled issues, one at a time, from the
 202 to the delivery being settled STARTED (conversation created and its run started).
 """
@@ -103,6 +104,10 @@ async def main(deliveries: int, concurrency: int, runs: int) -> None:
             )
             async with serving(app) as url:
                 ours = await _throughput(url, deliveries, concurrency, "ours")
+                drained = time.perf_counter()
+                while await wired.store.queued_deliveries(1):  # the backlog settled first
+                    await asyncio.sleep(0.01)
+                drain_s = time.perf_counter() - drained
                 latencies = []
                 async with httpx.AsyncClient(base_url=url, timeout=30) as client:
                     for i in range(runs):
@@ -133,6 +138,7 @@ async def main(deliveries: int, concurrency: int, runs: int) -> None:
         f"deliveries/s accepted: synthorg {ours:.0f}, bare FastAPI + signature {bare:.0f}, "
         f"ratio {ours / bare:.2f} ({deliveries} deliveries, concurrency {concurrency})"
     )
+    print(f"backlog of {deliveries} refused deliveries settled {drain_s:.1f} s after the last 202")
     print(
         f"accepted -> run started: median {statistics.median(latencies) * 1000:.0f} ms, "
         f"max {max(latencies) * 1000:.0f} ms ({runs} runs)"
