@@ -126,6 +126,19 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "synthorg.sandbox",
         "synthorg.runtime",
     ),
+    # Forge webhooks drive runs through the service's protocol and keep deliveries in the store.
+    "forge": (
+        *BASICS,
+        *STORE_PROTOCOL,
+        "synthorg.settings",
+        "synthorg.service.protocol",
+        "synthorg.service.options",
+        "synthorg.gateway.signer",  # the scope the control plane's own push is made under
+        "synthorg.engine",
+        "synthorg.store",
+        "synthorg.mcp",
+        "synthorg.workspace",
+    ),
 }
 # Modules a component's own code must not import: the service's composition root wires the
 # service's modules, so none of them may import it back (an import circle).

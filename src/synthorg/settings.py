@@ -48,6 +48,7 @@ SECTIONS = frozenset(
         "delegation",
         "distributed",
         "projects",
+        "forge",
     }
 )
 """Component sections a config may have; anything else is a typo or a stale key (an error)."""

@@ -56,7 +56,9 @@ def operator_headers(home: Path, *roles: Role) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def _spawn(port: int, home: Path, sink: Any) -> subprocess.Popen[bytes]:
+def _spawn(
+    port: int, home: Path, sink: Any, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -65,17 +67,20 @@ def _spawn(port: int, home: Path, sink: Any) -> subprocess.Popen[bytes]:
             "--port",
             str(port),
         ],
-        env=server_env(home),
+        env=server_env(home) if env is None else env,
         stdout=subprocess.DEVNULL,
         stderr=sink,
     )
 
 
-async def start_server(home: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """A started server over ``home`` (its stderr appended to ``log``) and its base URL."""
+async def start_server(
+    home: Path, log: Path, *, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """A started server over ``home`` (its stderr appended to ``log``) and its base URL;
+    ``env`` replaces :func:`server_env`'s environment."""
     port = free_port()
     with log.open("ab") as sink:
-        proc = _spawn(port, home, sink)
+        proc = _spawn(port, home, sink, env)
     url = f"http://127.0.0.1:{port}"
 
     def exited() -> str | None:

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "conversations": ("synthorg.cli.conversations:app", "Inspect conversations and their logs."),
     "demo": ("synthorg.cli.demo:demo", "Fix a failing test in a sample repo, end to end."),
     "eval": ("synthorg.cli.eval:app", "A/B loops over a task suite; promote the winner."),
+    "forge": ("synthorg.cli.forge:app", "Forge webhooks: replay a delivery, list deliveries."),
     "gateway": ("synthorg.cli.gateway:app", "The LLM gateway: serve it, mint per-run bearers."),
     "init": ("synthorg.cli.init:init", "Write a commented synthorg.toml for a repository."),
     "mcp": ("synthorg.cli.mcp:app", "The credentialed-tool MCP server."),

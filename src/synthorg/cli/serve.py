@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
     import uvicorn
 
     from synthorg.distributed.config import DistributedConfig
+    from synthorg.forge.hub import ForgeHub
+    from synthorg.service.protocol import RunService
+    from synthorg.store.protocol import Store
 
 log = get_logger("synthorg.server")
 
@@ -118,9 +122,23 @@ async def _serve(
             auth=auth,
             on_started=on_started,
             after_shutdown=followers.gone,
+            forge=forge_hub(settings, components.store, components.service),
         )
         async with serve_local(settings.home, local):
             await _uvicorn(app, wanted)
+
+
+def forge_hub(settings: Settings, store: Store, service: RunService) -> ForgeHub | None:
+    """The forge webhooks of ``[forge]``, None when it names no project."""
+    from synthorg.forge.config import ForgeSettings
+    from synthorg.forge.hub import ForgeHub, project_stages
+    from synthorg.mcp.config import McpConfig
+
+    forge = section(settings, "forge", ForgeSettings)
+    if not forge.projects:
+        return None
+    stages = project_stages(forge, section(settings, "mcp", McpConfig), os.environ)
+    return ForgeHub.build(forge, os.environ, store, service, stages=stages)
 
 
 def uvicorn_config(app: object, wanted: ServerSettings) -> uvicorn.Config:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -15,9 +16,13 @@ from synthorg.server.http_limits import HttpLimits
 from synthorg.server.list_stream import LIST_WS_PROTOCOL
 from synthorg.server.metrics import ObserveRequests, ServerMetrics
 from synthorg.server.routes import control, conversations, events, git, keys, ops, ws
+from synthorg.server.routes import forge as forge_routes
 from synthorg.server.state import Authenticator, ServerState, ServerStore
 from synthorg.server.stream import WS_PROTOCOL
 from synthorg.service.protocol import RunService
+
+if TYPE_CHECKING:  # the hub (mcp, httpx) is imported only by a serve with [forge] projects
+    from synthorg.forge.hub import ForgeHub
 
 log = get_logger("synthorg.server")
 
@@ -30,6 +35,7 @@ def create_app(
     auth: Authenticator,
     on_started: Callable[[], None] | None = None,
     after_shutdown: Callable[[], Awaitable[None]] | None = None,
+    forge: ForgeHub | None = None,
 ) -> FastAPI:
     """The agent server app.
 
@@ -38,11 +44,17 @@ def create_app(
     active run with SHUTDOWN, leaving the conversations resumable. ``on_started`` runs once
     start-up is done (background warm-ups that should not delay it); ``after_shutdown`` is
     awaited once the runs have stopped (the last moment the process is sure to live: uvicorn
-    re-raises a SIGTERM right after). The store and the service belong to the caller, who
-    closes them after the app has stopped.
+    re-raises a SIGTERM right after). ``forge`` serves forge webhooks; its processor drains
+    the queued deliveries in the background while the app runs. The store and the service
+    belong to the caller, who closes them after the app has stopped.
     """
     state = ServerState(
-        settings=settings, store=store, service=run_service, auth=auth, metrics=ServerMetrics()
+        settings=settings,
+        store=store,
+        service=run_service,
+        auth=auth,
+        metrics=ServerMetrics(),
+        forge=forge,
     )
 
     @asynccontextmanager
@@ -57,9 +69,13 @@ def create_app(
         log.info("SERVER_STARTED")
         if on_started is not None:
             on_started()
+        background = AsyncExitStack()
+        if forge is not None:
+            await background.enter_async_context(forge.running())
         try:
             yield
         finally:
+            await background.aclose()  # no delivery starts a run once shutdown began
             log.info("SERVER_SHUTDOWN")
             await run_service.shutdown()
             if after_shutdown is not None:
@@ -76,7 +92,7 @@ def create_app(
     )
     app.state.server = state
     install_error_handlers(app)
-    for module in (ops, conversations, control, events, git, keys, ws):
+    for module in (ops, conversations, control, events, git, keys, ws, forge_routes):
         app.include_router(module.router)
     app.add_middleware(HttpLimits, openapi=app.openapi, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(ObserveRequests, metrics=state.metrics)

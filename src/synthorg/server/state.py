@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Annotated, Protocol
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -19,6 +19,9 @@ from synthorg.server.metrics import ServerMetrics
 from synthorg.server.subscribers import SubscriberLimit
 from synthorg.service.protocol import RunService
 from synthorg.store.protocol import ConversationStore, IdempotencyStore
+
+if TYPE_CHECKING:  # the hub (mcp, httpx) is imported only by a serve with [forge] projects
+    from synthorg.forge.hub import ForgeHub
 
 
 class ServerStore(ConversationStore, IdempotencyStore, Protocol):
@@ -63,6 +66,8 @@ class ServerState:
     service: RunService
     auth: Authenticator
     metrics: ServerMetrics
+    forge: ForgeHub | None = None
+    """Forge webhooks, when ``[forge]`` has projects."""
     subscribers: SubscriberLimit = field(init=False)
     starting: set[str] = field(default_factory=set)
     idempotency: IdempotencyKeys = field(init=False)

@@ -45,6 +45,7 @@ from synthorg.store.fence import RUN_FENCE, lost
 from synthorg.store.pg_listen import RECORD_CHANGED, Listener, Notifier
 from synthorg.store.postgres_budget import PostgresBudget
 from synthorg.store.postgres_eval import PostgresEvalItems
+from synthorg.store.postgres_forge import PostgresForgeDeliveries
 from synthorg.store.postgres_idempotency import PostgresIdempotencyKeys
 from synthorg.store.protocol import (
     ConversationPage,
@@ -160,7 +161,13 @@ SELECT 1 FROM owner
 earlier execution of the conversation, so only this owner's run is extended)."""
 
 
-class PostgresStore(PostgresBudget, PostgresEvalItems, PostgresIdempotencyKeys, LiveTail):
+class PostgresStore(
+    PostgresBudget,
+    PostgresEvalItems,
+    PostgresIdempotencyKeys,
+    PostgresForgeDeliveries,
+    LiveTail,
+):
     """Conversations, the event log and the ledger in a PostgreSQL database."""
 
     def __init__(

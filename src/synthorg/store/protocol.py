@@ -421,5 +421,73 @@ class IdempotencyStore(Protocol):
         ...
 
 
-class Store(ConversationStore, LedgerStore, EvalRecordStore, IdempotencyStore, Protocol):
+class DeliveryState(StrEnum):
+    """Where a forge delivery is: queued for the background, or what was done with it."""
+
+    QUEUED = "queued"
+    STARTED = "started"  # a run was started or resumed
+    REFUSED = "refused"  # an author not allowed, a cap reached: nothing started
+    FAILED = "failed"  # the work could not be done (the outcome says why)
+    SKIPPED = "skipped"  # nothing to do after all (e.g. feedback on a PR not known here)
+
+
+class DeliveryRecord(BaseModel):
+    """One accepted forge delivery, kept by its delivery id (a redelivery is the same row)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    delivery_id: str = Field(description="X-GitHub-Delivery.")
+    project_id: str = Field(description="The project whose webhook received it.")
+    event: str = Field(description="X-GitHub-Event and the action, e.g. issues.labeled.")
+    state: DeliveryState = Field(description="Queued, or what was done.")
+    outcome: str = Field(default="", description="What was done, in a sentence.")
+    issue: int | None = Field(default=None, description="The issue or pull request number.")
+    conversation_id: str | None = Field(default=None, description="The conversation it drove.")
+    payload: dict[str, Any] = Field(description="The delivery's JSON body.")
+    received_at: datetime = Field(description="When it was accepted.")
+    updated_at: datetime = Field(description="When its state last changed.")
+
+
+@runtime_checkable
+class ForgeDeliveryStore(Protocol):
+    """Forge deliveries that outlive the server: deduplicated, queued, settled."""
+
+    async def record_delivery(self, record: DeliveryRecord) -> bool:
+        """Insert ``record``; False (nothing written) when its delivery id is already kept."""
+        ...
+
+    async def queued_deliveries(self, limit: int) -> list[DeliveryRecord]:
+        """The oldest deliveries still queued."""
+        ...
+
+    async def settle_delivery(
+        self,
+        delivery_id: str,
+        state: DeliveryState,
+        outcome: str,
+        *,
+        conversation_id: str | None = None,
+    ) -> None:
+        """Record what was done with a delivery."""
+        ...
+
+    async def recent_deliveries(
+        self, limit: int, *, project_id: str | None = None
+    ) -> list[DeliveryRecord]:
+        """The newest deliveries (of one project when given)."""
+        ...
+
+    async def issue_conversation(self, project_id: str, issue: int) -> str | None:
+        """The conversation the newest started delivery of this issue (or PR) drove."""
+        ...
+
+
+class Store(
+    ConversationStore,
+    LedgerStore,
+    EvalRecordStore,
+    IdempotencyStore,
+    ForgeDeliveryStore,
+    Protocol,
+):
     """One backend serves both: conversations and the ledger share a database."""

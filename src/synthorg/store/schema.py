@@ -191,6 +191,30 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        9,
+        "forge deliveries: a webhook's work queued durably, a redelivery recognised by its id",
+        (
+            """
+            CREATE TABLE forge_deliveries (
+                delivery_id TEXT PRIMARY KEY,
+                project_id TEXT NOT NULL,
+                event TEXT NOT NULL,
+                state TEXT NOT NULL,
+                outcome TEXT NOT NULL DEFAULT '',
+                issue {bigint},
+                conversation_id TEXT,
+                payload {json} NOT NULL,
+                received_at {ts} NOT NULL,
+                updated_at {ts} NOT NULL
+            )
+            """,
+            "CREATE INDEX forge_deliveries_by_state ON forge_deliveries (state, received_at)",
+            "CREATE INDEX forge_deliveries_recent ON forge_deliveries (received_at DESC)",
+            """CREATE INDEX forge_deliveries_by_issue
+               ON forge_deliveries (project_id, issue, received_at DESC)""",
+        ),
+    ),
 )
 
 IDENTIFY = (

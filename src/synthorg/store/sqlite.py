@@ -41,6 +41,7 @@ from synthorg.store.secrets import SecretCipher
 from synthorg.store.sqlite_budget import SqliteBudget, execution_row
 from synthorg.store.sqlite_engine import BUSY_TIMEOUT_S, SqliteReaders, SqliteWriter
 from synthorg.store.sqlite_eval import SqliteEvalItems
+from synthorg.store.sqlite_forge import SqliteForgeDeliveries
 from synthorg.store.sqlite_idempotency import SqliteIdempotencyKeys
 from synthorg.store.tail import LiveTail, TailHub
 from synthorg.store.tree_budget import (
@@ -74,7 +75,9 @@ def _migrate(conn: sqlite3.Connection) -> int:
     return applied
 
 
-class SqliteStore(SqliteBudget, SqliteEvalItems, SqliteIdempotencyKeys, LiveTail):
+class SqliteStore(
+    SqliteBudget, SqliteEvalItems, SqliteIdempotencyKeys, SqliteForgeDeliveries, LiveTail
+):
     """Conversations, the event log and the ledger in one SQLite file."""
 
     def __init__(

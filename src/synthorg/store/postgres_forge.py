@@ -1,0 +1,99 @@
+"""Forge deliveries on PostgreSQL: one row per delivery id, queued then settled."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from synthorg.store import codec
+from synthorg.store.protocol import DeliveryRecord, DeliveryState
+
+_COLUMNS = (
+    "delivery_id, project_id, event, state, outcome, issue, conversation_id, payload,"
+    " received_at, updated_at"
+)
+
+
+def _record(row: tuple[Any, ...]) -> DeliveryRecord:
+    return DeliveryRecord(
+        delivery_id=row[0],
+        project_id=row[1],
+        event=row[2],
+        state=DeliveryState(row[3]),
+        outcome=row[4],
+        issue=row[5],
+        conversation_id=row[6],
+        payload=row[7],
+        received_at=codec.utc(row[8]),
+        updated_at=codec.utc(row[9]),
+    )
+
+
+class PostgresForgeDeliveries:
+    """Forge deliveries on PostgreSQL (mixed into PostgresStore)."""
+
+    _all: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresStore's query helper
+
+    async def record_delivery(self, record: DeliveryRecord) -> bool:
+        rows = await self._all(
+            f"INSERT INTO forge_deliveries ({_COLUMNS})"  # noqa: S608 (constant columns)
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (delivery_id) DO NOTHING RETURNING 1",
+            (
+                record.delivery_id,
+                record.project_id,
+                record.event,
+                record.state.value,
+                record.outcome,
+                record.issue,
+                record.conversation_id,
+                Jsonb(record.payload),
+                codec.utc(record.received_at),
+                codec.utc(record.updated_at),
+            ),
+        )
+        return bool(rows)
+
+    async def queued_deliveries(self, limit: int) -> list[DeliveryRecord]:
+        rows = await self._all(
+            f"SELECT {_COLUMNS} FROM forge_deliveries WHERE state = %s"  # noqa: S608 (constant columns)
+            " ORDER BY received_at, delivery_id LIMIT %s",
+            (DeliveryState.QUEUED.value, limit),
+        )
+        return [_record(row) for row in rows]
+
+    async def settle_delivery(
+        self,
+        delivery_id: str,
+        state: DeliveryState,
+        outcome: str,
+        *,
+        conversation_id: str | None = None,
+    ) -> None:
+        await self._all(
+            "UPDATE forge_deliveries SET state = %s, outcome = %s,"
+            " conversation_id = coalesce(%s, conversation_id), updated_at = now()"
+            " WHERE delivery_id = %s RETURNING 1",
+            (state.value, outcome, conversation_id, delivery_id),
+        )
+
+    async def recent_deliveries(
+        self, limit: int, *, project_id: str | None = None
+    ) -> list[DeliveryRecord]:
+        rows = await self._all(
+            f"SELECT {_COLUMNS} FROM forge_deliveries"  # noqa: S608 (constant columns)
+            " WHERE %s::text IS NULL OR project_id = %s"
+            " ORDER BY received_at DESC, delivery_id DESC LIMIT %s",
+            (project_id, project_id, limit),
+        )
+        return [_record(row) for row in rows]
+
+    async def issue_conversation(self, project_id: str, issue: int) -> str | None:
+        rows = await self._all(
+            "SELECT conversation_id FROM forge_deliveries WHERE project_id = %s AND issue = %s"
+            " AND conversation_id IS NOT NULL ORDER BY received_at DESC LIMIT 1",
+            (project_id, issue),
+        )
+        return None if not rows else str(rows[0][0])
