@@ -54,19 +54,23 @@ def _is_sandbox_of(pid: int, worktree: Path) -> bool:
     return comm == "bwrap" and Path(cwd) == worktree
 
 
-def stop_sandboxes(owner_pid: int, worktree: Path) -> int:
-    """Kill the sandboxes process ``owner_pid`` runs in ``worktree`` (and all below them);
-    how many sandboxes were stopped. Never this process's own."""
-    if owner_pid == os.getpid():
-        return 0
+def stop_sandboxes(worktree: Path) -> int:
+    """Kill every sandbox on this host that runs in ``worktree`` (and all below it), except
+    this process's own; how many were stopped. Whoever else runs one there is an owner this
+    process superseded (one live owner per conversation, one worktree per conversation), also
+    when that owner's record is gone already: a sweep that found its lease lapsed released it
+    before this takeover could read who it was."""
     tree = _children()
+    spared = {os.getpid(), *_below(tree, os.getpid())}
     stopped = 0
-    for pid in _below(tree, owner_pid):
-        if not _is_sandbox_of(pid, worktree):
+    for pid in _below(tree, 0):  # every process, outermost first
+        if pid in spared or not _is_sandbox_of(pid, worktree):
             continue
         # Deepest first: pid-1 of the namespace takes the rest with it, the outer bwrap last.
-        for victim in [*reversed(_below(tree, pid)), pid]:
+        victims = [*reversed(_below(tree, pid)), pid]
+        for victim in victims:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(victim, signal.SIGKILL)
+        spared.update(victims)  # a nested bwrap below it is gone with it
         stopped += 1
     return stopped

@@ -12,7 +12,6 @@ sandbox at all (the model had already finished).
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,18 +29,20 @@ async def supersede(
     *,
     settle: Callable[[Path], int] | None = None,
 ) -> None:
-    """When ``previous`` ran on this host, stop its sandboxes of this conversation and
-    ``settle`` what dead owners' sandboxes left (a live zombie's quota stays: it holds its
-    lock)."""
-    if previous is not None and previous.host == socket.gethostname() and record.workspace:
-        worktree = Path(record.workspace.path)
-        stopped = await asyncio.to_thread(stop_sandboxes, previous.pid, worktree)
-        settled = await asyncio.to_thread(settle, worktree) if settle is not None else 0
-        if stopped or settled:
-            _log.warning(
-                "SUPERSEDED_SANDBOXES_STOPPED",
-                conversation_id=record.id,
-                owner_pid=previous.pid,
-                sandboxes=stopped,
-                quotas_settled=settled,
-            )
+    """Stop every other process's sandbox of this conversation on this host and ``settle``
+    what dead owners' sandboxes left (a live zombie's quota stays: it holds its lock).
+    ``previous`` (the owner read before the claim, None when a sweep released it first) only
+    names who was superseded in the log: a sandbox in this worktree is a superseded one."""
+    if record.workspace is None:
+        return
+    worktree = Path(record.workspace.path)
+    stopped = await asyncio.to_thread(stop_sandboxes, worktree)
+    settled = await asyncio.to_thread(settle, worktree) if settle is not None else 0
+    if stopped or settled:
+        _log.warning(
+            "SUPERSEDED_SANDBOXES_STOPPED",
+            conversation_id=record.id,
+            owner=previous.describe() if previous is not None else None,
+            sandboxes=stopped,
+            quotas_settled=settled,
+        )
