@@ -25,6 +25,8 @@ PUBLIC = {
     "/docs",
     "/docs/oauth2-redirect",
     "/redoc",
+    # Authenticated by the forge's HMAC signature, not an API key (tests/forge: 401 unsigned).
+    "/api/forge/{project}/webhook",
 }
 
 # The role each protected route needs (read routes: any role).
