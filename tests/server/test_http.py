@@ -84,3 +84,25 @@ async def test_the_schema_refuses_what_the_server_refuses(
     async with client_for(app, keys.approver) as approver:
         empty = await approver.post(f"/api/conversations/{cid}/confirmation", json={})
         assert empty.status_code == 422
+
+
+async def test_a_query_parameter_the_route_does_not_document_is_refused(
+    operator: httpx.AsyncClient, repo: Path
+) -> None:
+    """A misspelt filter is an error, never "no filter": ?staus=running listed every
+    conversation as if each were running (and schemathesis's `?=null` was answered 200)."""
+    await create(operator, repo)
+    assert (await operator.get("/api/conversations", params={"status": "running"})).json()[
+        "items"
+    ] == []
+    for query in ("staus=running", "=null", "status=running&limit=5&x=1"):
+        refused = await operator.get(f"/api/conversations?{query}")
+        assert refused.status_code == 422, (query, refused.text)
+        unknown = [e for e in refused.json()["detail"] if e["type"] == "extra_forbidden"]
+        assert unknown and all(e["loc"][0] == "query" for e in unknown), refused.text
+    counted = await operator.get("/api/conversations/count?project=nope&typo=1")
+    assert counted.status_code == 422
+    # Documented parameters, repeated or blank, and HEAD stay as they were.
+    assert (await operator.get("/api/conversations?limit=5&status=")).status_code == 422
+    assert (await operator.get("/api/conversations?limit=5")).status_code == 200
+    assert (await operator.head("/api/conversations?limit=5")).status_code in (200, 405)

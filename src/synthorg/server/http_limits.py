@@ -1,4 +1,5 @@
-"""HTTP hygiene in front of the routes: request body cap (413), OPTIONS and ``Allow`` headers."""
+"""HTTP hygiene in front of the routes: request body cap (413), OPTIONS and ``Allow`` headers,
+query parameters the route does not document (422)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import functools
 import re
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
@@ -24,23 +26,33 @@ def _table(
     return [(_template(path), path.count("{"), set(methods)) for path, methods in paths]
 
 
-_last: tuple[dict[str, Any], tuple[tuple[str, frozenset[str]], ...]] | None = None
+_Paths = tuple[tuple[str, frozenset[str]], ...]
+_Queries = dict[tuple[str, str], frozenset[str]]
+_last: tuple[dict[str, Any], _Paths, _Queries] | None = None
 
 
-def _documented(doc: dict[str, Any]) -> tuple[tuple[str, frozenset[str]], ...]:
-    """(template, methods) of the OpenAPI paths; worked out once per document (every request
-    asks now, and the app's document does not change)."""
+def _documented(doc: dict[str, Any]) -> tuple[_Paths, _Queries]:
+    """(template, methods) of the OpenAPI paths, and the query parameter names of each
+    (template, method); worked out once per document (every request asks now, and the app's
+    document does not change)."""
     global _last
     if _last is None or _last[0] is not doc:
         table = tuple((t, frozenset(m.upper() for m in ops)) for t, ops in doc.items())
-        _last = (doc, table)
-    return _last[1]
+        queries = {
+            (template, method.upper()): frozenset(
+                p["name"] for p in operation.get("parameters", ()) if p.get("in") == "query"
+            )
+            for template, operations in doc.items()
+            for method, operation in operations.items()
+        }
+        _last = (doc, table, queries)
+    return _last[1], _last[2]
 
 
 def allowed_methods(openapi: Callable[[], dict[str, Any]], path: str) -> list[str]:
     """Every method the API documents for this path, plus HEAD and OPTIONS (empty: no such
     path). Read from the OpenAPI document, so ``Allow`` and the schema always agree."""
-    paths = _documented(openapi()["paths"])
+    paths, _ = _documented(openapi()["paths"])
     # The most specific templates win, as in routing: /api/conversations/count is not
     # /api/conversations/{conversation_id} (whose DELETE it must not advertise).
     matches = [
@@ -58,13 +70,40 @@ def allowed_methods(openapi: Callable[[], dict[str, Any]], path: str) -> list[st
     return sorted(methods | {"OPTIONS"} | ({"HEAD"} if "GET" in methods else set()))
 
 
+def undocumented_query(openapi: Callable[[], dict[str, Any]], scope: Scope) -> list[str]:
+    """The query parameter names of this request that its operation does not document
+    (empty: none, or the path is not one of the API's). A misspelt filter must not be read as
+    "no filter": ``?staus=running`` would list every conversation as if they matched."""
+    raw = scope.get("query_string", b"")
+    if not raw:
+        return []
+    paths, declared = _documented(openapi()["paths"])
+    method = "GET" if scope["method"] == "HEAD" else scope["method"]
+    matches = [
+        (params, template)
+        for (pattern, params, _), (template, _m) in zip(_table(paths), paths, strict=True)
+        if pattern.fullmatch(scope["path"]) and (template, method) in declared
+    ]
+    if not matches:
+        return []
+    fewest = min(params for params, _ in matches)
+    known = frozenset().union(
+        *(declared[(template, method)] for params, template in matches if params == fewest)
+    )
+    names = dict.fromkeys(
+        name for name, _ in parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
+    )
+    return [name for name in names if name not in known]
+
+
 def _too_large(limit: int) -> str:
     return f"request body larger than {limit} bytes ([server] max_body_bytes); send less"
 
 
 class HttpLimits:
     """ASGI middleware: refuse bodies over ``max_body_bytes`` (declared or streamed) with 413;
-    answer ``OPTIONS`` with the path's methods in ``Allow`` (204)."""
+    answer ``OPTIONS`` with the path's methods in ``Allow`` (204); refuse query parameters
+    the operation does not document with 422."""
 
     def __init__(
         self, app: ASGIApp, *, openapi: Callable[[], dict[str, Any]], max_body_bytes: int
@@ -92,6 +131,19 @@ class HttpLimits:
             }
             headers = {"Allow": ", ".join(methods)}
             await JSONResponse(body, status_code=405, headers=headers)(scope, receive, send)
+            return
+        unknown = undocumented_query(self.openapi, scope) if methods else []
+        if unknown:
+            # The shape of every other 422 (FastAPI's validation errors, as documented).
+            detail = [
+                {
+                    "type": "extra_forbidden",
+                    "loc": ["query", name[:100]],
+                    "msg": "unknown query parameter: see /openapi.json for this route's",
+                }
+                for name in unknown[:20]
+            ]
+            await JSONResponse({"detail": detail}, status_code=422)(scope, receive, send)
             return
         limit = self.max_body_bytes
         declared = dict(scope["headers"]).get(b"content-length")
