@@ -1,6 +1,7 @@
 """CLI start-up benchmark: `--help`, `conversations list` and a run's first event, vs baselines.
 
     uv run python benchmarks/cli_bench.py [--rounds 7] [--run-rounds 3] [--baseline-rev c505cd3]
+        [--venv ~/.cache/synthorg-bench/agent-server] [--no-peer]
 
 Every figure is the median wall time of fresh processes, rounds interleaved so machine load
 hits all variants alike. Baselines measured in the same run:
@@ -10,6 +11,13 @@ hits all variants alike. Baselines measured in the same run:
   - the CLI at ``--baseline-rev`` (extracted with ``git archive``, run from the same venv).
 The run's time to first event is from spawning ``synthorg run`` (the demo task, scripted
 model, bwrap sandbox) to the first event line on its stdout.
+
+The peer's figure in the same rounds: ``agent-server --help`` of OpenHands' agent-server
+1.58.2 (its venv made once by ``server_vs_agent_server_bench.ensure_peer``), the command line
+of the OpenHands program that plays our ``synthorg serve``'s part. OpenHands' own CLI (PyPI
+``openhands``) is not installed on this machine (neither in that venv nor in the OpenHands
+runtime venv the tests build), so ``--help`` and a run's first event have no CLI peer here:
+the output says so.
 """
 
 from __future__ import annotations
@@ -28,8 +36,10 @@ from pathlib import Path
 
 import psutil
 from baseline import bytecode_env, extract_src
+from server_vs_agent_server_bench import ensure_peer
 
 ROOT = Path(__file__).resolve().parents[1]
+PEER_HELP = "agent-server --help (OpenHands 1.58.2)"
 PRE_CHANGE_IMPORTS = "import typer, rich.console, fastapi, mcp, psycopg, uvicorn, httpx"
 
 
@@ -77,8 +87,13 @@ def main() -> None:
     parser.add_argument(
         "--no-bytecode", action="store_true", help="compile every module in every process"
     )
+    parser.add_argument(
+        "--venv", type=Path, default=Path.home() / ".cache" / "synthorg-bench" / "agent-server"
+    )
+    parser.add_argument("--no-peer", action="store_true", help="leave agent-server out")
     args = parser.parse_args()
     bytecode = not args.no_bytecode
+    peer = None if args.no_peer else ensure_peer(args.venv)
 
     from synthorg.service.demo import DEMO_TASK, create_demo_repo
 
@@ -114,6 +129,11 @@ def main() -> None:
                 [*cli, "conversations", "list"], old_env
             ),
         }
+        if peer is not None:  # its import fetches a price list from the network unless told
+            peer_env = {**os.environ, "HOME": str(scratch), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+            peer_env = bytecode_env(peer_env, peer.parent.parent / "pycache", enabled=bytecode)
+            subprocess.run([str(peer), "--help"], env=peer_env, capture_output=True, check=True)
+            variants[PEER_HELP] = lambda: _timed([str(peer), "--help"], peer_env)
         runs: dict[str, Callable[[], tuple[float, float]]] = {
             "run: first event": lambda: _first_event(
                 [*cli, "run", DEMO_TASK, "--repo", str(repo), "-c", str(config)], env
@@ -148,6 +168,17 @@ def main() -> None:
             f"{what}: {median[what]:.3f} s vs {old:.3f} s at {rev} -> {median[what] / old:.2f}x; "
             f"CPU {cpu[what]:.3f} s vs {old_cpu:.3f} s -> {cpu[what] / old_cpu:.2f}x"
         )
+    if PEER_HELP in median:
+        theirs, their_cpu = median[PEER_HELP], cpu[PEER_HELP]
+        print(
+            f"synthorg --help: {median['synthorg --help']:.3f} s vs {PEER_HELP} {theirs:.3f} s "
+            f"-> {median['synthorg --help'] / theirs:.2f}x; CPU {cpu['synthorg --help']:.3f} s "
+            f"vs {their_cpu:.3f} s -> {cpu['synthorg --help'] / their_cpu:.2f}x"
+        )
+    print(
+        "OpenHands CLI (PyPI `openhands`): not installed on this machine: no peer figure for "
+        "`--help` of that CLI nor for a run's first event"
+    )
     print(
         f"synthorg --help over the interpreter floor: {median['synthorg --help'] - floor:.3f} s; "
         f"the pre-change import set alone: {median['pre-change import set'] - floor:.3f} s"

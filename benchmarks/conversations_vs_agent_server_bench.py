@@ -48,7 +48,7 @@ from typing import Any
 
 import httpx
 import psutil
-from server_vs_agent_server_bench import ensure_peer, free_port, peer, stop_group
+from server_vs_agent_server_bench import ensure_peer, free_port, peer, spawn_group, stop_group
 
 from synthorg.sandbox.bwrap import host_python_dir
 from synthorg.server import KeyStore, Role
@@ -118,7 +118,7 @@ class TreeSampler:
             self._stop.wait(self.every_s)
 
 
-async def _until_ok(url: str, proc: subprocess.Popen[bytes], limit_s: float = 180) -> None:
+async def until_ok(url: str, proc: subprocess.Popen[bytes], limit_s: float = 180) -> None:
     deadline = time.monotonic() + limit_s
     async with httpx.AsyncClient() as client:
         while time.monotonic() < deadline:
@@ -131,7 +131,7 @@ async def _until_ok(url: str, proc: subprocess.Popen[bytes], limit_s: float = 18
     raise SystemExit(f"{url} not ready within {limit_s} s")
 
 
-async def _until_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+async def until_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
     for _ in range(1200):
         if proc.poll() is not None:
             raise SystemExit(f"the fake model exited ({proc.returncode})")
@@ -184,7 +184,7 @@ async def synthorg_round(scratch: Path, model_url: str, n: int, marker: str) -> 
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        await _until_ok(f"{url}/ready", proc)
+        await until_ok(f"{url}/ready", proc)
         headers = {"Authorization": f"Bearer {key}"}
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600) as api:
 
@@ -208,9 +208,10 @@ async def synthorg_round(scratch: Path, model_url: str, n: int, marker: str) -> 
     return _figures(wall, sampler)
 
 
-async def openhands_round(
-    exe: Path, scratch: Path, model_url: str, n: int, marker: str
-) -> dict[str, Any]:
+def openhands_command(
+    exe: Path, scratch: Path, n: int, marker: str
+) -> tuple[list[str], dict[str, str], int]:
+    """agent-server's command, environment and port for ``n`` conversations at once."""
     command, env, port = peer(exe, scratch)
     tmux = scratch / "tmux"
     tmux.mkdir(mode=0o700)
@@ -218,12 +219,12 @@ async def openhands_round(
     # The agent's python3 is the interpreter our sandbox shows (no pytest: the demo's test
     # command then runs unittest on both sides), not this venv's, which has pytest.
     env["PATH"] = f"{host_python_dir()}/bin:/usr/local/bin:/usr/bin:/bin"
-    paths = [create_demo_repo(scratch / "repos" / f"calc-{i}") for i in range(n + 1)]
-    proc = subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    return command, env, port
+
+
+async def openhands_conversation(api: httpx.AsyncClient, model_url: str, repo: Path) -> str:
+    """The demo task as one agent-server conversation in ``repo``, polled until it ends;
+    ``""`` when it finished with calc.py fixed, else what went wrong."""
     llm = {
         "model": f"openai/{MODEL}",
         "base_url": model_url,
@@ -232,33 +233,39 @@ async def openhands_round(
         "usage_id": "agent",
     }
     tools = [{"name": "terminal"}, {"name": "file_editor"}]
+    body: dict[str, Any] = {
+        "agent": {"kind": "Agent", "llm": llm, "tools": tools},
+        "workspace": {"working_dir": str(repo)},
+        "initial_message": {"role": "user", "content": [{"type": "text", "text": DEMO_TASK}]},
+        "autotitle": False,
+    }
+    created = await api.post("/api/conversations", json=body)
+    assert created.status_code in (200, 201), created.text
+    cid = created.json()["id"]
+    while True:
+        view = await _poll(api, f"/api/conversations/{cid}")
+        status = view.get("execution_status")
+        if status in ("finished", "error", "stuck"):
+            fixed = FIXED in (repo / "calc.py").read_text()
+            return "" if status == "finished" and fixed else f"{cid}: {status}, fixed: {fixed}"
+        await asyncio.sleep(POLL_S)
+
+
+async def openhands_round(
+    exe: Path, scratch: Path, model_url: str, n: int, marker: str
+) -> dict[str, Any]:
+    command, env, port = openhands_command(exe, scratch, n, marker)
+    paths = [create_demo_repo(scratch / "repos" / f"calc-{i}") for i in range(n + 1)]
+    proc = spawn_group(command, env)
+    url = f"http://127.0.0.1:{port}"
     failed: list[str] = []
     try:
-        await _until_ok(f"{url}/health", proc)
+        await until_ok(f"{url}/health", proc)
         async with httpx.AsyncClient(base_url=url, timeout=600) as api:
 
             async def one(i: int) -> None:
-                body: dict[str, Any] = {
-                    "agent": {"kind": "Agent", "llm": llm, "tools": tools},
-                    "workspace": {"working_dir": str(paths[i])},
-                    "initial_message": {
-                        "role": "user",
-                        "content": [{"type": "text", "text": DEMO_TASK}],
-                    },
-                    "autotitle": False,
-                }
-                created = await api.post("/api/conversations", json=body)
-                assert created.status_code in (200, 201), created.text
-                cid = created.json()["id"]
-                while True:
-                    view = await _poll(api, f"/api/conversations/{cid}")
-                    status = view.get("execution_status")
-                    if status in ("finished", "error", "stuck"):
-                        fixed = FIXED in (paths[i] / "calc.py").read_text()
-                        if status != "finished" or not fixed:
-                            failed.append(f"{cid}: {status}, calc.py fixed: {fixed}")
-                        return
-                    await asyncio.sleep(POLL_S)
+                if failure := await openhands_conversation(api, model_url, paths[i]):
+                    failed.append(failure)
 
             await one(n)  # warm-up (first-use imports), not counted
             failed.clear()
@@ -266,12 +273,12 @@ async def openhands_round(
                 wall = await _gather_done(n, one)
     finally:
         stop_group(proc)
-        _kill_marked(marker)  # its tmux servers outlive it
+        kill_marked(marker)  # its tmux servers outlive it
     # Reported, not fatal: the peer errs on a loaded machine (its LLM calls time out).
     return {**_figures(wall, sampler), "not_finished": len(failed), "failures": failed[:3]}
 
 
-def _kill_marked(marker: str) -> None:
+def kill_marked(marker: str) -> None:
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
             if proc.environ().get(MARKER) == marker:
@@ -288,7 +295,7 @@ def _figures(wall: float, sampler: TreeSampler) -> dict[str, Any]:
     }
 
 
-def _fake_model(port: int) -> subprocess.Popen[bytes]:
+def fake_model(port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "synthorg.gateway.scripted_server", "--port", str(port),
          "--script", SCRIPT],
@@ -306,12 +313,12 @@ async def main() -> None:
     args = parser.parse_args()
     exe = ensure_peer(args.venv)
     port = free_port()
-    fake = _fake_model(port)
+    fake = fake_model(port)
     model_url = f"http://127.0.0.1:{port}/v1"
     results: dict[str, list[dict[str, Any]]] = {"synthorg": [], "openhands": []}
     loads: list[float] = []
     try:
-        await _until_listening(port, fake)
+        await until_listening(port, fake)
         for _ in range(args.rounds):
             for side in ("synthorg", "openhands"):
                 loads.append(os.getloadavg()[0])

@@ -1,6 +1,7 @@
 """Control-plane CPU per governed run, and its parts, against a baseline revision.
 
     uv run python benchmarks/run_cost_bench.py [--runs 8] [--rounds 3] [--baseline-rev 6681ac7]
+        [--venv ~/.cache/synthorg-bench/agent-server] [--no-peer]
 
 A worker process boots the real stack (SQLite store, embedded gateway serving the demo's
 scripted model, bwrap sandbox with the toolbox, worktrees, checkpoints, the commit gate) and
@@ -21,19 +22,33 @@ plane's share. "run + toolbox" is the host figure of a run plus the toolbox's in
 The baseline is the same worker run from ``git archive <rev>`` (the same venv); workers of
 both alternate ``--rounds`` times so machine load hits them alike. Medians; the ratio is
 current / baseline.
+
+The peer, in the same rounds: OpenHands' agent-server 1.58.2 (its venv made once by
+``server_vs_agent_server_bench.ensure_peer``) runs the same demo task ``--runs`` times one
+after another, its model the same fix script served by ``synthorg.gateway.scripted_server``
+(its own process, not counted; ours runs in the worker's embedded gateway and is counted), as
+``conversations_vs_agent_server_bench.py`` runs it 32 at once. The figure per run is the CPU
+of agent-server's whole process tree (user + system, reaped children included) and of the
+tmux servers it daemonises, from ``psutil`` deltas around each conversation: its agent's
+commands run on the host, so this is its "tree" figure, to be read against our "run tree"
+(or "run + toolbox" where cpuacct is not writable). It does less per run: no worktree, no
+sandbox, no checkpoints, no commit gate.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
+import secrets
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -77,7 +92,13 @@ class TreeCpu:
         """Back to the parent cgroup, and the (then empty) group removed."""
         if self.usage is not None:
             (self.usage.parent.parent / "cgroup.procs").write_text(str(os.getpid()))
-            self.usage.parent.rmdir()
+            # A child still ending (a git, a sandbox's last process) keeps the group busy for
+            # a while on a loaded machine: wait for it to empty, bounded.
+            procs, deadline = self.usage.parent / "cgroup.procs", time.monotonic() + 60
+            while procs.read_text().strip() and time.monotonic() < deadline:
+                time.sleep(0.1)  # a poll interval: cgroups v1 has no wake-up on empty
+            with contextlib.suppress(OSError):  # still busy: left behind, named by pid
+                self.usage.parent.rmdir()
 
 
 async def _cpu_of(
@@ -203,18 +224,96 @@ def _spawn_worker(src: Path, runs: int) -> dict[str, list[float]]:
     return figures
 
 
+def _tree_cpu(root: int, marker: str) -> float:
+    """CPU seconds of ``root``'s process tree and of the processes carrying ``marker``, each
+    with its reaped children: a child that ended between two readings is in its parent's."""
+    import psutil
+    from conversations_vs_agent_server_bench import MARKER
+
+    members: dict[int, psutil.Process] = {}
+    tops = [psutil.Process(root)]
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get(MARKER) == marker:
+                tops.append(proc)
+    for top in tops:
+        with contextlib.suppress(psutil.Error):
+            for proc in [top, *top.children(recursive=True)]:
+                members[proc.pid] = proc
+    total = 0.0
+    for proc in members.values():
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+async def _peer_runs(exe: Path, runs: int) -> list[float]:
+    """CPU seconds per demo-task conversation of agent-server (the first, warming its imports
+    and caches, not counted)."""
+    import httpx
+    from conversations_vs_agent_server_bench import (
+        fake_model,
+        kill_marked,
+        openhands_command,
+        openhands_conversation,
+        until_listening,
+        until_ok,
+    )
+    from server_vs_agent_server_bench import spawn_group, stop_group
+
+    from support import free_port
+    from synthorg.service.demo import create_demo_repo
+
+    spent: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="synthorg-run-cost-peer-") as tmp:
+        scratch, model_port, marker = Path(tmp), free_port(), secrets.token_hex(8)
+        fake = fake_model(model_port)
+        try:
+            await until_listening(model_port, fake)
+            command, env, port = openhands_command(exe, scratch, 1, marker)
+            server = spawn_group(command, env)
+            try:
+                url = f"http://127.0.0.1:{port}"
+                await until_ok(f"{url}/ready", server)
+                async with httpx.AsyncClient(base_url=url, timeout=600) as api:
+                    for i in range(runs + 1):
+                        repo = create_demo_repo(scratch / "repos" / f"calc-{i}")
+                        before = _tree_cpu(server.pid, marker)
+                        model_url = f"http://127.0.0.1:{model_port}/v1"
+                        if failure := await openhands_conversation(api, model_url, repo):
+                            raise SystemExit(f"agent-server run {i}: {failure}")
+                        if i:
+                            spent.append(_tree_cpu(server.pid, marker) - before)
+            finally:
+                stop_group(server)
+                kill_marked(marker)  # its tmux servers outlive it
+        finally:
+            stop_group(fake)
+    return spent
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline-rev", default="6681ac7")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--venv", type=Path, default=Path.home() / ".cache" / "synthorg-bench" / "agent-server"
+    )
+    parser.add_argument("--no-peer", action="store_true", help="leave agent-server out")
     args = parser.parse_args()
     if args.worker:
         with tempfile.TemporaryDirectory(prefix="synthorg-run-cost-") as tmp:
             print(json.dumps(asyncio.run(_worker(args.runs, Path(tmp)))))
         return
 
+    from server_vs_agent_server_bench import ensure_peer
+
+    exe = None if args.no_peer else ensure_peer(args.venv)
+    peer: list[float] = []
+    loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="synthorg-run-cost-base-") as tmp:
         variants = {"current": ROOT / "src", "baseline": extract_src(args.baseline_rev, Path(tmp))}
         merged: dict[str, dict[str, list[float]]] = {name: {} for name in variants}
@@ -222,9 +321,11 @@ def main() -> None:
             for name, src in variants.items():
                 for part, values in _spawn_worker(src, args.runs).items():
                     merged[name].setdefault(part, []).extend(values)
-    load = os.getloadavg()[0]
+            if exe is not None:
+                peer.extend(asyncio.run(_peer_runs(exe, args.runs)))
+            loads.append(os.getloadavg()[0])
     runs = f"{args.rounds} rounds x {args.runs} runs"
-    print(f"{runs}, load average {load:.1f}, baseline {args.baseline_rev}")
+    print(f"{runs}, load average {min(loads):.1f}-{max(loads):.1f}, baseline {args.baseline_rev}")
     parts = ("run", "run + toolbox", "run tree", "worktree", "sandbox", "sandbox tree")
     for part in (*parts, "checkpoint"):
         if part not in merged["current"] or part not in merged["baseline"]:
@@ -235,6 +336,17 @@ def main() -> None:
             f"{part:>13}: {now * 1000:6.1f} ms CPU vs {before * 1000:6.1f} ms at the baseline "
             f"-> {now / before:.2f}x"
         )
+    if peer:
+        theirs = statistics.median(peer)
+        ours = "run tree" if "run tree" in merged["current"] else "run + toolbox"
+        ours = ours if ours in merged["current"] else "run"
+        now = statistics.median(merged["current"][ours])
+        print(
+            f"agent-server 1.58.2, the same task, whole tree: {theirs * 1000:6.1f} ms CPU per run; "
+            f"{ours} {now * 1000:.1f} ms -> {now / theirs:.2f}x"
+        )
+    else:
+        print("agent-server: left out (--no-peer)")
 
 
 if __name__ == "__main__":

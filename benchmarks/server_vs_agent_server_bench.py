@@ -28,6 +28,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+from baseline import bytecode_env
 
 from support import free_port
 
@@ -62,16 +63,21 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def measure(command: list[str], env: dict[str, str], port: int) -> tuple[float, int]:
-    """(seconds to a healthy /health, RSS of the process tree 2 s later)."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(
+def spawn_group(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``command`` in a process group of its own (``stop_group`` ends it), output discarded."""
+    return subprocess.Popen(
         command,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+def measure(command: list[str], env: dict[str, str], port: int) -> tuple[float, int]:
+    """(seconds to a healthy /health, RSS of the process tree 2 s later)."""
+    started = time.perf_counter()
+    proc = spawn_group(command, env)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=2) as client:
             while True:
@@ -126,6 +132,9 @@ def peer(exe: Path, scratch: Path) -> tuple[list[str], dict[str, str], int]:
         "OH_BASH_EVENTS_DIR": str(home / "bash_events"),
         "OH_CONVERSATION_WORKTREE_ROOT": str(home / "worktrees"),
     }
+    # Its modules run from bytecode, as an installed package's do (this machine's shell sets
+    # PYTHONDONTWRITEBYTECODE: without a cache every start compiled the SDK, ~37 CPU-s).
+    env = bytecode_env(env, exe.parent.parent / "pycache")
     return [str(exe), "--host", "127.0.0.1", "--port", str(port)], env, port
 
 

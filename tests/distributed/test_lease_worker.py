@@ -7,25 +7,16 @@ its lease (2 x the heartbeat timeout); no other worker is there to take the run 
 
 from __future__ import annotations
 
-import asyncio
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from synthorg.domain import ObservationEvent
-from synthorg.service.ownership import sweep_dead_owners
 from synthorg.store import open_store
 from synthorg.store.codec import RESTART_OBSERVATION
-from synthorg.store.protocol import ExecutionStatus
 from tests.distributed.conftest import TemporalServer
 from tests.distributed.support import HEARTBEAT_S, TemporalWorld, start_slow_run, start_worker
-from tests.faults.lease_support import (
-    ELSEWHERE,
-    boundaries,
-    interrupted,
-    refused_at_the_lapse,
-)
+from tests.faults.lease_support import ELSEWHERE, boundaries, killed_then_lapsed_and_swept
 
 pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
 
@@ -45,35 +36,15 @@ async def test_a_killed_workers_bearer_dies_with_its_lease_and_its_run_is_swept(
     worker = await start_worker(world, prefix=ELSEWHERE)
     _, client, conversation, slow = await start_slow_run(world, "lease")
     store = await open_store(world.store_url)
-    sweeper: asyncio.Task[None] | None = None
     try:
         async with boundaries(world, store, conversation) as run:
-            assert (await run.chat()).status_code == 200  # alive: the bearer acts
-            text, failed = await run.fetch()
-            assert not failed and "fetched while alive" in text, text
-
-            worker.proc.kill()
-            killed_at = datetime.now(UTC)
-            await worker.exit()
-            lapse = await refused_at_the_lapse(run, killed_at, LEASE_S)
-
-            sweeper = asyncio.create_task(sweep_dead_owners(store, LEASE_S / 3))
-            left_running = await interrupted(store, conversation)
-            print(
-                f"worker: lease lapsed {(lapse - killed_at).total_seconds():.2f} s after the "
-                f"kill; swept {(left_running - lapse).total_seconds():.2f} s after the lapse"
-            )
-            closed = await store.get_execution(run.execution_id)
-            assert closed.status is ExecutionStatus.KILLED, closed
+            await killed_then_lapsed_and_swept(run, worker, LEASE_S, "worker")
             events = [s.event for s in await store.history(conversation, limit=10_000)]
             (answer,) = [
                 e for e in events if isinstance(e, ObservationEvent) and e.action_id == slow
             ]
             assert answer.content == RESTART_OBSERVATION  # the tool call it died in
     finally:
-        if sweeper is not None:
-            sweeper.cancel()
-            await asyncio.wait([sweeper])
         await store.close()
     client.proc.kill()
     await client.exit()

@@ -27,8 +27,10 @@ from synthorg.gateway.embedded import serve_embedded
 from synthorg.gateway.signer import RunBinding
 from synthorg.mcp import CredentialVault, McpConfig, McpToolClient, create_mcp_app, serve_mcp
 from synthorg.mcp.client import McpClientError
+from synthorg.service.ownership import sweep_dead_owners
 from synthorg.store import Store
-from tests.faults.harness import World
+from synthorg.store.protocol import ExecutionStatus
+from tests.faults.harness import Proc, World
 
 _DEADLINE_S = 120.0
 
@@ -134,7 +136,7 @@ async def boundaries(world: World, store: Store, conversation_id: str) -> AsyncI
             await gateway_app.gateway.aclose()
 
 
-async def interrupted(store: Store, conversation_id: str) -> datetime:
+async def _interrupted(store: Store, conversation_id: str) -> datetime:
     """When the conversation left ``running`` (its StatusChangeEvent's time), waited for with
     a bounded deadline."""
     deadline = time.monotonic() + _DEADLINE_S
@@ -155,7 +157,7 @@ ELSEWHERE = ("unshare", "--uts", "sh", "-c", 'hostname synthorg-elsewhere && exe
 that it died from its pid, so only its lease can say so."""
 
 
-async def refused_at_the_lapse(run: Boundaries, killed_at: datetime, lease_s: float) -> datetime:
+async def _refused_at_the_lapse(run: Boundaries, killed_at: datetime, lease_s: float) -> datetime:
     """Once the killed owner's lease has lapsed (within ``lease_s`` of the kill: its last
     renewal came before it), the bearer is refused at the gateway and at the MCP server at
     once, while the conversation is still ``running``: nobody has reconciled it. The lapse."""
@@ -175,3 +177,32 @@ async def refused_at_the_lapse(run: Boundaries, killed_at: datetime, lease_s: fl
     record = await run.store.get_conversation(row.conversation_id)
     assert record.status is ConversationStatus.RUNNING  # no reader was involved
     return lapse
+
+
+async def killed_then_lapsed_and_swept(
+    run: Boundaries, owner: Proc, lease_s: float, label: str
+) -> None:
+    """The bearer acts while ``owner`` (the process holding the run) lives; SIGKILLed, its
+    bearer is refused from the lapse of its lease (``_refused_at_the_lapse``), and a live
+    process's periodic sweep (what every serve and worker runs) takes the conversation out of
+    ``running`` with no reader, its execution killed. Prints the figures the report quotes."""
+    assert (await run.chat()).status_code == 200  # alive: the bearer acts
+    text, failed = await run.fetch()
+    assert not failed and "fetched while alive" in text, text
+    owner.proc.kill()
+    killed_at = datetime.now(UTC)
+    await owner.exit()
+    lapse = await _refused_at_the_lapse(run, killed_at, lease_s)
+    conversation_id = (await run.store.get_execution(run.execution_id)).conversation_id
+    sweeper = asyncio.create_task(sweep_dead_owners(run.store, lease_s / 3))
+    try:
+        left_running = await _interrupted(run.store, conversation_id)
+    finally:
+        sweeper.cancel()
+        await asyncio.wait([sweeper])
+    print(
+        f"{label}: lease lapsed {(lapse - killed_at).total_seconds():.2f} s after the kill; "
+        f"swept {(left_running - lapse).total_seconds():.2f} s after the lapse"
+    )
+    closed = await run.store.get_execution(run.execution_id)
+    assert closed.status is ExecutionStatus.KILLED, closed

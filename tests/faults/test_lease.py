@@ -12,22 +12,14 @@ runs) takes the conversation out of ``running``: nobody reads it. (The bearer: s
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from synthorg.domain import ActionEvent, ObservationEvent
-from synthorg.service.ownership import sweep_dead_owners
 from synthorg.store import open_store
-from synthorg.store.protocol import ExecutionStatus
 from tests.faults.harness import Proc, World, synthorg
-from tests.faults.lease_support import (
-    ELSEWHERE,
-    boundaries,
-    interrupted,
-    refused_at_the_lapse,
-)
+from tests.faults.lease_support import ELSEWHERE, boundaries, killed_then_lapsed_and_swept
 
 pytestmark = [pytest.mark.faults, pytest.mark.bwrap]
 
@@ -60,6 +52,7 @@ async def _start_holder(world: World, holder: str, repo: Path) -> tuple[Proc, Pr
 _ENDLESS = ("run", "keep going", "--model", "endless", "--max-turns", "9999", "--repo")
 
 
+@pytest.mark.timeout(600)  # a serve start, two runs and a lapse: past 300 s at load 30
 @pytest.mark.parametrize("holder", ["run", "serve"])
 async def test_a_killed_owners_bearer_dies_with_its_lease_and_the_run_is_swept(
     world: World, holder: str
@@ -71,28 +64,9 @@ async def test_a_killed_owners_bearer_dies_with_its_lease_and_the_run_is_swept(
     await asyncio.wait_for(acting.wait(), 300)  # inside its run: the lease is being renewed
 
     store = await open_store(world.store_url)
-    sweeper: asyncio.Task[None] | None = None
     try:
         async with boundaries(world, store, conversation) as run:
-            assert (await run.chat()).status_code == 200  # alive: the bearer acts
-            text, failed = await run.fetch()
-            assert not failed and "fetched while alive" in text, text
-
-            owner.proc.kill()
-            killed_at = datetime.now(UTC)
-            await owner.exit()
-            lapse = await refused_at_the_lapse(run, killed_at, LEASE_S)
-
-            # A live SynthOrg process sweeps (every serve and worker runs this task).
-            sweeper = asyncio.create_task(sweep_dead_owners(store, LEASE_S / 3))
-            left_running = await interrupted(store, conversation)
-            print(  # the figures the report quotes
-                f"{holder}: lease lapsed {(lapse - killed_at).total_seconds():.2f}"
-                f" s after the kill; swept "
-                f"{(left_running - lapse).total_seconds():.2f} s after the lapse"
-            )
-            closed = await store.get_execution(run.execution_id)
-            assert closed.status is ExecutionStatus.KILLED, closed
+            await killed_then_lapsed_and_swept(run, owner, LEASE_S, holder)
             events = [s.event for s in await store.history(conversation, limit=10_000)]
             actions = [e.action_id for e in events if isinstance(e, ActionEvent)]
             answered = [e.action_id for e in events if isinstance(e, ObservationEvent)]
@@ -121,9 +95,6 @@ async def test_a_killed_owners_bearer_dies_with_its_lease_and_the_run_is_swept(
             resumed.proc.kill()
             await resumed.exit()
     finally:
-        if sweeper is not None:
-            sweeper.cancel()
-            await asyncio.wait([sweeper])
         await store.close()
     if client.proc.returncode is None:
         client.proc.kill()

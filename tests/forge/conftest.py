@@ -79,7 +79,7 @@ class Forge:
             signature = sign(body, secret or self.secret)
         if signature:
             headers["x-hub-signature-256"] = signature
-        async with httpx.AsyncClient(base_url=self.url, timeout=10) as client:
+        async with httpx.AsyncClient(base_url=self.url, timeout=60) as client:  # load 30: 10 s+
             return await client.post(f"/api/forge/{project}/webhook", content=body, headers=headers)
 
     async def settled(self, delivery: str, deadline_s: float = 60.0) -> DeliveryRecord:

@@ -7,7 +7,8 @@ one status comment; the forge token is in no event and no request but the forge'
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,14 +16,16 @@ import pytest
 
 from synthorg.domain.events import ConfirmationRequestEvent, ToolAuditEvent
 from synthorg.engine.control import Decision
+from synthorg.forge.config import ForgeProject
 from synthorg.mcp.config import McpConfig
 from synthorg.server import KeyStore, ServerSettings
 from synthorg.store.protocol import DeliveryState
 from tests.mcp.mcp_servers import GitRemoteHandler, GitRemoteState, serving
 
-from .conftest import Forge, example, forge_app, messages_of, on_pull, web_project
+from .conftest import Forge, example, forge_app, messages_of, on_pull, until, web_project
 from .fake_forge import FakeGitHub, FakeGitHubHandler
 
+SECRET = "hook-secret-0123456789abcdef"
 GIT_TOKEN = "git-token-0f1e2d3c4b5a69788796a5b4"
 FORGE_TOKEN = "forge-token-a1b2c3d4e5f60718293a4b5c"
 
@@ -73,6 +76,26 @@ def world(tmp_path: Path, repo: Path) -> Iterator[World]:
         yield World(remote=remote, github=github, mcp=mcp)
 
 
+OpenForge = Callable[[ForgeProject], AbstractAsyncContextManager[Forge]]
+"""Serves the real app for a project, its forge and remote those of ``world``."""
+
+
+@pytest.fixture
+def open_forge(
+    home: Path,
+    settings: ServerSettings,
+    key_store: KeyStore,
+    world: World,
+    _scripts_importable: None,
+) -> OpenForge:
+    env = {"WEB_GIT_TOKEN": GIT_TOKEN, "WEB_FORGE_TOKEN": FORGE_TOKEN}
+
+    def opened(project: ForgeProject) -> AbstractAsyncContextManager[Forge]:
+        return forge_app(home, settings, key_store, project, SECRET, mcp=world.mcp, env=env)
+
+    return opened
+
+
 async def _settled_run(forge: Forge, delivery: str) -> str:
     settled = await forge.settled(delivery)
     assert settled.state is DeliveryState.STARTED, settled.outcome
@@ -82,7 +105,6 @@ async def _settled_run(forge: Forge, delivery: str) -> str:
 
 async def _status(forge: Forge, world: World, starts: str) -> str:
     """The issue's one status comment once it says ``starts`` (bounded wait)."""
-    from .conftest import until
 
     async def probe() -> list[str]:
         return world.github.status_comments(1)
@@ -92,20 +114,9 @@ async def _status(forge: Forge, world: World, starts: str) -> str:
 
 
 async def test_an_issue_becomes_a_pull_request_and_feedback_updates_it(
-    capfd: pytest.CaptureFixture[str],
-    home: Path,
-    settings: ServerSettings,
-    key_store: KeyStore,
-    repo: Path,
-    world: World,
-    _scripts_importable: None,
+    capfd: pytest.CaptureFixture[str], repo: Path, world: World, open_forge: OpenForge
 ) -> None:
-    project = web_project(repo, model="answer_each")
-    env = {"WEB_GIT_TOKEN": GIT_TOKEN, "WEB_FORGE_TOKEN": FORGE_TOKEN}
-    secret = "hook-secret-0123456789abcdef"
-    async with forge_app(
-        home, settings, key_store, project, secret, mcp=world.mcp, env=env
-    ) as forge:
+    async with open_forge(web_project(repo, model="answer_each")) as forge:
         await forge.deliver("issues", example("issues.labeled"), delivery="e-1")
         conversation = await _settled_run(forge, "e-1")
         comment = await _status(forge, world, "Finished: pull request #1")
@@ -167,18 +178,9 @@ async def test_an_issue_becomes_a_pull_request_and_feedback_updates_it(
 
 
 async def test_a_run_with_nothing_to_land_opens_nothing(
-    home: Path,
-    settings: ServerSettings,
-    key_store: KeyStore,
-    repo: Path,
-    world: World,
-    _scripts_importable: None,
+    repo: Path, world: World, open_forge: OpenForge
 ) -> None:
-    project = web_project(repo, model="done")
-    env = {"WEB_GIT_TOKEN": GIT_TOKEN, "WEB_FORGE_TOKEN": FORGE_TOKEN}
-    async with forge_app(
-        home, settings, key_store, project, "hook-secret-0123456789abcdef", mcp=world.mcp, env=env
-    ) as forge:
+    async with open_forge(web_project(repo, model="done")) as forge:
         await forge.deliver("issues", example("issues.labeled"), delivery="n-1")
         await _settled_run(forge, "n-1")
         await _status(forge, world, "Finished with nothing to land")
@@ -186,19 +188,11 @@ async def test_a_run_with_nothing_to_land_opens_nothing(
 
 
 async def test_a_run_waiting_for_approval_says_so_on_the_issue(
-    home: Path,
-    settings: ServerSettings,
-    key_store: KeyStore,
-    repo: Path,
-    world: World,
-    _scripts_importable: None,
+    repo: Path, world: World, open_forge: OpenForge
 ) -> None:
-    project = web_project(repo, model="answer_each", confirmation_policy="always")
-    env = {"WEB_GIT_TOKEN": GIT_TOKEN, "WEB_FORGE_TOKEN": FORGE_TOKEN}
-    served = forge_app(
-        home, settings, key_store, project, "hook-secret-0123456789abcdef", mcp=world.mcp, env=env
-    )
-    async with served as forge:
+    async with open_forge(
+        web_project(repo, model="answer_each", confirmation_policy="always")
+    ) as forge:
         await forge.deliver("issues", example("issues.labeled"), delivery="a-1")
         conversation = await _settled_run(forge, "a-1")
         comment = await _status(forge, world, "Waiting for approval: https://console.test/#/c/")
@@ -217,19 +211,11 @@ async def test_a_run_waiting_for_approval_says_so_on_the_issue(
 
 
 async def test_a_trigger_past_the_daily_cap_is_refused_with_a_comment(
-    home: Path,
-    settings: ServerSettings,
-    key_store: KeyStore,
-    repo: Path,
-    world: World,
-    _scripts_importable: None,
+    repo: Path, world: World, open_forge: OpenForge
 ) -> None:
-    project = web_project(repo, model="answer_each", daily_cap_usd="0.000001")
-    env = {"WEB_GIT_TOKEN": GIT_TOKEN, "WEB_FORGE_TOKEN": FORGE_TOKEN}
-    served = forge_app(
-        home, settings, key_store, project, "hook-secret-0123456789abcdef", mcp=world.mcp, env=env
-    )
-    async with served as forge:
+    async with open_forge(
+        web_project(repo, model="answer_each", daily_cap_usd="0.000001")
+    ) as forge:
         await forge.deliver("issues", example("issues.labeled"), delivery="d-1")
         conversation = await _settled_run(forge, "d-1")
         await forge.components.service.wait(conversation)
@@ -238,7 +224,6 @@ async def test_a_trigger_past_the_daily_cap_is_refused_with_a_comment(
         second["issue"]["number"] = 2
         await forge.deliver("issues", second, delivery="d-2")
         assert (await forge.settled("d-2")).state is DeliveryState.REFUSED
-        from .conftest import until
 
         async def on_two() -> list[str]:
             return world.github.status_comments(2)

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from mcp_world import endpoints, world
+from mcp_world import endpoints, own_pull, world
 
-__all__ = ["endpoints", "world"]
+__all__ = ["endpoints", "own_pull", "world"]

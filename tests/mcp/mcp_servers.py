@@ -188,6 +188,23 @@ class ForgeState:
     def full_name(self) -> str:
         return f"{self.owner}/{self.repo}"
 
+    def seed_ci(
+        self,
+        sha: str,
+        combined: str,
+        statuses: list[tuple[str, str, str]],
+        checks: list[tuple[int, str, str, str | None]],
+    ) -> None:
+        """The commit's combined status (``(context, state, description)`` each) and its check
+        runs (``(id, name, status, conclusion)`` each), in GitHub's shapes."""
+        self.statuses[sha] = {
+            "state": combined,
+            "statuses": [{"context": c, "state": st, "description": d} for c, st, d in statuses],
+        }
+        self.check_runs[sha] = [
+            {"id": i, "name": n, "status": st, "conclusion": c} for i, n, st, c in checks
+        ]
+
     def add_pull(self, ref: str, *, repo: str | None = None, sha: str = "0" * 40) -> int:
         """A pull request opened outside the tool (another branch, or a fork)."""
         number = max(self.pull_objects, default=0) + 1

@@ -40,6 +40,8 @@ GIT_TOKEN = "ghs_gitPUSHtoken_5b1f0e9a7c3d4e2f8a6b"
 FORGE_TOKEN = "ghp_forgeAPItoken_9d8c7b6a5f4e3d2c1b0a"
 CONVERSATION = "conv-alpha-1"
 OTHER_CONVERSATION = "conv-alpha-2"
+BRANCH = f"synthorg/{CONVERSATION}"
+"""The run's own branch."""
 
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "SynthOrg Test",
@@ -292,6 +294,24 @@ async def endpoints(world: World) -> AsyncIterator[McpEndpoints]:
     uds = Path(f"/tmp/synthorg-mcp-test-{os.getpid()}-{time.monotonic_ns()}.sock")
     async with serve_mcp(app, uds=uds, host="127.0.0.1", port=0) as ends:
         yield ends
+
+
+@dataclass(frozen=True)
+class OwnPull:
+    """The run's pull request: its branch pushed, the pull request opened on the forge."""
+
+    number: int
+    head_sha: str
+
+
+@pytest.fixture
+async def own_pull(world: World, endpoints: McpEndpoints) -> OwnPull:
+    world.commit_on(BRANCH)
+    assert not (await call(endpoints, world.bearer(), "git_push", {})).is_error
+    opened = await call(endpoints, world.bearer(), "open_pull_request", {"title": "Work"})
+    assert not opened.is_error, opened.text
+    number = max(world.forge_state.pull_objects)
+    return OwnPull(number, world.forge_state.pull_objects[number]["head"]["sha"])
 
 
 BearerFactory = Callable[..., str]

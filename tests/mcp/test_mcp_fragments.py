@@ -12,12 +12,10 @@ import re
 
 import pytest
 import structlog
-from mcp_world import CONVERSATION, FORGE_TOKEN, GIT_TOKEN, World, call
+from mcp_world import CONVERSATION, FORGE_TOKEN, GIT_TOKEN, OwnPull, World, call
 
 from synthorg.mcp import McpClientError, McpEndpoints
 from synthorg.mcp.redact import REDACTED
-
-BRANCH = f"synthorg/{CONVERSATION}"
 
 
 def _echoes(token: str) -> list[str]:
@@ -41,14 +39,6 @@ def _runs(text: str) -> list[str]:
     ]
 
 
-async def _open_pull(world: World, endpoints: McpEndpoints) -> int:
-    world.commit_on(BRANCH)
-    assert not (await call(endpoints, world.bearer(), "git_push", {})).is_error
-    opened = await call(endpoints, world.bearer(), "open_pull_request", {"title": "Work"})
-    assert not opened.is_error, opened.text
-    return max(world.forge_state.pull_objects)
-
-
 async def _no_fragment_anywhere(
     world: World, text: str, structured: list[dict[str, object]]
 ) -> None:
@@ -64,9 +54,9 @@ async def _no_fragment_anywhere(
 
 
 async def test_pull_request_reviews_pass_no_piece_of_the_token(
-    world: World, endpoints: McpEndpoints
+    world: World, endpoints: McpEndpoints, own_pull: OwnPull
 ) -> None:
-    number = await _open_pull(world, endpoints)
+    number = own_pull.number
     echoes = _echoes(FORGE_TOKEN)
     forge = world.forge_state
     forge.reviews[number] = [
@@ -86,20 +76,17 @@ async def test_pull_request_reviews_pass_no_piece_of_the_token(
 
 
 async def test_ci_status_passes_no_piece_of_either_token(
-    world: World, endpoints: McpEndpoints
+    world: World, endpoints: McpEndpoints, own_pull: OwnPull
 ) -> None:
-    number = await _open_pull(world, endpoints)
-    forge = world.forge_state
-    sha = forge.pull_objects[number]["head"]["sha"]
-    forge.statuses[sha] = {
-        "state": "failure",
-        "statuses": [
-            {"context": "lint", "state": "failure", "description": f"token {FORGE_TOKEN[:20]}"}
+    forge, sha = world.forge_state, own_pull.head_sha
+    forge.seed_ci(
+        sha,
+        "failure",
+        [("lint", "failure", f"token {FORGE_TOKEN[:20]}")],
+        [
+            (81, "unit", "completed", "failure"),
         ],
-    }
-    forge.check_runs[sha] = [
-        {"id": 81, "name": "unit", "status": "completed", "conclusion": "failure"},
-    ]
+    )
     forge.job_logs[81] = "\n".join(["setup", *_echoes(GIT_TOKEN), "FAILED"]) + "\n"
     with structlog.testing.capture_logs() as structured:
         result = await call(endpoints, world.bearer(), "ci_status", {})

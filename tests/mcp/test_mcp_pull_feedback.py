@@ -10,25 +10,24 @@ import httpx2
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_world import CONVERSATION, FORGE_TOKEN, GIT_TOKEN, OTHER_CONVERSATION, World, call
+from mcp_world import (
+    BRANCH,
+    CONVERSATION,
+    FORGE_TOKEN,
+    GIT_TOKEN,
+    OTHER_CONVERSATION,
+    OwnPull,
+    World,
+    call,
+)
 
 from synthorg.mcp import McpEndpoints
 
-BRANCH = f"synthorg/{CONVERSATION}"
-
-
-async def _open_pull(world: World, endpoints: McpEndpoints) -> int:
-    world.commit_on(BRANCH)
-    assert not (await call(endpoints, world.bearer(), "git_push", {})).is_error
-    opened = await call(endpoints, world.bearer(), "open_pull_request", {"title": "Work"})
-    assert not opened.is_error, opened.text
-    return max(world.forge_state.pull_objects)
-
 
 async def test_reads_the_reviews_and_comments_of_its_own_pull_request(
-    world: World, endpoints: McpEndpoints
+    world: World, endpoints: McpEndpoints, own_pull: OwnPull
 ) -> None:
-    number = await _open_pull(world, endpoints)
+    number = own_pull.number
     forge = world.forge_state
     forge.reviews[number] = [
         {"user": {"login": "ana"}, "state": "CHANGES_REQUESTED", "body": "Please add a test."}
@@ -50,26 +49,25 @@ async def test_reads_the_reviews_and_comments_of_its_own_pull_request(
 
 
 async def test_reads_ci_status_checks_and_the_failed_jobs_log(
-    world: World, endpoints: McpEndpoints
+    world: World, endpoints: McpEndpoints, own_pull: OwnPull
 ) -> None:
-    number = await _open_pull(world, endpoints)
-    forge = world.forge_state
-    sha = forge.pull_objects[number]["head"]["sha"]
-    forge.statuses[sha] = {
-        "state": "failure",
-        "statuses": [{"context": "lint", "state": "success", "description": "clean"}],
-    }
-    forge.check_runs[sha] = [
-        {"id": 71, "name": "unit", "status": "completed", "conclusion": "failure"},
-        {"id": 72, "name": "build", "status": "completed", "conclusion": "success"},
-        {"id": 73, "name": "e2e", "status": "in_progress", "conclusion": None},
-    ]
+    forge, sha = world.forge_state, own_pull.head_sha
+    forge.seed_ci(
+        sha,
+        "failure",
+        [("lint", "success", "clean")],
+        [
+            (71, "unit", "completed", "failure"),
+            (72, "build", "completed", "success"),
+            (73, "e2e", "in_progress", None),
+        ],
+    )
     forge.job_logs[71] = "setup ok\n" + "noise\n" * 5000 + f"AssertionError: {GIT_TOKEN}\nFAILED\n"
     result = await call(endpoints, world.bearer(), "ci_status", {})
     assert not result.is_error, result.text
     lines = result.text.splitlines()
     assert lines[:6] == [
-        f"pull request #{number} head {sha[:12]}: combined status failure",
+        f"pull request #{own_pull.number} head {sha[:12]}: combined status failure",
         "status lint: success clean",
         "check unit: completed failure",
         "check build: completed success",
@@ -83,26 +81,25 @@ async def test_reads_ci_status_checks_and_the_failed_jobs_log(
 
 
 async def test_a_log_whose_redirect_is_refused_is_skipped_and_the_rest_returned(
-    world: World, endpoints: McpEndpoints
+    world: World, endpoints: McpEndpoints, own_pull: OwnPull
 ) -> None:
-    number = await _open_pull(world, endpoints)
-    forge = world.forge_state
-    sha = forge.pull_objects[number]["head"]["sha"]
-    forge.statuses[sha] = {
-        "state": "failure",
-        "statuses": [{"context": "lint", "state": "failure", "description": "2 problems"}],
-    }
-    forge.check_runs[sha] = [
-        {"id": 91, "name": "unit", "status": "completed", "conclusion": "failure"},
-        {"id": 92, "name": "e2e", "status": "completed", "conclusion": "failure"},
-    ]
+    forge, sha = world.forge_state, own_pull.head_sha
+    forge.seed_ci(
+        sha,
+        "failure",
+        [("lint", "failure", "2 problems")],
+        [
+            (91, "unit", "completed", "failure"),
+            (92, "e2e", "completed", "failure"),
+        ],
+    )
     forge.job_logs[91] = "never fetched"
     forge.job_log_locations[91] = "http://logs.elsewhere.test/job-91.log"  # not https, foreign
     forge.job_logs[92] = "e2e setup\nTimeoutError in test_login\n"
     result = await call(endpoints, world.bearer(), "ci_status", {})
     assert not result.is_error, result.text
     assert result.text.splitlines() == [
-        f"pull request #{number} head {sha[:12]}: combined status failure",
+        f"pull request #{own_pull.number} head {sha[:12]}: combined status failure",
         "status lint: failure 2 problems",
         "check unit: completed failure",
         "check e2e: completed failure",
@@ -116,8 +113,10 @@ async def test_a_log_whose_redirect_is_refused_is_skipped_and_the_rest_returned(
     assert forge.blob_auth_headers == [""]  # only the good log was fetched, without the token
 
 
-async def test_comments_on_its_own_pull_request(world: World, endpoints: McpEndpoints) -> None:
-    number = await _open_pull(world, endpoints)
+async def test_comments_on_its_own_pull_request(
+    world: World, endpoints: McpEndpoints, own_pull: OwnPull
+) -> None:
+    number = own_pull.number
     result = await call(
         endpoints, world.bearer(), "comment_on_pull_request", {"body": "Fixed in the last push."}
     )

@@ -268,7 +268,9 @@ async def test_cpu_spin_is_stopped_by_the_wall_timeout(
     limits = SandboxLimits(wall_timeout_s=1.0)
     _, ended = await collect(bwrap, request(workspace, py("while True: pass"), limits=limits))
     assert ended.reason is ExitReason.TIMEOUT, ended
-    assert 1.0 <= ended.duration_s < 3.0
+    # Never before the limit; the upper bound only catches a timeout that did not fire (the
+    # spin never ends by itself), generous because a loaded machine delays the kill.
+    assert 1.0 <= ended.duration_s < 30, ended
 
 
 async def test_silent_program_is_stopped_by_the_idle_timeout(
@@ -278,7 +280,8 @@ async def test_silent_program_is_stopped_by_the_idle_timeout(
     code = "import time; print('hello', flush=True); time.sleep(30)"
     lines, ended = await collect(bwrap, request(workspace, py(code), limits=limits))
     assert lines == ["hello"] and ended.reason is ExitReason.IDLE_TIMEOUT, ended
-    assert ended.duration_s < 5
+    # Never before the limit; under the program's own 30 s sleep, so the idle timeout ended it.
+    assert 0.5 <= ended.duration_s < 25, ended
 
 
 async def test_cpu_quota_throttles_a_multi_process_spin(

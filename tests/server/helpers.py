@@ -52,6 +52,16 @@ async def wait_status(
     raise AssertionError(f"status stayed {body.get('status')}, wanted {wanted}")
 
 
+async def until_metric(base_url: str, line: str, timeout: float = 60) -> None:
+    """Until the server's ``/metrics`` has ``line`` (e.g. ``synthorg_ws_connections 4.0``)."""
+    async with (
+        httpx.AsyncClient(base_url=base_url, timeout=timeout) as client,
+        asyncio.timeout(timeout),
+    ):
+        while line not in (await client.get("/metrics")).text.splitlines():
+            await asyncio.sleep(0.02)  # a poll interval: a gauge has no wake-up to wait on
+
+
 async def events(
     client: httpx.AsyncClient, conversation_id: str, **params: Any
 ) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from synthorg.domain import AgentIdentity, ConversationRecord, ObservationEvent,
 from synthorg.server import KeyStore, Role, ServerSettings, create_app
 
 from .conftest import serving
-from .helpers import make_repo
+from .helpers import make_repo, until_metric
 from .real_stack import real_stack, stack_settings
 from .wsclient import next_frame, open_stream
 
@@ -193,7 +193,9 @@ async def test_stalled_consumer_memory_and_reconnect_fds(
     app, url, key = stack
     store = app.state.server.store
     make_repo(tmp_path / "s" / "project", {"README.md": b"x\n"})
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}) as c:
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as c:
         cid = (
             await c.post(
                 "/api/conversations",
@@ -206,7 +208,8 @@ async def test_stalled_consumer_memory_and_reconnect_fds(
     async with RssSampler() as rss:
         for _ in range(800):  # 50 MiB of events pushed at a consumer that never reads
             await store.append(cid, ObservationEvent(action_id="a", content=big))
-        await asyncio.sleep(3)
+        # Until the server has closed the stalled consumer: its buffers are then released.
+        await until_metric(url, 'synthorg_ws_closed_total{reason="4008"} 1.0')
     stalled_growth = (rss.peak - before) / 2**20
     report("stalled consumer: events pushed MiB", 50)
     report("stalled consumer: peak RSS growth MiB", round(stalled_growth, 1))
@@ -218,7 +221,9 @@ async def test_stalled_consumer_memory_and_reconnect_fds(
         ws = await open_stream(url, cid, key, after=800)
         assert (await next_frame(ws))["type"] == "subscribed"
         await ws.close()
-    await asyncio.sleep(0.5)
-    fds_after = PROC.num_fds()
+    await until_metric(url, "synthorg_ws_connections 0.0")  # every slot given back
+    deadline = time.monotonic() + 30  # then the sockets' fds, closed as their handlers end
+    while (fds_after := PROC.num_fds()) - fds_before > 5 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)  # a poll interval: fd closes have no wake-up to wait on
     report("fds before/after 100 reconnects", f"{fds_before}/{fds_after}")
     assert fds_after - fds_before <= 5

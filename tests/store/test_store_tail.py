@@ -34,14 +34,12 @@ async def test_tail_replays_then_follows(store: Store) -> None:
     first = await _take(stream, 3)
     assert [s.seq for s in first] == [3, 4, 5]
 
-    async def later() -> None:
-        await asyncio.sleep(0.05)
-        for i in range(5, 9):
-            await store.append(rec.id, message(i))
-
-    writer = asyncio.create_task(later())
-    live = await _take(stream, 4)
-    await writer
+    reader = asyncio.create_task(_take(stream, 4))
+    # The follower has read all and waits: what follows can only reach it live.
+    await until(lambda: store.followers_waiting(rec.id) == 1)  # type: ignore[attr-defined]
+    for i in range(5, 9):
+        await store.append(rec.id, message(i))
+    live = await reader
     assert [s.seq for s in live] == [6, 7, 8, 9]
     assert [s.event for s in live] == [message(i) for i in range(5, 9)]
     await stream.aclose()  # type: ignore[attr-defined]
@@ -76,15 +74,12 @@ async def test_tail_sees_another_store_instance(store_url: str, store: Store) ->
     other = await open_store(store_url)
     try:
         stream = store.tail(rec.id)
-
-        async def write() -> None:
-            await asyncio.sleep(0.1)
-            for i in range(3):
-                await other.append(rec.id, message(i))
-
-        writer = asyncio.create_task(write())
-        got = await _take(stream, 3)
-        await writer
+        reader = asyncio.create_task(_take(stream, 3))
+        # The follower waits on an empty log: the other instance's appends reach it live.
+        await until(lambda: store.followers_waiting(rec.id) == 1)  # type: ignore[attr-defined]
+        for i in range(3):
+            await other.append(rec.id, message(i))
+        got = await reader
         assert [s.seq for s in got] == [1, 2, 3]
         await stream.aclose()  # type: ignore[attr-defined]
     finally:

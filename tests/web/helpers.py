@@ -31,6 +31,14 @@ async def sign_in(page: Any, key: str) -> None:
     await page.wait_for_selector("#sign-out")
 
 
+async def open_conversation(browser: Any, base: str, key: str, conversation_id: str) -> Any:
+    """A fresh page signed in with ``key``, at the conversation's view."""
+    page = await new_page(browser, base)
+    await sign_in(page, key)
+    await page.goto(f"{base}/#/c/{conversation_id}")
+    return page
+
+
 async def rendered_seqs(page: Any) -> list[int]:
     """The seq of every event the page rendered, in document order."""
     values: list[str] = await page.eval_on_selector_all(
@@ -43,7 +51,9 @@ async def api_last_seq(base: str, key: str, conversation_id: str) -> int:
     """The conversation's highest seq, as the API says."""
     import httpx
 
-    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {key}"}) as c:
+    async with httpx.AsyncClient(
+        base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as c:  # a machine at load 25 can take seconds to answer
         page = await c.get(f"/api/conversations/{conversation_id}/events?limit=1")
     value: int = page.json()["last_seq"]
     return value
@@ -105,7 +115,9 @@ async def start_scripted(
     provider = components.gateway.providers["scripted"]
     assert isinstance(provider, ScriptedProvider)
     provider.set_script("progress3", script)
-    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {key}"}) as c:
+    async with httpx.AsyncClient(
+        base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as c:  # a machine at load 25 can take seconds to answer
         created = await c.post(
             "/api/conversations",
             json={

@@ -5,6 +5,7 @@ the browser."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from synthorg.gateway.scripted import ScriptedTurn
 from synthorg.service.boot import Components
 
 from .conftest import Keys
-from .helpers import new_page, shoot, sign_in, start_scripted
+from .helpers import open_conversation, shoot, start_scripted
 
 pytestmark = pytest.mark.browser
 
@@ -26,27 +27,33 @@ BIDI = "printf 'out\u202eput\\n'; echo ok #\u202e; echo bidi-tail } \u2066rm-asd
 BIDI_FILE = "access = 'user' # \u202e\u2066 if admin\u2069\u2066 begin admins only\n"
 
 
-async def _pending(page: Any) -> Any:
-    box = page.locator("[data-pending]").first
-    await box.wait_for()
-    return box
+AskedRun = Callable[[list[ScriptedTurn]], Awaitable[tuple[Any, str]]]
+"""Starts a run of the turns that asks before every call; (its page, signed in as an admin,
+at the first approval box; the conversation id)."""
+
+
+@pytest.fixture
+def asked_run(url: str, keys: Keys, repo: Path, components: Components, chrome: Any) -> AskedRun:
+    async def started(turns: list[ScriptedTurn]) -> tuple[Any, str]:
+        conversation_id = await start_scripted(
+            url, keys.operator, repo, components, turns, confirmation_policy="always"
+        )
+        page = await open_conversation(chrome, url, keys.admin, conversation_id)
+        await page.locator("[data-pending]").first.wait_for()
+        return page, conversation_id
+
+    return started
 
 
 async def test_the_approver_sees_the_whole_command_and_the_whole_edit(
-    url: str, keys: Keys, repo: Path, components: Components, chrome: Any
+    asked_run: AskedRun,
 ) -> None:
     turns = [
         ScriptedTurn.call("terminal", command=PADDED),
         ScriptedTurn.call("file_editor", command="create", path="conftest.py", file_text=CONFTEST),
     ]
-    conversation_id = await start_scripted(
-        url, keys.operator, repo, components, turns, confirmation_policy="always"
-    )
-    page = await new_page(chrome, url)
-    await sign_in(page, keys.admin)
-    await page.goto(f"{url}/#/c/{conversation_id}")
-
-    box = await _pending(page)
+    page, _ = await asked_run(turns)
+    box = page.locator("[data-pending]").first
     command = box.locator("pre.cmd")
     assert await command.text_content() == f"$ {PADDED}"  # every character, the tail included
     tail = box.get_by_text("HIDDEN_TAIL_RAN")
@@ -78,20 +85,14 @@ async def test_the_approver_sees_the_whole_command_and_the_whole_edit(
 
 
 async def test_bidi_characters_are_flagged_and_escaped_everywhere(
-    url: str, keys: Keys, repo: Path, components: Components, chrome: Any
+    url: str, asked_run: AskedRun
 ) -> None:
     turns = [
         ScriptedTurn.call("terminal", command=BIDI),
         ScriptedTurn.call("file_editor", command="create", path="access.py", file_text=BIDI_FILE),
     ]
-    conversation_id = await start_scripted(
-        url, keys.operator, repo, components, turns, confirmation_policy="always"
-    )
-    page = await new_page(chrome, url)
-    await sign_in(page, keys.admin)
-    await page.goto(f"{url}/#/c/{conversation_id}")
-
-    box = await _pending(page)
+    page, conversation_id = await asked_run(turns)
+    box = page.locator("[data-pending]").first
     shown = await box.text_content()
     assert shown is not None
     for raw in ("\u202e", "\u2066", "\u2069"):

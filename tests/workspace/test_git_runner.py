@@ -93,25 +93,46 @@ async def test_exclusive_serialises_tasks_and_survives_cancellation(tmp_path: Pa
 
 
 async def test_exclusive_excludes_other_processes(tmp_path: Path) -> None:
-    lock_file = tmp_path / "x.lock"
+    lock_file, released = tmp_path / "x.lock", tmp_path / "released"
+    # The other process holds the lock until told and marks its release before unlocking:
+    # whoever gets the lock after it finds the mark.
     holder = (
-        "import fcntl, os, sys, time\n"
+        "import fcntl, os, sys, pathlib\n"
         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
         "print('held', flush=True)\n"
-        "time.sleep(0.4)\n"
+        "sys.stdin.readline()\n"
+        "pathlib.Path(sys.argv[2]).touch()\n"
+        "fcntl.flock(fd, fcntl.LOCK_UN)\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-c", holder, str(lock_file)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", holder, str(lock_file), str(released)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        async with exclusive(lock_file):
-            waited = loop.time() - start
-        assert waited > 0.2
+        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout.readline().strip() == "held"
+        found: list[bool] = []
+
+        async def take() -> None:
+            async with exclusive(lock_file):
+                found.append(released.exists())
+
+        taker = asyncio.create_task(take())
+        # Time to misbehave: a lock that let us in while held would be in by now. Not a wait
+        # for anything: a pass on a slow machine is as correct as on a fast one.
+        await asyncio.sleep(0.2)
+        assert not taker.done()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        async with asyncio.timeout(30):
+            await taker
+        assert found == [True]
     finally:
+        proc.kill()
         proc.wait(timeout=5)
-        assert proc.stdout is not None
-        proc.stdout.close()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
