@@ -285,9 +285,11 @@ def main() -> None:
     homes = {"synthorg": work / "home", "before": work / "home-before"}
     configs = {name: _config(work, home, up_port) for name, home in homes.items()}
     envs = {name: {**os.environ, "SYNTHORG_HOME": str(home)} for name, home in homes.items()}
-    envs["before"]["PYTHONPATH"] = str(baseline_src(opts.before))
+    gateways = ("synthorg", *(() if opts.no_before else ("before",)))
+    if not opts.no_before:
+        envs["before"]["PYTHONPATH"] = str(baseline_src(opts.before))
     # A bearer names the ledger that opened its run: each gateway mints its own.
-    tokens = {name: _mint(configs[name], envs[name]) for name in homes}
+    tokens = {name: _mint(configs[name], envs[name]) for name in gateways}
     targets: dict[str, tuple[int, str, str | None]] = {
         "direct": (up_port, "/v1/chat/completions", None),
     }
@@ -301,7 +303,7 @@ def main() -> None:
         stack.enter_context(
             process([*upstream, "--port", str(up_port), "--script", "echo"], up_port)
         )
-        for name in ("synthorg", *(() if opts.no_before else ("before",))):
+        for name in gateways:
             args = _gateway(configs[name], ports[name])
             proc = stack.enter_context(
                 process(args, ports[name], env=envs[name], log=work / f"{name}.log")
