@@ -3,12 +3,12 @@
 Four targets in front of one fast local OpenAI-compatible upstream (the scripted server, echo
 script), non-streamed and streamed, at c=1/16/64, rounds interleaved: the upstream called
 directly, ``synthorg gateway serve`` of this tree (bearer verified, admission, metering into a
-real SQLite ledger, JSON access log), the same command of revision e9d3eaf (the hand-written
-HTTP/1.1 client; its ``src`` exported by ``git archive``, its own home and ledger), and the
+real SQLite ledger, JSON access log), the same command of an earlier revision (``--before``,
+default b287732; its ``src`` exported by ``git archive``, its own home and ledger), and the
 LiteLLM proxy (its own venv, created here when missing). Load comes from a separate process
 using raw keep-alive HTTP/1.1 connections, so the client adds as little as possible.
 
-    uv run python benchmarks/gateway_bench.py [--quick] [--no-litellm] [--no-before]
+    uv run python benchmarks/gateway_bench.py [--quick] [--no-litellm] [--no-before] [--before REV]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from support import BASELINE, baseline_src, free_port, wait_port
+from support import baseline_src, free_port, wait_port
 
 LITELLM_VENV = Path(os.environ.get("LITELLM_BENCH_VENV", "/tmp/litellm-bench"))
 MODEL = "bench-model"
@@ -41,6 +41,8 @@ CPU: dict[str, list[float]] = {}
 PIDS: dict[str, int] = {}
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "ping " * 20}], "max_tokens": 64}
 MODES = ("json", "stream")
+BEFORE = "b287732"
+"""The revision compared with by default: main before the hot-path work of issue 30."""
 TARGET_P50_MS, TARGET_P99_MS, TARGET_RATIO = 0.5, 1.0, 30.0
 """Added latency at c=1 (p50, p99) and how many times lower than LiteLLM's at every level."""
 
@@ -270,8 +272,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer requests")
     parser.add_argument("--no-litellm", action="store_true")
-    parser.add_argument("--no-before", action="store_true", help=f"skip revision {BASELINE}")
+    parser.add_argument("--before", default=BEFORE, help="the revision to compare with")
+    parser.add_argument("--no-before", action="store_true", help="skip the earlier revision")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per level")
+    parser.add_argument(
+        "--levels", type=int, nargs="+", default=list(CONCURRENCY), help="concurrency levels"
+    )
     opts = parser.parse_args()
     scale = 0.25 if opts.quick else 1.0
     work = Path(tempfile.mkdtemp(prefix="gw-bench-"))
@@ -279,14 +285,13 @@ def main() -> None:
     homes = {"synthorg": work / "home", "before": work / "home-before"}
     configs = {name: _config(work, home, up_port) for name, home in homes.items()}
     envs = {name: {**os.environ, "SYNTHORG_HOME": str(home)} for name, home in homes.items()}
-    envs["before"]["PYTHONPATH"] = str(baseline_src())
-    token = _mint(configs["synthorg"], envs["synthorg"])
-    (homes["before"] / "keys").mkdir(parents=True, exist_ok=True)
-    for key in (homes["synthorg"] / "keys").iterdir():  # one key: the same bearer for both
-        shutil.copy2(key, homes["before"] / "keys" / key.name)
+    gateways = ("synthorg", *(() if opts.no_before else ("before",)))
+    if not opts.no_before:
+        envs["before"]["PYTHONPATH"] = str(baseline_src(opts.before))
+    # A bearer names the ledger that opened its run: each gateway mints its own.
+    tokens = {name: _mint(configs[name], envs[name]) for name in gateways}
     targets: dict[str, tuple[int, str, str | None]] = {
         "direct": (up_port, "/v1/chat/completions", None),
-        "synthorg": (gw_port, "/v1/chat/completions", token),
     }
     ports = {"synthorg": gw_port, "before": before_port}
     notes: list[str] = []
@@ -298,20 +303,22 @@ def main() -> None:
         stack.enter_context(
             process([*upstream, "--port", str(up_port), "--script", "echo"], up_port)
         )
-        for name in ("synthorg", *(() if opts.no_before else ("before",))):
+        for name in gateways:
             args = _gateway(configs[name], ports[name])
             proc = stack.enter_context(
                 process(args, ports[name], env=envs[name], log=work / f"{name}.log")
             )
             PIDS[name] = proc.pid
-            targets[name] = (ports[name], "/v1/chat/completions", token)
+            targets[name] = (ports[name], "/v1/chat/completions", tokens[name])
         if litellm is not None:
             try:
                 PIDS["litellm"] = stack.enter_context(_litellm(litellm, work, up_port, ll_port)).pid
                 targets["litellm"] = (ll_port, "/v1/chat/completions", LITELLM_KEY)
             except RuntimeError as exc:
                 notes.append(f"LiteLLM proxy failed to start: {exc} (log: {work}/litellm.log)")
-        results = {mode: run_levels(targets, scale, opts.rounds, mode) for mode in MODES}
+        results = {
+            mode: run_levels(targets, scale, opts.rounds, mode, opts.levels) for mode in MODES
+        }
     met = all([report(mode, by_level) for mode, by_level in results.items()])  # every table
     report_cpu()
     for note in notes:
@@ -326,11 +333,15 @@ def main() -> None:
 
 
 def run_levels(
-    targets: dict[str, tuple[int, str, str | None]], scale: float, rounds: int, mode: str
+    targets: dict[str, tuple[int, str, str | None]],
+    scale: float,
+    rounds: int,
+    mode: str,
+    levels: list[int],
 ) -> dict[int, dict[str, list[float]]]:
     totals = {1: 1500, 16: 3200, 64: 6400}
     results: dict[int, dict[str, list[float]]] = {}
-    for concurrency in CONCURRENCY:
+    for concurrency in levels:
         results[concurrency] = {name: [] for name in targets}
         for _ in range(rounds):  # interleave so drift hits every target alike
             for name, (port, path, token) in targets.items():
