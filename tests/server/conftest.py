@@ -114,7 +114,13 @@ async def app(
     settings: ServerSettings, store: Store, service: LocalRunService, key_store: KeyStore
 ) -> AsyncIterator[FastAPI]:
     """The app with its lifespan entered."""
-    application = create_app(settings, store=store, run_service=service, auth=key_store)
+    application = create_app(
+        settings,
+        store=store,
+        run_service=service,
+        auth=key_store,
+        repositories=service.repositories,
+    )
     async with application.router.lifespan_context(application):
         yield application
 
@@ -159,7 +165,13 @@ async def live(
     settings: ServerSettings, store: Store, service: LocalRunService, key_store: KeyStore
 ) -> AsyncIterator[str]:
     """The app served by uvicorn on loopback; yields its base URL."""
-    application = create_app(settings, store=store, run_service=service, auth=key_store)
+    application = create_app(
+        settings,
+        store=store,
+        run_service=service,
+        auth=key_store,
+        repositories=service.repositories,
+    )
     async with serving(application) as url:
         yield url
 

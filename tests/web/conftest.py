@@ -60,7 +60,13 @@ async def console_app(
     settings: ServerSettings, store: Store, service: LocalRunService, key_store: KeyStore
 ) -> FastAPI:
     """The agent server app (with its console)."""
-    return create_app(settings, store=store, run_service=service, auth=key_store)
+    return create_app(
+        settings,
+        store=store,
+        run_service=service,
+        auth=key_store,
+        repositories=service.repositories,
+    )
 
 
 @pytest.fixture
