@@ -27,7 +27,7 @@ from synthorg.domain.ids import Identifier
 from synthorg.server.auth import ApiKey, Role
 from synthorg.service.options import RunOptions
 from synthorg.workspace.models import CommitInfo, FileChange
-from synthorg.workspace.remote import project_name
+from synthorg.workspace.remote import PROJECT_REFERENCE, project_name
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -40,7 +40,7 @@ def project_from_repository(repository: str) -> str:
     return name or "default"
 
 
-REPOSITORY_PATTERN = r"^(/[^\x00]*|project:[A-Za-z0-9][A-Za-z0-9_-]{0,63})$"
+REPOSITORY_PATTERN = rf"^(/[^\x00]*|{PROJECT_REFERENCE})$"
 """A repository as a client names it: an absolute path (no NUL) or project:NAME."""
 REPOSITORY_MAX_CHARS = 4096
 
