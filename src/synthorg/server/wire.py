@@ -24,6 +24,7 @@ from synthorg.domain import (
     new_id,
 )
 from synthorg.domain.ids import Identifier
+from synthorg.engine.control import Decision
 from synthorg.server.auth import ApiKey, Role
 from synthorg.service.options import RunOptions
 from synthorg.workspace.models import CommitInfo, FileChange
@@ -228,6 +229,16 @@ class DecisionRequest(BaseModel):
         if not self.accepted and not self.rejected:
             raise ValueError("name at least one action id in accepted or rejected")
         return self
+
+    def decision(self, approver: str) -> Decision:
+        """The engine's decision, made by ``approver``; UsageError (400 on REST and on the
+        local socket) for an id both accepted and rejected: the rule lives in Decision."""
+        return Decision(
+            accepted=frozenset(self.accepted),
+            rejected=frozenset(self.rejected),
+            approver=approver,
+            reason=self.reason,
+        )
 
 
 class DecisionResult(BaseModel):
