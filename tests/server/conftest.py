@@ -109,12 +109,25 @@ def service(components: Components) -> LocalRunService:
     return components.service
 
 
+def server_app(
+    settings: ServerSettings, store: Store, service: LocalRunService, key_store: KeyStore
+) -> FastAPI:
+    """The app as ``synthorg serve`` builds it over the real stack (its repository rule too)."""
+    return create_app(
+        settings,
+        store=store,
+        run_service=service,
+        auth=key_store,
+        repositories=service.repositories,
+    )
+
+
 @pytest.fixture
 async def app(
     settings: ServerSettings, store: Store, service: LocalRunService, key_store: KeyStore
 ) -> AsyncIterator[FastAPI]:
     """The app with its lifespan entered."""
-    application = create_app(settings, store=store, run_service=service, auth=key_store)
+    application = server_app(settings, store, service, key_store)
     async with application.router.lifespan_context(application):
         yield application
 
@@ -159,7 +172,7 @@ async def live(
     settings: ServerSettings, store: Store, service: LocalRunService, key_store: KeyStore
 ) -> AsyncIterator[str]:
     """The app served by uvicorn on loopback; yields its base URL."""
-    application = create_app(settings, store=store, run_service=service, auth=key_store)
+    application = server_app(settings, store, service, key_store)
     async with serving(application) as url:
         yield url
 

@@ -166,3 +166,24 @@ def test_the_cli_refuses_the_data_dir_but_runs_where_the_user_points(tmp_path: P
         assert result.returncode != 0
         assert "data dir" in result.stdout + result.stderr, result.stdout + result.stderr
     assert not any((home / "worktrees").glob("*/*"))
+
+
+async def test_the_console_offers_only_what_a_run_may_name(
+    operator: httpx.AsyncClient, repo: Path, tmp_path: Path, key_store: KeyStore
+) -> None:
+    """The new-run form's list asks the same rule as creation: the key file's directory,
+    made a repository under a root, is neither offered nor accepted."""
+    make_repo(key_store.path.parent, {"README": b"keys live here\n"})
+    offered = (await operator.get("/console/repositories")).json()["items"]
+    assert offered == [str(repo)]
+    refused(
+        await operator.post(
+            "/api/conversations",
+            json={"repository": str(key_store.path.parent), "prompt": "x", "start": False},
+        )
+    )
+    for path in offered:
+        created = await operator.post(
+            "/api/conversations", json={"repository": path, "prompt": "x", "start": False}
+        )
+        assert created.status_code == 201, created.text

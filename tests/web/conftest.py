@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 
-from synthorg.server import KeyStore, ServerSettings, create_app
+from synthorg.server import KeyStore, ServerSettings
 from synthorg.service.runs import LocalRunService
 from synthorg.store import Store
 from tests.server.conftest import (  # the server suite's real-stack fixtures
@@ -22,6 +22,7 @@ from tests.server.conftest import (  # the server suite's real-stack fixtures
     key_store,
     keys,
     repo,
+    server_app,
     service,
     serving,
     settings,
@@ -60,7 +61,7 @@ async def console_app(
     settings: ServerSettings, store: Store, service: LocalRunService, key_store: KeyStore
 ) -> FastAPI:
     """The agent server app (with its console)."""
-    return create_app(settings, store=store, run_service=service, auth=key_store)
+    return server_app(settings, store, service, key_store)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
@@ -17,6 +18,7 @@ from synthorg.cli.common import console
 from synthorg.errors import ConfigError, SynthOrgError
 from synthorg.sandbox.protocol import BoundaryStatus
 from synthorg.settings import Settings, section
+from synthorg.workspace.git import run_git_sync
 
 
 class Level(StrEnum):
@@ -51,9 +53,7 @@ def check_git(_: Settings) -> list[CheckResult]:
     git = shutil.which("git")
     if git is None:
         return [CheckResult("git", Level.FAIL, "not found", "apt-get install -y git")]
-    version = subprocess.run(
-        [git, "--version"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    version = run_git_sync(["--version"], Path.cwd(), check=False).text.strip()
     return [CheckResult("git", Level.OK, version)]
 
 

@@ -71,6 +71,7 @@ async def _serve(
     settings: Settings, wanted: ServerSettings, *, temporal: DistributedConfig
 ) -> None:
     auth = KeyStore(wanted.resolved_keys_file(settings.home))
+    policy = wanted.repository_policy(settings)
     if not any(key.revoked_at is None for key in auth.list()):
         log.warning(
             "SERVER_NO_KEYS",
@@ -83,7 +84,13 @@ async def _serve(
         async with temporal_service(settings, temporal) as (store, service):
             # Workers reconcile the runs they take over; the server must not touch them.
             no_reconcile = wanted.model_copy(update={"reconcile_on_start": False})
-            app = create_app(no_reconcile, store=store, run_service=service, auth=auth)
+            app = create_app(
+                no_reconcile,
+                store=store,
+                run_service=service,
+                auth=auth,
+                repositories=policy,  # the workers check runs by the same config
+            )
             await _uvicorn(app, wanted)
         return
 
@@ -95,7 +102,7 @@ async def _serve(
         settings,
         registry=default_registry(),
         provisioner=default_provisioner,
-        repositories=wanted.repository_policy(settings),
+        repositories=policy,
         warm_mcp=False,
         openhands_pool="kept",
     ) as components:
@@ -123,6 +130,7 @@ async def _serve(
             on_started=on_started,
             after_shutdown=followers.gone,
             forge=forge_hub(settings, components.store, components.service),
+            repositories=policy,
         )
         async with serve_local(settings.home, local):
             await _uvicorn(app, wanted)

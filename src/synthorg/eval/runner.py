@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from synthorg.domain import ConversationRecord, ConversationStatus, Task, TerminationReason
 from synthorg.errors import NotFoundError, SynthOrgError, UsageError
@@ -30,6 +31,7 @@ from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
 from synthorg.store.protocol import EvalRecordStore
 from synthorg.workspace.git import run_git_sync
+from synthorg.workspace.remote import ProjectRemote
 
 _ENDED = frozenset(
     {
@@ -142,7 +144,7 @@ class EvalRunner:
     async def _run_item(self, item: Item) -> TaskResult:
         self._progress(item.key, None)
         started = time.monotonic()
-        repo = await asyncio.to_thread(self._local_repo, item.task.repository)
+        repo = await asyncio.to_thread(local_repo, item.task.repository, self._c.settings.home)
         record = await self._conversation(item, repo)
         if record.status not in _ENDED:
             # New, or interrupted by a crash of an earlier eval process: (re)start it.
@@ -216,23 +218,28 @@ class EvalRunner:
         await store.put_eval_item(self._plan.eval_id, item.conversation_key, {"id": record.id})
         return record
 
-    def _local_repo(self, repository: str) -> Path:
-        """A local path as is; a URL cloned once into the data dir."""
-        if "://" not in repository and not repository.startswith("git@"):
-            path = Path(repository)
-            if not (path / ".git").exists():
-                raise UsageError(f"{repository} is not a git repository with a work tree")
-            return path
-        digest = hashlib.sha256(repository.encode()).hexdigest()[:16]
-        clone = self._c.settings.home / "eval" / "repos" / digest
-        if not (clone / ".git").exists():
-            clone.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(
-                ["git", "clone", "-q", "--", repository, str(clone)],
-                check=True,
-                capture_output=True,
-            )
-        return clone
+
+def local_repo(repository: str, home: Path) -> Path:
+    """A local path as is; a URL cloned once into the data dir ``home``, by the hardened git
+    runner with only that URL's transport allowed (the projects' rule for a remote URL)."""
+    if "://" not in repository and not repository.startswith("git@"):
+        path = Path(repository)
+        if not (path / ".git").exists():
+            raise UsageError(f"{repository} is not a git repository with a work tree")
+        return path
+    try:
+        transport = ProjectRemote(remote=repository).transport()
+    except ValidationError as exc:
+        reason = "; ".join(str(e["ctx"]["error"]) for e in exc.errors() if "ctx" in e)
+        raise UsageError(f"the suite's repository {repository!r}: {reason}") from exc
+    digest = hashlib.sha256(repository.encode()).hexdigest()[:16]
+    clone = home / "eval" / "repos" / digest
+    if not (clone / ".git").exists():
+        clone.parent.mkdir(parents=True, exist_ok=True)
+        run_git_sync(
+            ["clone", "-q", "--", repository, str(clone)], clone.parent, overrides=transport
+        )
+    return clone
 
 
 def same_suite(plan: EvalPlan, suite: Suite) -> None:

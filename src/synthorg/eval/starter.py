@@ -12,8 +12,6 @@ Each task's hidden check adds tests the agent never saw (the ``test_patch``).
 from __future__ import annotations
 
 import operator
-import os
-import subprocess
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 import tomlkit
 
 from synthorg.domain import Complexity
+from synthorg.workspace.git import run_git_sync
 
 _APPLY = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 _OPS = (("add", "+", "-"), ("subtract", "-", "+"), ("multiply", "*", "+"), ("times", "*", "-"))
@@ -200,17 +199,9 @@ def starter_tasks() -> list[StarterTask]:
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {**_GIT_ENV, "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(repo)}
-    env["GIT_CONFIG_NOSYSTEM"] = "1"
-    done = subprocess.run(
-        ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
+    """Git through the hardened runner: nothing found in ``repo`` (a planted ``.gitconfig``,
+    hooks) runs; the fixed identity and dates keep every commit's bytes the same."""
+    return run_git_sync(args, repo, env=_GIT_ENV).text.strip()
 
 
 def _patch(files: dict[str, str]) -> str:
@@ -239,7 +230,7 @@ def materialize(dest: Path) -> Path:
             for name, text in task.files.items():
                 (repo / name).parent.mkdir(parents=True, exist_ok=True)
                 (repo / name).write_text(text)
-            _git(repo, "init", "-q")
+            _git(repo, "init", "-q", "--initial-branch=main")
             _git(repo, "add", "-A")
             _git(repo, "commit", "-q", "-m", f"{task.id}: starting point")
         entry = tomlkit.table()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path, PurePosixPath
 
 from synthorg.errors import BoundaryError
@@ -133,22 +132,15 @@ def apply_test_patch(git_dir: Path, base: str, dest: Path, patch: str) -> None:
             continue  # the patch creates it
         _make_parents(dest, target)
         target.write_bytes(blob)
-    done = subprocess.run(
-        ["git", "apply", "--whitespace=nowarn", "-"],
-        input=patch.encode(),
-        cwd=dest,
-        capture_output=True,
-        env={
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "GIT_CEILING_DIRECTORIES": str(dest.parent),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "HOME": os.devnull,
-        },
-        check=False,
-    )
-    if done.returncode != 0:
-        raise BoundaryError(
-            "the test patch does not apply to the result: "
-            + done.stderr.decode(errors="replace")[-300:]
+    try:
+        # No repository is found above the judged tree (whose config would then be read).
+        run_git_sync(
+            ["apply", "--whitespace=nowarn", "-"],
+            dest,
+            env={"GIT_CEILING_DIRECTORIES": str(dest.parent)},
+            stdin=patch.encode(),
         )
+    except GitError as exc:
+        raise BoundaryError(
+            "the test patch does not apply to the result: " + exc.stderr[-300:]
+        ) from exc

@@ -20,6 +20,7 @@ from synthorg.server.routes import forge as forge_routes
 from synthorg.server.state import Authenticator, ServerState, ServerStore
 from synthorg.server.stream import WS_PROTOCOL
 from synthorg.service.protocol import RunService
+from synthorg.service.repositories import RepositoryPolicy
 
 if TYPE_CHECKING:  # the hub (mcp, httpx) is imported only by a serve with [forge] projects
     from synthorg.forge.hub import ForgeHub
@@ -36,6 +37,7 @@ def create_app(
     on_started: Callable[[], None] | None = None,
     after_shutdown: Callable[[], Awaitable[None]] | None = None,
     forge: ForgeHub | None = None,
+    repositories: RepositoryPolicy | None = None,
 ) -> FastAPI:
     """The agent server app.
 
@@ -45,8 +47,9 @@ def create_app(
     start-up is done (background warm-ups that should not delay it); ``after_shutdown`` is
     awaited once the runs have stopped (the last moment the process is sure to live: uvicorn
     re-raises a SIGTERM right after). ``forge`` serves forge webhooks; its processor drains
-    the queued deliveries in the background while the app runs. The store and the service
-    belong to the caller, who closes them after the app has stopped.
+    the queued deliveries in the background while the app runs. ``repositories`` is the rule
+    the console's repository list applies (the one the runs are checked by). The store and
+    the service belong to the caller, who closes them after the app has stopped.
     """
     state = ServerState(
         settings=settings,
@@ -55,6 +58,7 @@ def create_app(
         auth=auth,
         metrics=ServerMetrics(),
         forge=forge,
+        repositories=repositories,
     )
 
     @asynccontextmanager

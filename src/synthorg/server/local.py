@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from synthorg.domain import SEQ_MAX, ConversationRecord, ExecutionResult, Task
 from synthorg.domain.ids import Identifier
-from synthorg.engine.control import Decision
 from synthorg.errors import NotFoundError
 from synthorg.localsock import private_dir, serve_socket, trusted_uids
 from synthorg.logging import get_logger
@@ -233,13 +232,7 @@ def create_local_app(
 
     @app.post("/v1/conversations/{conversation_id}/decide", status_code=204)
     async def decide(conversation_id: Identifier, body: DecisionBody) -> Response:
-        decision = Decision(  # refuses an id both accepted and rejected, as REST does
-            accepted=frozenset(body.accepted),
-            rejected=frozenset(body.rejected),
-            approver=body.approver,
-            reason=body.reason,
-        )
-        await service.decide(conversation_id, decision)
+        await service.decide(conversation_id, body.decision(body.approver))
         return Response(status_code=204)
 
     return app

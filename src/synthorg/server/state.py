@@ -18,6 +18,7 @@ from synthorg.server.idempotency import IdempotencyKeys
 from synthorg.server.metrics import ServerMetrics
 from synthorg.server.subscribers import SubscriberLimit
 from synthorg.service.protocol import RunService
+from synthorg.service.repositories import RepositoryPolicy
 from synthorg.store.protocol import ConversationStore, IdempotencyStore
 
 if TYPE_CHECKING:  # the hub (mcp, httpx) is imported only by a serve with [forge] projects
@@ -68,6 +69,9 @@ class ServerState:
     metrics: ServerMetrics
     forge: ForgeHub | None = None
     """Forge webhooks, when ``[forge]`` has projects."""
+    repositories: RepositoryPolicy | None = None
+    """The rule for which repositories a caller may name; the console offers what it allows
+    (nothing without one). Runs are checked by the service's (or the workers') own copy."""
     subscribers: SubscriberLimit = field(init=False)
     starting: set[str] = field(default_factory=set)
     idempotency: IdempotencyKeys = field(init=False)

@@ -24,10 +24,11 @@ from synthorg.domain import (
     new_id,
 )
 from synthorg.domain.ids import Identifier
+from synthorg.engine.control import Decision
 from synthorg.server.auth import ApiKey, Role
 from synthorg.service.options import RunOptions
 from synthorg.workspace.models import CommitInfo, FileChange
-from synthorg.workspace.remote import project_name
+from synthorg.workspace.remote import PROJECT_REFERENCE, project_name
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -40,7 +41,7 @@ def project_from_repository(repository: str) -> str:
     return name or "default"
 
 
-REPOSITORY_PATTERN = r"^(/[^\x00]*|project:[A-Za-z0-9][A-Za-z0-9_-]{0,63})$"
+REPOSITORY_PATTERN = rf"^(/[^\x00]*|{PROJECT_REFERENCE})$"
 """A repository as a client names it: an absolute path (no NUL) or project:NAME."""
 REPOSITORY_MAX_CHARS = 4096
 
@@ -228,6 +229,16 @@ class DecisionRequest(BaseModel):
         if not self.accepted and not self.rejected:
             raise ValueError("name at least one action id in accepted or rejected")
         return self
+
+    def decision(self, approver: str) -> Decision:
+        """The engine's decision, made by ``approver``; UsageError (400 on REST and on the
+        local socket) for an id both accepted and rejected: the rule lives in Decision."""
+        return Decision(
+            accepted=frozenset(self.accepted),
+            rejected=frozenset(self.rejected),
+            approver=approver,
+            reason=self.reason,
+        )
 
 
 class DecisionResult(BaseModel):

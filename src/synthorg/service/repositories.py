@@ -87,6 +87,35 @@ class RepositoryPolicy:
         """The same policy with the mirrors of remote projects."""
         return replace(self, remote_projects={**self.remote_projects, **mirrors})
 
+    def offered(self, limit: int) -> list[Path]:
+        """Up to ``limit`` git work trees to offer a caller choosing a repository: each root,
+        the directories directly under it, and the registered projects, as far as ``check``
+        allows them. None with ``roots=None``: any path goes, so there is nothing to list."""
+        if self.roots is None:
+            return []
+        candidates: list[Path] = []
+        for root in map(_resolved, self.roots):
+            try:
+                children = sorted(p for p in root.iterdir() if p.is_dir())
+            except OSError:  # gone or unreadable: it offers nothing
+                continue
+            candidates += [root, *children]
+        candidates += map(_resolved, self.projects)
+        found: list[Path] = []
+        for path in dict.fromkeys(candidates):
+            if len(found) == limit:
+                break
+            if (path / ".git").exists() and self._allows(path):
+                found.append(path)
+        return found
+
+    def _allows(self, path: Path) -> bool:
+        try:
+            self.check(path)
+        except RepositoryRefused:
+            return False
+        return True
+
     def check(self, repository: Path | str) -> Path:
         """The resolved repository path, or RepositoryRefused saying why."""
         name = project_name(str(repository))

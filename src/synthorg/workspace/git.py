@@ -301,15 +301,18 @@ def run_git_sync(
     cwd: Path,
     *,
     env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
     check: bool = True,
+    overrides: Sequence[tuple[str, str]] = (),
 ) -> GitOutput:
-    """Blocking variant for scripts, fixtures and benchmarks."""
+    """Blocking variant for scripts, fixtures, benchmarks and the eval's worker threads."""
     try:
         proc = subprocess.run(
             [git_program(), *args],
             cwd=cwd,
-            env=git_env(env),
-            stdin=subprocess.DEVNULL,
+            env=git_env(env, overrides=overrides),
+            input=stdin,
+            stdin=subprocess.DEVNULL if stdin is None else None,
             capture_output=True,
             check=False,
         )

@@ -25,10 +25,14 @@ from synthorg.errors import ConfigError
 
 PROJECT_PREFIX = "project:"
 """A task's ``repository`` naming a configured project instead of a path: ``project:NAME``."""
+PROJECT_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
+"""A project's name (``[projects.NAME]``), as a regular expression without anchors."""
+PROJECT_REFERENCE = re.escape(PROJECT_PREFIX) + PROJECT_NAME
+"""``project:NAME`` as a regular expression without anchors (what a client may send)."""
 
 SCHEMES = frozenset({"file", "git", "http", "https", "ssh"})
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-_BRANCH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
+_NAME = re.compile(PROJECT_NAME)
+_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")  # fullmatch: `$` lets "\n" by
 
 
 def check_remote_url(url: str) -> str:
@@ -61,7 +65,7 @@ def check_remote_url(url: str) -> str:
 
 
 def _check_branch(branch: str) -> str:
-    if not _BRANCH.match(branch) or ".." in branch or branch.endswith((".lock", "/", ".")):
+    if not _BRANCH.fullmatch(branch) or ".." in branch or branch.endswith((".lock", "/", ".")):
         raise ValueError(f"{branch!r} is not a branch name SynthOrg accepts")
     return branch
 
@@ -132,7 +136,7 @@ class ProjectsConfig(RootModel[dict[str, ProjectRemote]]):
 
     @model_validator(mode="after")
     def _names(self) -> ProjectsConfig:
-        bad = [name for name in self.root if not _NAME.match(name)]
+        bad = [name for name in self.root if not _NAME.fullmatch(name)]
         if bad:
             raise ValueError(
                 f"project names {bad} must be letters, digits, '_' and '-' (at most 64)"
@@ -141,7 +145,8 @@ class ProjectsConfig(RootModel[dict[str, ProjectRemote]]):
 
 
 def project_name(repository: str) -> str | None:
-    """The project a task's ``repository`` names (``project:NAME``), None for a path."""
+    """The project a task's ``repository`` names (``project:NAME``), None for a path: the one
+    reader of a project reference (clients are held to ``PROJECT_REFERENCE`` first)."""
     if not repository.startswith(PROJECT_PREFIX):
         return None
     return repository.removeprefix(PROJECT_PREFIX)

@@ -3,6 +3,7 @@ new-run form offers. Not part of the public API schema (they serve the browser o
 
 from __future__ import annotations
 
+import asyncio
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -128,21 +129,18 @@ async def sign_out(request: Request) -> Response:
 
 
 class Repositories(BaseModel):
-    """Git repositories the new-run form offers (directly under the allowed roots)."""
+    """Git repositories the new-run form offers (what ``RepositoryPolicy.offered`` finds)."""
 
     items: list[str]
 
 
 @router.get("/console/repositories", response_model=Repositories)
 async def repositories(state: State, principal: Viewer) -> Repositories:
-    """The git repositories at or directly under ``[server] repository_roots``."""
-    found: list[str] = []
-    for root in state.settings.repository_roots:
-        if not root.is_dir():
-            continue
-        candidates = [root, *sorted(p for p in root.iterdir() if p.is_dir())]
-        found += [str(p) for p in candidates if (p / ".git").exists()]
-    return Repositories(items=found[:_MAX_REPOSITORIES])
+    """The git repositories the server's repository rule lets a run name (none without one)."""
+    if state.repositories is None:
+        return Repositories(items=[])
+    found = await asyncio.to_thread(state.repositories.offered, _MAX_REPOSITORIES)
+    return Repositories(items=[str(p) for p in found])
 
 
 class WhoAmI(BaseModel):

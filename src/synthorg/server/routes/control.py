@@ -8,7 +8,6 @@ from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from synthorg.domain.ids import Identifier
-from synthorg.engine.control import Decision
 from synthorg.errors import ConflictError
 from synthorg.server.auth import Principal
 from synthorg.server.errors import responses
@@ -157,32 +156,26 @@ async def decide(
     conversation_id: Identifier, body: DecisionRequest, state: State, principal: Approver
 ) -> DecisionResult:
     """Accept and/or reject pending actions by id; the caller is recorded as approver."""
-    accepted, rejected = set(body.accepted), set(body.rejected)
     record = await state.conversation(conversation_id, principal)
     _, pending = await pending_actions(
         state.store, record, active=state.service.is_active(conversation_id)
     )
     waiting = {action.action_id for action in pending}
-    stale = (accepted | rejected) - waiting
+    stale = (set(body.accepted) | set(body.rejected)) - waiting
     if stale:
         raise ConflictError(
             f"action ids not pending in conversation {conversation_id}: {sorted(stale)} "
             "(already decided, stale, or of another conversation); GET the confirmation "
             "route for what is pending now"
         )
-    # After the checks of what exists (a stale id is 409 either way): Decision refuses an id
-    # both accepted and rejected (400).
-    decision = Decision(
-        accepted=frozenset(accepted),
-        rejected=frozenset(rejected),
-        approver=principal.name,
-        reason=body.reason,
-    )
+    # After the checks of what exists (a stale id is 409 either way): 400 for an id both
+    # accepted and rejected.
+    decision = body.decision(principal.name)
     await state.service.decide(conversation_id, decision)
     state.metrics.commands.labels("decide").inc()
     return DecisionResult(
         conversation_id=conversation_id,
-        accepted=sorted(accepted),
-        rejected=sorted(rejected),
+        accepted=sorted(decision.accepted),
+        rejected=sorted(decision.rejected),
         approver=principal.name,
     )
