@@ -45,6 +45,7 @@ import httpx
 import openai
 
 from synthorg.domain import AgentIdentity, ConversationRecord, Task, TokenUsage, WorkspaceInfo
+from synthorg.domain.binding import RunBinding
 from synthorg.engine import LoopRunner, RunCheckers, RunControl, budget_checker, flag_checker
 from synthorg.engine.native import NativeLoopDeps, OpenAICompatClient, ReactLoop
 from synthorg.engine.native.scripts import progress_script
@@ -55,7 +56,7 @@ from synthorg.gateway.embedded import serve_embedded
 from synthorg.gateway.providers.scripted import ScriptedProvider
 from synthorg.gateway.scripted import ScriptedModel, ScriptedTurn
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import GatewaySigner, RunBinding
+from synthorg.gateway.signer import GatewaySigner
 from synthorg.gateway.wire import ChatMessage
 from synthorg.sandbox import BwrapSandbox, SandboxRequest, ToolboxClient
 from synthorg.store import open_store

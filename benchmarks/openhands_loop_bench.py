@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from synthorg.domain import Task, new_id
-from synthorg.gateway.signer import RunBinding
+from synthorg.domain.binding import RunBinding
 from synthorg.runtime import OpenHandsRuntime, build_runtime, find_runtime
 from synthorg.service.boot import Components, boot
 from synthorg.service.loops import default_provisioner, default_registry

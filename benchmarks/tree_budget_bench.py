@@ -30,10 +30,10 @@ from pathlib import Path
 import httpx
 
 from synthorg.domain import ConversationRecord
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.embedded import serve_embedded
-from synthorg.gateway.signer import RunBinding
 from synthorg.store import open_store
 from synthorg.store.protocol import Store
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 from decimal import Decimal
 
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.ledger_memory import MemoryLedger
 from synthorg.gateway.providers.scripted import ScriptedProvider
 from synthorg.gateway.refusals import GatewayRefusal
 from synthorg.gateway.scripted import echo
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import GatewaySigner, RunBinding
+from synthorg.gateway.signer import GatewaySigner
 from synthorg.gateway.wire import ChatMessage, ChatRequest, Usage
 
 

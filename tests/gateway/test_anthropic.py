@@ -11,13 +11,13 @@ from typing import Any
 import openai
 import pytest
 
+from synthorg.domain.binding import RunBinding
 from synthorg.errors import ConfigError
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.embedded import serve_embedded
 from synthorg.gateway.providers.anthropic import AnthropicProvider
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import RunBinding
 from synthorg.store.protocol import Store
 
 from .harness import TOOLS

@@ -28,12 +28,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from synthorg.domain.binding import RunBinding
 from synthorg.domain.money import ZERO, room_left, total
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig
 from synthorg.gateway.refusals import GatewayRefusal
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import RunBinding
 from synthorg.gateway.ticket import Ticket
 from synthorg.gateway.wire import ChatRequest, Usage
 from synthorg.store import StoreConfig, open_store

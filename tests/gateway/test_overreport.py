@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.embedded import serve_embedded
-from synthorg.gateway.signer import RunBinding
 from synthorg.gateway.wire import ChatRequest
 from synthorg.store import StoreConfig, open_store
 from synthorg.store.protocol import ExecutionStatus

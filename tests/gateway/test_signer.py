@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from synthorg.domain.binding import RunBinding
 from synthorg.errors import ConfigError
 from synthorg.gateway.signer import (
     CLOCK_SKEW_S,
     BearerError,
     GatewaySigner,
-    RunBinding,
     UnboundModelError,
     load_or_create_key,
 )

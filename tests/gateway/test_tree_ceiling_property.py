@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from synthorg.domain import ConversationRecord
-from synthorg.gateway.signer import RunBinding
+from synthorg.domain.binding import RunBinding
 
 from .batch import Spec, body, drive, specs, within_one_reservation
 from .harness import FAKE_MODEL, FakeHarness, tree_conversation

@@ -23,7 +23,8 @@ from mcp_servers import (
 )
 
 from synthorg.domain import AgentIdentity, ConversationRecord, Task, ToolAuditEvent
-from synthorg.gateway.signer import GatewaySigner, RunBinding
+from synthorg.domain.binding import RunBinding
+from synthorg.gateway.signer import GatewaySigner
 from synthorg.mcp import (
     CredentialVault,
     McpConfig,

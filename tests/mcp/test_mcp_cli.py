@@ -16,7 +16,8 @@ from mcp_world import _record
 from typer.testing import CliRunner
 
 from synthorg.cli.mcp import app
-from synthorg.gateway.signer import GatewaySigner, RunBinding, load_or_create_key
+from synthorg.domain.binding import RunBinding
+from synthorg.gateway.signer import GatewaySigner, load_or_create_key
 from synthorg.mcp import McpToolClient
 from synthorg.store.sqlite import SqliteStore
 

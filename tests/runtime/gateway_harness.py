@@ -21,12 +21,13 @@ from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.app import GatewayApp, create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.embedded import serve_embedded
 from synthorg.gateway.providers.scripted import ScriptedProvider
 from synthorg.gateway.scripted import ScriptedSequence, ScriptedToolCall, ScriptedTurn
-from synthorg.gateway.signer import GatewaySigner, RunBinding
+from synthorg.gateway.signer import GatewaySigner
 from synthorg.gateway.wire import ChatMessage
 from synthorg.mcp import MCP_PATH, serve_mcp
 from synthorg.mcp.auth import BearerAuthMiddleware, claims_from_request

@@ -16,11 +16,11 @@ from typing import Any
 import typer
 
 from synthorg.cli.common import ConfigOption, console, fail, run_async, settings_from
+from synthorg.domain.binding import RunBinding
 from synthorg.errors import SynthOrgError
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig
 from synthorg.gateway.embedded import serve_embedded
-from synthorg.gateway.signer import RunBinding
 from synthorg.service.store import opened_store
 from synthorg.settings import Settings, section
 

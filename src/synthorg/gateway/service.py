@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.admission import Admission
 from synthorg.gateway.binding import authenticate, resolve_model
 from synthorg.gateway.config import GatewayConfig
@@ -39,7 +40,7 @@ from synthorg.gateway.estimate import Bounds, Ending
 from synthorg.gateway.metering import Meter
 from synthorg.gateway.providers.base import Provider
 from synthorg.gateway.shared_budget import SharedBudget
-from synthorg.gateway.signer import BearerClaims, GatewaySigner, RunBinding
+from synthorg.gateway.signer import BearerClaims, GatewaySigner
 from synthorg.gateway.state import RunStates, open_row
 from synthorg.gateway.ticket import Ticket
 from synthorg.gateway.wire import ChatRequest, Usage

@@ -24,6 +24,7 @@ from synthorg.domain import (
     TokenUsage,
     WorkspaceInfo,
 )
+from synthorg.domain.binding import RunBinding
 from synthorg.engine import LoopRunner, RunCheckers, RunControl, budget_checker, flag_checker
 from synthorg.engine.native import NativeLoopDeps, NativeLoopSettings, OpenAICompatClient
 from synthorg.engine.native.factories import NATIVE_FACTORIES
@@ -36,7 +37,7 @@ from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.providers.scripted import ScriptedProvider
 from synthorg.gateway.scripted import ScriptedModel
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import GatewaySigner, RunBinding
+from synthorg.gateway.signer import GatewaySigner
 from synthorg.sandbox import BwrapSandbox, SandboxRequest, ToolboxClient
 from synthorg.store import Store, open_store
 
