@@ -75,7 +75,7 @@ def test_mint_prints_a_bearer_and_refuses_unbound_models(tmp_path: Path) -> None
     assert (tmp_path / "home" / "keys" / "gateway-signing.key").exists()
     result = runner.invoke(gateway_cli, ["mint", "--model", "gpt-4o", "--config", str(config)])
     assert result.exit_code != 0
-    assert "no provider" in result.output
+    assert "no configured provider serves model 'gpt-4o'" in " ".join(result.output.split())
     result = runner.invoke(
         gateway_cli,
         ["mint", "--model", "echo-model", "--provider", "other", "--config", str(config)],

@@ -117,14 +117,10 @@ def mint(
     served by the named provider, the lifetime at most [gateway] token_ttl_s."""
     settings = settings_from(config)
     gw_config = gateway_config(settings)
-    if provider is None:
-        serving = [p.name for p in gw_config.providers if model in p.models]
-        if len(serving) != 1:
-            fail(
-                f"model {model!r} is served by {serving or 'no provider'}; "
-                "name one with --provider (no provider is picked automatically)"
-            )
-        provider = serving[0]
+    try:
+        provider = provider or gw_config.provider_for(model)
+    except SynthOrgError as exc:
+        fail(str(exc))
     binding = RunBinding(
         execution_id=execution or f"exec-manual-{secrets.token_hex(6)}",
         agent_id=agent,
