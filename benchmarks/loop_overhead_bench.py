@@ -133,7 +133,7 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
     )
     gateway = Gateway(
         config,
-        GatewaySigner(secrets.token_bytes(32), served=config.serves),
+        GatewaySigner(secrets.token_bytes(32), served=config.serves, max_ttl_s=config.token_ttl_s),
         store,
         {"scripted": provider},
     )
@@ -162,7 +162,7 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
         provider="scripted",
         model_id=MODEL,
     )
-    await gateway.open_execution(binding)
+    bearer = await gateway.issue(binding)
 
     watch = Stopwatch()
 
@@ -200,9 +200,7 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
                     model=MODEL,
                     provider="scripted",
                     workspace=WorkspaceInfo(path=str(repo)),
-                    gateway=GatewayAccess(
-                        base_url, gateway.mint(binding), watch.wrap("loop usage probe", usage)
-                    ),
+                    gateway=GatewayAccess(base_url, bearer, watch.wrap("loop usage probe", usage)),
                     emit=watch.wrap("sink: append + checkers", runner.sink(cid, checkers, control)),
                     control=control,
                     max_turns=turns + 5,
@@ -218,9 +216,7 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
             assert result.termination_reason == "completed", result.error
             lines = (repo / "progress.txt").read_text().split()
             assert lines == [str(n) for n in range(1, turns + 1)]
-            calls = await client_cost(
-                base_url, uds if transport == "uds" else None, gateway, binding
-            )
+            calls = await client_cost(base_url, uds if transport == "uds" else None, bearer)
     finally:
         await store.close()
     return {
@@ -233,11 +229,8 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
     }
 
 
-async def client_cost(
-    base_url: str, uds: Path | None, gateway: Gateway, binding: RunBinding
-) -> dict[str, float]:
+async def client_cost(base_url: str, uds: Path | None, bearer: str) -> dict[str, float]:
     """Mean wall time per chat call: our httpx client vs the openai SDK, same gateway."""
-    bearer = gateway.mint(binding)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "count"}]
 
     def over() -> httpx.AsyncHTTPTransport | None:

@@ -259,14 +259,14 @@ async def direct_run(
         provider="scripted",
         model_id=MODEL,
     )
-    await c.gateway.open_execution(binding)
+    bearer = await c.gateway.issue(binding)
     stamp_file = tmp / f"direct-stamps-{n}"
     os.environ["OH_BENCH_STAMPS"] = str(stamp_file)  # read by the in-process gateway's script
     spec = {
         "task_prompt": "Write progress.txt",
         "model": MODEL,
         "gateway_base_url": tcp_base_url,
-        "gateway_token": c.gateway.mint(binding),
+        "gateway_token": bearer,
         "workspace_path": str(workspace),
         "persistence_dir": str(tmp / f"direct-state-{n}"),
         "conversation_id": binding.conversation_id,

@@ -70,8 +70,7 @@ async def _tokens(app_gateway: object, store: Store, tree: bool) -> list[str]:
             model_id=MODEL,
             cost_ceiling=record.budget_usd,
         )
-        await app_gateway.open_execution(binding)
-        tokens.append(app_gateway.mint(binding))
+        tokens.append(await app_gateway.issue(binding))
     return tokens
 
 

@@ -124,8 +124,7 @@ class Cluster:
             model_id=FAKE_MODEL,
             cost_ceiling=ceiling,
         )
-        await self.gateway.open_execution(binding)
-        return binding.execution_id, self.gateway.mint(binding)
+        return binding.execution_id, await self.gateway.issue(binding)
 
     async def conversation(self, budget: Decimal | None, root_id: str | None = None) -> str:
         """Save a conversation (a tree's root with ``budget``, or a child of ``root_id``)."""

@@ -123,8 +123,7 @@ async def open_run(
         model_id=model,
         cost_ceiling=ceiling,
     )
-    await gateway.open_execution(binding)
-    return binding, gateway.mint(binding, ttl_s=ttl_s)
+    return binding, await gateway.issue(binding, ttl_s=ttl_s)
 
 
 FAKE_MODEL = "fake-model"

@@ -207,8 +207,7 @@ async def anthropic_gateway(
             provider="anthropic",
             model_id=MODEL,
         )
-        await app.gateway.open_execution(binding)
-        token = app.gateway.mint(binding)
+        token = await app.gateway.issue(binding)
         async with serve_embedded(app, tcp_port=0) as gw:
             assert gw.tcp_base_url
             yield fake, gw.tcp_base_url, token, app.gateway

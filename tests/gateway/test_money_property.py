@@ -226,8 +226,7 @@ async def test_the_money_invariant_over_adversarial_interleavings(
         model_id=FAKE_MODEL,
         cost_ceiling=ceiling,
     )
-    await live[0].open_execution(binding)
-    token = live[0].mint(binding)
+    token = await live[0].issue(binding)
     settled: list[Ticket] = []
     abandoned: list[Ticket] = []
     store = world.stores[world.gateways.index(live[0])]

@@ -4,6 +4,7 @@ a bearer is issued are each decided in one place."""
 from __future__ import annotations
 
 import ast
+import inspect
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 import synthorg
 from synthorg.errors import NotFoundError, UsageError
 from synthorg.gateway.config import GatewayConfig, ProviderConfig
+from synthorg.gateway.signer import GatewaySigner
 
 PACKAGE = Path(synthorg.__file__).parent
 
@@ -49,3 +51,10 @@ def test_only_the_gateway_config_reads_which_models_a_provider_serves() -> None:
             ):
                 asking.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert len(asking) == 1 and asking[0].startswith("gateway/config.py:"), asking
+
+
+def test_the_signer_takes_its_lifetime_bound_from_the_config_only() -> None:
+    """The default lifetime is GatewayConfig.token_ttl_s's alone: a signer built without the
+    configured bound would bound bearers by a second, silent default."""
+    bound = inspect.signature(GatewaySigner).parameters["max_ttl_s"]
+    assert bound.default is inspect.Parameter.empty

@@ -47,8 +47,7 @@ async def _open(
         model_id=FAKE_MODEL,
         cost_ceiling=record.budget_usd if ceiling is None else ceiling,
     )
-    await fake.gateway.open_execution(binding)
-    return binding.execution_id, fake.gateway.mint(binding)
+    return binding.execution_id, await fake.gateway.issue(binding)
 
 
 _DEAR = Spec(

@@ -266,7 +266,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
                 cost_ceiling_usd=None,
             )
         clock = Clock()
-        signer = GatewaySigner(b"k" * 48, served=lambda p, m: True, clock=clock)
+        signer = GatewaySigner(b"k" * 48, served=lambda p, m: True, max_ttl_s=6 * 3600, clock=clock)
         yield World(
             repo=repo,
             remote=remote,

@@ -176,8 +176,7 @@ class GatewayThread:
             provider="scripted",
             model_id=MODEL,
         )
-        self._call(self._app.gateway.open_execution(binding))
-        return binding.execution_id, self._app.gateway.mint(binding, ttl_s=600)
+        return binding.execution_id, self._call(self._app.gateway.issue(binding, ttl_s=600))
 
     def usage(self, execution_id: str) -> ExecutionUsage:
         """The gateway's authoritative totals for an execution."""

@@ -105,7 +105,9 @@ def mint(
     provider: str | None = typer.Option(None, help="Provider (default: the one serving --model)."),
     execution: str | None = typer.Option(None, "--execution", help="Execution id (default: new)."),
     ceiling: Decimal | None = typer.Option(None, "--ceiling", help="Cost ceiling in USD."),
-    ttl: int | None = typer.Option(None, help="Lifetime in seconds (default from config)."),
+    ttl: int | None = typer.Option(
+        None, help="Lifetime in seconds (default and most: [gateway] token_ttl_s)."
+    ),
     agent: str = typer.Option("manual", help="Agent id."),
     task: str = typer.Option("manual", help="Task id."),
     project: str = typer.Option("manual", help="Project id."),
@@ -113,8 +115,14 @@ def mint(
     as_json: bool = typer.Option(False, "--json", help="Print the binding and bearer as JSON."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Open an execution in the store and print its bearer for manual use; the model must be
-    served by the named provider, the lifetime at most [gateway] token_ttl_s."""
+    """Open an execution in this store's ledger and print its bearer, for manual use.
+
+    Issued the way a run's is (the model served by the named provider, the lifetime at most
+    [gateway] token_ttl_s, the ledger row opened first). It is good for model calls at a
+    gateway over this store until its lifetime ends or the execution is finished; no run owns
+    it, so no lease ends it earlier. The MCP server refuses it unless --conversation and
+    --project name a conversation recorded in this store.
+    """
     settings = settings_from(config)
     gw_config = gateway_config(settings)
     try:
@@ -131,20 +139,14 @@ def mint(
         model_id=model,
         cost_ceiling=ceiling,
     )
-    signer = signer_for(gw_config)
 
-    async def opened() -> str:
+    async def issued() -> str:
         # The bearer is valid only at the ledger that opened its execution (this store's).
         async with opened_store(settings) as store:
-            gateway = create_gateway_app(gw_config, signer, store, providers={}).gateway
-            await gateway.open_execution(binding)
-            return gateway.mint(binding, ttl_s=ttl)
+            app = create_gateway_app(gw_config, signer_for(gw_config), store, providers={})
+            return await app.gateway.issue(binding, ttl_s=ttl)
 
-    try:
-        signer.check(binding, ttl_s=ttl or gw_config.token_ttl_s)  # before a row is opened
-    except SynthOrgError as exc:
-        fail(str(exc))
-    token = run_async(opened())
+    token = run_async(issued())
     if as_json:
         print(json.dumps({"bearer": token, **binding.model_dump(mode="json")}))
     else:

@@ -61,7 +61,7 @@ class GatewaySigner:
         key: bytes,
         *,
         served: ModelServed,
-        max_ttl_s: int = 6 * 3600,
+        max_ttl_s: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if len(key) < _MIN_KEY_BYTES:

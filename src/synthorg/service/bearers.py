@@ -13,8 +13,7 @@ class GatewayMinter:
         self._gateway = gateway
 
     async def open(self, binding: RunBinding) -> str:
-        await self._gateway.open_execution(binding)
-        return self._gateway.mint(binding)
+        return await self._gateway.issue(binding)
 
     async def close(self, execution_id: str, why: str) -> None:
         await self._gateway.finish_execution(execution_id, why)
