@@ -8,19 +8,11 @@ from pathlib import Path
 from typing import get_type_hints
 
 import synthorg
+from synthorg.domain.binding import RunBinding
 from synthorg.engine.bearers import BearerMinter
 from synthorg.gateway.signer import GatewaySigner
 
-BOUND = {
-    "execution_id",
-    "agent_id",
-    "task_id",
-    "project_id",
-    "conversation_id",
-    "provider",
-    "model_id",
-    "cost_ceiling",
-}
+BOUND = set(RunBinding.model_fields)  # no other class may declare them all again
 
 
 def _first_parameter_type(function: object) -> object:
