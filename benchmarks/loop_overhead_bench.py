@@ -45,6 +45,7 @@ import httpx
 import openai
 
 from synthorg.domain import AgentIdentity, ConversationRecord, Task, TokenUsage, WorkspaceInfo
+from synthorg.domain.binding import RunBinding
 from synthorg.engine import LoopRunner, RunCheckers, RunControl, budget_checker, flag_checker
 from synthorg.engine.native import NativeLoopDeps, OpenAICompatClient, ReactLoop
 from synthorg.engine.native.scripts import progress_script
@@ -55,7 +56,7 @@ from synthorg.gateway.embedded import serve_embedded
 from synthorg.gateway.providers.scripted import ScriptedProvider
 from synthorg.gateway.scripted import ScriptedModel, ScriptedTurn
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import GatewaySigner, RunBinding
+from synthorg.gateway.signer import GatewaySigner
 from synthorg.gateway.wire import ChatMessage
 from synthorg.sandbox import BwrapSandbox, SandboxRequest, ToolboxClient
 from synthorg.store import open_store
@@ -132,7 +133,7 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
     )
     gateway = Gateway(
         config,
-        GatewaySigner(secrets.token_bytes(32), served=config.serves),
+        GatewaySigner(secrets.token_bytes(32), served=config.serves, max_ttl_s=config.token_ttl_s),
         store,
         {"scripted": provider},
     )
@@ -161,7 +162,7 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
         provider="scripted",
         model_id=MODEL,
     )
-    await gateway.open_execution(binding)
+    bearer = await gateway.issue(binding)
 
     watch = Stopwatch()
 
@@ -199,9 +200,7 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
                     model=MODEL,
                     provider="scripted",
                     workspace=WorkspaceInfo(path=str(repo)),
-                    gateway=GatewayAccess(
-                        base_url, gateway.mint(binding), watch.wrap("loop usage probe", usage)
-                    ),
+                    gateway=GatewayAccess(base_url, bearer, watch.wrap("loop usage probe", usage)),
                     emit=watch.wrap("sink: append + checkers", runner.sink(cid, checkers, control)),
                     control=control,
                     max_turns=turns + 5,
@@ -217,9 +216,7 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
             assert result.termination_reason == "completed", result.error
             lines = (repo / "progress.txt").read_text().split()
             assert lines == [str(n) for n in range(1, turns + 1)]
-            calls = await client_cost(
-                base_url, uds if transport == "uds" else None, gateway, binding
-            )
+            calls = await client_cost(base_url, uds if transport == "uds" else None, bearer)
     finally:
         await store.close()
     return {
@@ -232,11 +229,8 @@ async def native_run(tmp: Path, turns: int, transport: str) -> dict[str, float]:
     }
 
 
-async def client_cost(
-    base_url: str, uds: Path | None, gateway: Gateway, binding: RunBinding
-) -> dict[str, float]:
+async def client_cost(base_url: str, uds: Path | None, bearer: str) -> dict[str, float]:
     """Mean wall time per chat call: our httpx client vs the openai SDK, same gateway."""
-    bearer = gateway.mint(binding)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "count"}]
 
     def over() -> httpx.AsyncHTTPTransport | None:

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from synthorg.domain import Task, new_id
-from synthorg.gateway.signer import RunBinding
+from synthorg.domain.binding import RunBinding
 from synthorg.runtime import OpenHandsRuntime, build_runtime, find_runtime
 from synthorg.service.boot import Components, boot
 from synthorg.service.loops import default_provisioner, default_registry
@@ -259,14 +259,14 @@ async def direct_run(
         provider="scripted",
         model_id=MODEL,
     )
-    await c.gateway.open_execution(binding)
+    bearer = await c.gateway.issue(binding)
     stamp_file = tmp / f"direct-stamps-{n}"
     os.environ["OH_BENCH_STAMPS"] = str(stamp_file)  # read by the in-process gateway's script
     spec = {
         "task_prompt": "Write progress.txt",
         "model": MODEL,
         "gateway_base_url": tcp_base_url,
-        "gateway_token": c.gateway.mint(binding),
+        "gateway_token": bearer,
         "workspace_path": str(workspace),
         "persistence_dir": str(tmp / f"direct-state-{n}"),
         "conversation_id": binding.conversation_id,

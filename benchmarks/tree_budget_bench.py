@@ -30,10 +30,10 @@ from pathlib import Path
 import httpx
 
 from synthorg.domain import ConversationRecord
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.embedded import serve_embedded
-from synthorg.gateway.signer import RunBinding
 from synthorg.store import open_store
 from synthorg.store.protocol import Store
 
@@ -70,8 +70,7 @@ async def _tokens(app_gateway: object, store: Store, tree: bool) -> list[str]:
             model_id=MODEL,
             cost_ceiling=record.budget_usd,
         )
-        await app_gateway.open_execution(binding)
-        tokens.append(app_gateway.mint(binding))
+        tokens.append(await app_gateway.issue(binding))
     return tokens
 
 

@@ -13,18 +13,17 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
 from synthorg.domain import ConversationStatus
-from synthorg.engine.bearers import RunGrant
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig, ProviderConfig
 from synthorg.gateway.embedded import serve_embedded
-from synthorg.gateway.signer import RunBinding
 from synthorg.mcp import CredentialVault, McpConfig, McpToolClient, create_mcp_app, serve_mcp
 from synthorg.mcp.client import McpClientError
 from synthorg.service.ownership import sweep_dead_owners
@@ -108,7 +107,7 @@ async def boundaries(world: World, store: Store, conversation_id: str) -> AsyncI
         signing_key_file=world.home / "keys" / "gateway-signing.key",  # the run's key
     )
     signer = signer_for(config)
-    binding = RunBinding(**asdict(RunGrant.of(record, record.execution_id)))
+    binding = RunBinding.of(record, record.execution_id)
     bearer = signer.mint(binding, ttl_s=600, ledger_id=store.ledger_id)
     with _page() as page:
         mcp_config = McpConfig.model_validate(

@@ -22,10 +22,10 @@ from typing import Any, Literal
 import httpx
 import tomlkit
 
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.embedded import serve_embedded
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import RunBinding
 from synthorg.gateway.wire import ChatRequest
 from synthorg.store import StoreConfig, open_store
 from synthorg.store.protocol import ExecutionUsage, Store
@@ -124,8 +124,7 @@ class Cluster:
             model_id=FAKE_MODEL,
             cost_ceiling=ceiling,
         )
-        await self.gateway.open_execution(binding)
-        return binding.execution_id, self.gateway.mint(binding)
+        return binding.execution_id, await self.gateway.issue(binding)
 
     async def conversation(self, budget: Decimal | None, root_id: str | None = None) -> str:
         """Save a conversation (a tree's root with ``budget``, or a child of ``root_id``)."""

@@ -13,13 +13,13 @@ import httpx
 import openai
 
 from synthorg.domain import AgentIdentity, ConversationRecord, Task
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.app import GatewayApp
 from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.providers.scripted import ScriptedProvider
 from synthorg.gateway.scripted import ScriptedSequence, ScriptedTurn
 from synthorg.gateway.scripted_server import ScriptedUpstream
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import RunBinding
 from synthorg.store.protocol import Store
 
 from .fake_upstream import FakeUpstream
@@ -123,8 +123,7 @@ async def open_run(
         model_id=model,
         cost_ceiling=ceiling,
     )
-    await gateway.open_execution(binding)
-    return binding, gateway.mint(binding, ttl_s=ttl_s)
+    return binding, await gateway.issue(binding, ttl_s=ttl_s)
 
 
 FAKE_MODEL = "fake-model"

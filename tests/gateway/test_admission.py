@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 from decimal import Decimal
 
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.ledger_memory import MemoryLedger
 from synthorg.gateway.providers.scripted import ScriptedProvider
 from synthorg.gateway.refusals import GatewayRefusal
 from synthorg.gateway.scripted import echo
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import GatewaySigner, RunBinding
+from synthorg.gateway.signer import GatewaySigner
 from synthorg.gateway.wire import ChatMessage, ChatRequest, Usage
 
 
@@ -22,7 +23,7 @@ async def test_serial_mode_admits_one_request_at_a_time() -> None:
             "m": ModelPrice(input_per_mtok_usd=Decimal(0), output_per_mtok_usd=Decimal(1_000_000))
         },
     )
-    signer = GatewaySigner(b"k" * 32, served=config.serves)
+    signer = GatewaySigner(b"k" * 32, served=config.serves, max_ttl_s=config.token_ttl_s)
     gateway = Gateway(config, signer, MemoryLedger(), {"s": ScriptedProvider({}, default=echo)})
     binding = RunBinding(
         execution_id="e",
@@ -34,8 +35,7 @@ async def test_serial_mode_admits_one_request_at_a_time() -> None:
         model_id="m",
         cost_ceiling=Decimal(10),
     )
-    await gateway.open_execution(binding)
-    claims = signer.verify(gateway.mint(binding))
+    claims = signer.verify(await gateway.issue(binding))
     request = ChatRequest(
         model="m", messages=[ChatMessage(role="user", content="x")], max_tokens=4
     )  # worst case $4: two fit in $10, the third does not

@@ -11,13 +11,13 @@ from typing import Any
 import openai
 import pytest
 
+from synthorg.domain.binding import RunBinding
 from synthorg.errors import ConfigError
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.embedded import serve_embedded
 from synthorg.gateway.providers.anthropic import AnthropicProvider
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import RunBinding
 from synthorg.store.protocol import Store
 
 from .harness import TOOLS
@@ -207,8 +207,7 @@ async def anthropic_gateway(
             provider="anthropic",
             model_id=MODEL,
         )
-        await app.gateway.open_execution(binding)
-        token = app.gateway.mint(binding)
+        token = await app.gateway.issue(binding)
         async with serve_embedded(app, tcp_port=0) as gw:
             assert gw.tcp_base_url
             yield fake, gw.tcp_base_url, token, app.gateway

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from synthorg.engine.bearers import RunGrant
+from synthorg.domain.binding import RunBinding
 from synthorg.service.tree import committed_spend
 
 from .batch import Spec, body, reply, send
@@ -155,7 +155,7 @@ async def test_a_childs_share_holds_across_resumes_after_a_dead_holder(
             await world.gateway.kill_execution(runs[-1], "superseded")
         record = await world.store.get_conversation(child)
         spent = await committed_spend(world.store, child)
-        grant = RunGrant.of(record, "unused", spent=spent)
+        grant = RunBinding.of(record, "unused", spent=spent)
         execution, token = await world.open_run(child, grant.cost_ceiling)
         runs.append(execution)
         return token

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
@@ -18,10 +19,12 @@ from typer.testing import CliRunner
 
 from synthorg.cli.gateway import app as gateway_cli
 from synthorg.cli.gateway import gateway_config
+from synthorg.errors import NotFoundError
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.embedded import serve_embedded
 from synthorg.settings import load_settings
 from synthorg.store import open_store
+from synthorg.store.protocol import ExecutionStatus, ExecutionUsage
 from tests.support import free_port
 
 from .harness import UPSTREAM_MODEL, Harness
@@ -75,7 +78,7 @@ def test_mint_prints_a_bearer_and_refuses_unbound_models(tmp_path: Path) -> None
     assert (tmp_path / "home" / "keys" / "gateway-signing.key").exists()
     result = runner.invoke(gateway_cli, ["mint", "--model", "gpt-4o", "--config", str(config)])
     assert result.exit_code != 0
-    assert "no provider" in result.output
+    assert "no configured provider serves model 'gpt-4o'" in " ".join(result.output.split())
     result = runner.invoke(
         gateway_cli,
         ["mint", "--model", "echo-model", "--provider", "other", "--config", str(config)],
@@ -88,11 +91,34 @@ def test_mint_refuses_a_ttl_past_the_configured_one(tmp_path: Path) -> None:
     config = _config(tmp_path)
     runner = CliRunner()
     base = ["mint", "--model", "echo-model", "--config", str(config), "--ttl"]
-    for absurd in (str(100 * 365 * 86_400), "121", "-5"):
+    for absurd in (str(100 * 365 * 86_400), "121", "-5", "0"):  # 0 was taken as the default
         result = runner.invoke(gateway_cli, [*base, absurd])
         assert result.exit_code != 0, (absurd, result.output)
         assert "between 1 and 120 s" in " ".join(result.output.split()), result.output
     assert runner.invoke(gateway_cli, [*base, "120"]).exit_code == 0
+
+
+def test_mint_issues_the_way_a_run_does_and_a_refused_one_opens_no_row(tmp_path: Path) -> None:
+    """Issue 35 (3): `mint` goes through Gateway.issue, the run service's one path: the row is
+    opened in the store, owned by no run (no lease ends it before its lifetime); a refused
+    lifetime opens none."""
+    config, runner = _config(tmp_path), CliRunner()
+    base = ["mint", "--model", "echo-model", "--config", str(config), "--execution"]
+    assert runner.invoke(gateway_cli, [*base, "exec-ok", "--ceiling", "0.5"]).exit_code == 0
+    assert runner.invoke(gateway_cli, [*base, "exec-refused", "--ttl", "0"]).exit_code != 0
+
+    async def rows() -> ExecutionUsage:
+        store = await open_store(tmp_path / "home" / "store.db")
+        try:
+            with pytest.raises(NotFoundError):
+                await store.get_execution("exec-refused")
+            return await store.get_execution("exec-ok")
+        finally:
+            await store.close()
+
+    row = asyncio.run(rows())
+    assert row.status == ExecutionStatus.ACTIVE and row.cost_ceiling_usd == Decimal("0.5")
+    assert row.lease_expires_at is None and row.conversation_id.startswith("conv-manual-")
 
 
 def test_a_minted_bearer_acts_only_at_its_own_store(tmp_path: Path) -> None:

@@ -28,12 +28,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from synthorg.domain.binding import RunBinding
 from synthorg.domain.money import ZERO, room_left, total
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig
 from synthorg.gateway.refusals import GatewayRefusal
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import RunBinding
 from synthorg.gateway.ticket import Ticket
 from synthorg.gateway.wire import ChatRequest, Usage
 from synthorg.store import StoreConfig, open_store
@@ -226,8 +226,7 @@ async def test_the_money_invariant_over_adversarial_interleavings(
         model_id=FAKE_MODEL,
         cost_ceiling=ceiling,
     )
-    await live[0].open_execution(binding)
-    token = live[0].mint(binding)
+    token = await live[0].issue(binding)
     settled: list[Ticket] = []
     abandoned: list[Ticket] = []
     store = world.stores[world.gateways.index(live[0])]

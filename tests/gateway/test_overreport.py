@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.embedded import serve_embedded
-from synthorg.gateway.signer import RunBinding
 from synthorg.gateway.wire import ChatRequest
 from synthorg.store import StoreConfig, open_store
 from synthorg.store.protocol import ExecutionStatus
@@ -156,8 +156,7 @@ async def test_an_overreport_closes_the_delegation_tree(gw: FakeHarness) -> None
             model_id=FAKE_MODEL,
             cost_ceiling=record.budget_usd,
         )
-        await gw.gateway.open_execution(binding)
-        tokens[record.id] = gw.gateway.mint(binding)
+        tokens[record.id] = await gw.gateway.issue(binding)
     assert await _send(gw, tokens[root.id], False) == 200  # both in the tree's state
     gw.upstream.plan = lambda body: Reply(text="ok", over_report=1_000)
     assert await _send(gw, tokens[child.id], False) == 200

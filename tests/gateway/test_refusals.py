@@ -48,7 +48,9 @@ async def test_missing_and_malformed_authorization(harness: Harness) -> None:
 
 
 async def test_bad_signature(harness: Harness, tmp_path: Any) -> None:
-    other = GatewaySigner(load_or_create_key(tmp_path / "other.key"), served=lambda p, m: True)
+    other = GatewaySigner(
+        load_or_create_key(tmp_path / "other.key"), served=lambda p, m: True, max_ttl_s=3600
+    )
     binding, _ = await harness.run()
     token = other.mint(binding, ttl_s=60, ledger_id=harness.store.ledger_id)
     response = await _post(harness, token)
@@ -61,7 +63,9 @@ async def test_bad_signature(harness: Harness, tmp_path: Any) -> None:
 async def test_expired(harness: Harness) -> None:
     binding, _ = await harness.run()
     key = load_or_create_key(harness.gateway.config.signing_key_file)
-    past = GatewaySigner(key, served=lambda p, m: True, clock=lambda: time.time() - 3600)
+    past = GatewaySigner(
+        key, served=lambda p, m: True, max_ttl_s=3600, clock=lambda: time.time() - 3600
+    )
     response = await _post(harness, past.mint(binding, ttl_s=60, ledger_id=harness.store.ledger_id))
     assert response.status_code == 401
     assert "expired" in _error(response)["message"]
@@ -104,7 +108,7 @@ async def test_other_provider(harness: Harness) -> None:
 async def test_binding_no_longer_served(harness: Harness) -> None:
     """A bearer minted elsewhere for a pair this gateway does not serve is refused."""
     key = load_or_create_key(harness.gateway.config.signing_key_file)
-    lax = GatewaySigner(key, served=lambda p, m: True)
+    lax = GatewaySigner(key, served=lambda p, m: True, max_ttl_s=3600)
     binding, _ = await harness.run()
     token = lax.mint(
         binding.model_copy(update={"model_id": "ghost"}),

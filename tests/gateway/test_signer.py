@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from synthorg.domain.binding import RunBinding
 from synthorg.errors import ConfigError
 from synthorg.gateway.signer import (
     CLOCK_SKEW_S,
     BearerError,
     GatewaySigner,
-    RunBinding,
     UnboundModelError,
     load_or_create_key,
 )
@@ -45,8 +45,8 @@ def served(provider: str, model: str) -> bool:
 
 def signer(clock: float | None = None, key: bytes = KEY) -> GatewaySigner:
     if clock is None:
-        return GatewaySigner(key, served=served)
-    return GatewaySigner(key, served=served, clock=lambda: clock)
+        return GatewaySigner(key, served=served, max_ttl_s=3600)
+    return GatewaySigner(key, served=served, max_ttl_s=3600, clock=lambda: clock)
 
 
 def test_round_trip_keeps_every_claim() -> None:
@@ -75,7 +75,7 @@ def test_bad_ttl_and_short_key_are_config_errors() -> None:
     with pytest.raises(ConfigError):
         signer().mint(BINDING, ttl_s=0, ledger_id=LEDGER)
     with pytest.raises(ConfigError, match="at least 32 bytes"):
-        GatewaySigner(b"short", served=served)
+        GatewaySigner(b"short", served=served, max_ttl_s=3600)
 
 
 def test_expired_by_the_injected_clock() -> None:

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from synthorg.domain import ConversationRecord
-from synthorg.gateway.signer import RunBinding
+from synthorg.domain.binding import RunBinding
 
 from .batch import Spec, body, drive, specs, within_one_reservation
 from .harness import FAKE_MODEL, FakeHarness, tree_conversation
@@ -47,8 +47,7 @@ async def _open(
         model_id=FAKE_MODEL,
         cost_ceiling=record.budget_usd if ceiling is None else ceiling,
     )
-    await fake.gateway.open_execution(binding)
-    return binding.execution_id, fake.gateway.mint(binding)
+    return binding.execution_id, await fake.gateway.issue(binding)
 
 
 _DEAR = Spec(

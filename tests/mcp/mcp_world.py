@@ -23,7 +23,8 @@ from mcp_servers import (
 )
 
 from synthorg.domain import AgentIdentity, ConversationRecord, Task, ToolAuditEvent
-from synthorg.gateway.signer import GatewaySigner, RunBinding
+from synthorg.domain.binding import RunBinding
+from synthorg.gateway.signer import GatewaySigner
 from synthorg.mcp import (
     CredentialVault,
     McpConfig,
@@ -267,7 +268,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
                 cost_ceiling_usd=None,
             )
         clock = Clock()
-        signer = GatewaySigner(b"k" * 48, served=lambda p, m: True, clock=clock)
+        signer = GatewaySigner(b"k" * 48, served=lambda p, m: True, max_ttl_s=6 * 3600, clock=clock)
         yield World(
             repo=repo,
             remote=remote,

@@ -16,7 +16,8 @@ from mcp_world import _record
 from typer.testing import CliRunner
 
 from synthorg.cli.mcp import app
-from synthorg.gateway.signer import GatewaySigner, RunBinding, load_or_create_key
+from synthorg.domain.binding import RunBinding
+from synthorg.gateway.signer import GatewaySigner, load_or_create_key
 from synthorg.mcp import McpToolClient
 from synthorg.store.sqlite import SqliteStore
 
@@ -79,7 +80,9 @@ async def test_serve_command_serves_audits_and_stops_on_sigterm(tmp_path: Path) 
         proc, url = _start(config, uds)
         try:
             # The server created the gateway key if absent; the gateway mints with it.
-            signer = GatewaySigner(load_or_create_key(key_path), served=lambda p, m: True)
+            signer = GatewaySigner(
+                load_or_create_key(key_path), served=lambda p, m: True, max_ttl_s=3600
+            )
             bearer = signer.mint(
                 RunBinding(
                     execution_id="e1",

@@ -29,7 +29,7 @@ from mcp_world import (
     make_config,
 )
 
-from synthorg.gateway.signer import RunBinding
+from synthorg.domain.binding import RunBinding
 from synthorg.mcp import (
     McpClientError,
     McpEndpoints,

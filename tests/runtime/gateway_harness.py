@@ -21,12 +21,13 @@ from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.app import GatewayApp, create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.embedded import serve_embedded
 from synthorg.gateway.providers.scripted import ScriptedProvider
 from synthorg.gateway.scripted import ScriptedSequence, ScriptedToolCall, ScriptedTurn
-from synthorg.gateway.signer import GatewaySigner, RunBinding
+from synthorg.gateway.signer import GatewaySigner
 from synthorg.gateway.wire import ChatMessage
 from synthorg.mcp import MCP_PATH, serve_mcp
 from synthorg.mcp.auth import BearerAuthMiddleware, claims_from_request
@@ -175,8 +176,7 @@ class GatewayThread:
             provider="scripted",
             model_id=MODEL,
         )
-        self._call(self._app.gateway.open_execution(binding))
-        return binding.execution_id, self._app.gateway.mint(binding, ttl_s=600)
+        return binding.execution_id, self._call(self._app.gateway.issue(binding, ttl_s=600))
 
     def usage(self, execution_id: str) -> ExecutionUsage:
         """The gateway's authoritative totals for an execution."""

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from synthorg.domain import ConversationStatus, StatusChangeEvent, StoredEvent, TerminationReason
+from synthorg.domain.binding import RunBinding
 from synthorg.engine import LoopDependencies
-from synthorg.engine.bearers import RunGrant
+from synthorg.errors import NotFoundError
 from synthorg.gateway.signer import UnboundModelError
 from synthorg.service.bearers import GatewayMinter
 from synthorg.service.boot import Components, boot
@@ -116,20 +117,23 @@ async def test_a_refused_landing_is_evented(booted: Booter, demo_repo: Path) -> 
 
 
 async def test_one_bearer_per_run_bound_to_the_run(booted: Booter, demo_repo: Path) -> None:
-    """The service mints the run's one bearer; an unbound model is refused at the mint."""
+    """The service mints the run's one bearer; an unbound model is refused at the mint, and
+    opens no ledger row."""
     async with booted("demo_fix_script") as components:
         record = await components.service.create(make_task(demo_repo), RunOptions())
         minter = GatewayMinter(components.gateway)
-        bearer = await minter.open(RunGrant.of(record, "exec-one"))
+        bearer = await minter.open(RunBinding.of(record, "exec-one"))
         claims = components.gateway.signer.verify(bearer)
         assert (claims.execution_id, claims.conversation_id, claims.model_id) == (
             "exec-one",
             record.id,
             record.model,
         )
-        unbound = RunGrant.of(record.model_copy(update={"model": "gpt-unbound"}), "exec-two")
+        unbound = RunBinding.of(record.model_copy(update={"model": "gpt-unbound"}), "exec-two")
         with pytest.raises(UnboundModelError, match="gpt-unbound"):
             await minter.open(unbound)
+        with pytest.raises(NotFoundError):  # refused before its ledger row was opened
+            await components.store.get_execution("exec-two")
         await minter.close("exec-one", "test over")
 
 

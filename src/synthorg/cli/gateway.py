@@ -16,11 +16,11 @@ from typing import Any
 import typer
 
 from synthorg.cli.common import ConfigOption, console, fail, run_async, settings_from
+from synthorg.domain.binding import RunBinding
 from synthorg.errors import SynthOrgError
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig
 from synthorg.gateway.embedded import serve_embedded
-from synthorg.gateway.signer import RunBinding
 from synthorg.service.store import opened_store
 from synthorg.settings import Settings, section
 
@@ -105,7 +105,9 @@ def mint(
     provider: str | None = typer.Option(None, help="Provider (default: the one serving --model)."),
     execution: str | None = typer.Option(None, "--execution", help="Execution id (default: new)."),
     ceiling: Decimal | None = typer.Option(None, "--ceiling", help="Cost ceiling in USD."),
-    ttl: int | None = typer.Option(None, help="Lifetime in seconds (default from config)."),
+    ttl: int | None = typer.Option(
+        None, help="Lifetime in seconds (default and most: [gateway] token_ttl_s)."
+    ),
     agent: str = typer.Option("manual", help="Agent id."),
     task: str = typer.Option("manual", help="Task id."),
     project: str = typer.Option("manual", help="Project id."),
@@ -113,18 +115,20 @@ def mint(
     as_json: bool = typer.Option(False, "--json", help="Print the binding and bearer as JSON."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Open an execution in the store and print its bearer for manual use; the model must be
-    served by the named provider, the lifetime at most [gateway] token_ttl_s."""
+    """Open an execution in this store's ledger and print its bearer, for manual use.
+
+    Issued the way a run's is (the model served by the named provider, the lifetime at most
+    [gateway] token_ttl_s, the ledger row opened first). It is good for model calls at a
+    gateway over this store until its lifetime ends or the execution is finished; no run owns
+    it, so no lease ends it earlier. The MCP server refuses it unless --conversation and
+    --project name a conversation recorded in this store.
+    """
     settings = settings_from(config)
     gw_config = gateway_config(settings)
-    if provider is None:
-        serving = [p.name for p in gw_config.providers if model in p.models]
-        if len(serving) != 1:
-            fail(
-                f"model {model!r} is served by {serving or 'no provider'}; "
-                "name one with --provider (no provider is picked automatically)"
-            )
-        provider = serving[0]
+    try:
+        provider = provider or gw_config.provider_for(model)
+    except SynthOrgError as exc:
+        fail(str(exc))
     binding = RunBinding(
         execution_id=execution or f"exec-manual-{secrets.token_hex(6)}",
         agent_id=agent,
@@ -135,20 +139,14 @@ def mint(
         model_id=model,
         cost_ceiling=ceiling,
     )
-    signer = signer_for(gw_config)
 
-    async def opened() -> str:
+    async def issued() -> str:
         # The bearer is valid only at the ledger that opened its execution (this store's).
         async with opened_store(settings) as store:
-            gateway = create_gateway_app(gw_config, signer, store, providers={}).gateway
-            await gateway.open_execution(binding)
-            return gateway.mint(binding, ttl_s=ttl)
+            app = create_gateway_app(gw_config, signer_for(gw_config), store, providers={})
+            return await app.gateway.issue(binding, ttl_s=ttl)
 
-    try:
-        signer.check(binding, ttl_s=ttl or gw_config.token_ttl_s)  # before a row is opened
-    except SynthOrgError as exc:
-        fail(str(exc))
-    token = run_async(opened())
+    token = run_async(issued())
     if as_json:
         print(json.dumps({"bearer": token, **binding.model_dump(mode="json")}))
     else:

@@ -1,5 +1,6 @@
 """Pure, frozen domain models: ids, tasks, events, results. No I/O, no imports of ours."""
 
+from synthorg.domain.binding import RunBinding
 from synthorg.domain.conversation import ConversationRecord, WorkspaceInfo
 from synthorg.domain.events import (
     EVENT_ADAPTER,
@@ -56,6 +57,7 @@ __all__ = [
     "PauseEvent",
     "PendingAction",
     "RiskLevel",
+    "RunBinding",
     "StatusChangeEvent",
     "StoredEvent",
     "Task",

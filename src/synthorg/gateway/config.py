@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from synthorg.errors import ConfigError
+from synthorg.errors import ConfigError, NotFoundError, UsageError
 from synthorg.paths import synthorg_home
 
 ProviderKind = Literal["openai", "anthropic", "scripted"]
@@ -161,10 +161,30 @@ class GatewayConfig(BaseModel):
         """The provider named ``name``."""
         return next((p for p in self.providers if p.name == name), None)
 
+    def serving(self, model: str) -> list[str]:
+        """The names of the configured providers that serve ``model``: the one place this is
+        read."""
+        return [p.name for p in self.providers if model in p.models]
+
     def serves(self, provider: str, model: str) -> bool:
         """Whether ``provider`` is configured and serves ``model`` (explicit binding)."""
-        config = self.provider(provider)
-        return config is not None and model in config.models
+        return provider in self.serving(model)
+
+    def provider_for(self, model: str) -> str:
+        """The one provider serving ``model``: NotFoundError when none does, UsageError when
+        several do (the caller names one; no provider is picked on its behalf)."""
+        serving = self.serving(model)
+        if not serving:
+            raise NotFoundError(
+                f"no configured provider serves model {model!r}; add it to a provider's models "
+                "in the [gateway] config"
+            )
+        if len(serving) > 1:
+            raise UsageError(
+                f"model {model!r} is served by several providers {serving}; choose one "
+                "explicitly (--provider)"
+            )
+        return serving[0]
 
     def output_maximum(self, model: str) -> int:
         """The model's output maximum: its entry, else ``admission_output_tokens``."""

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.admission import Admission
 from synthorg.gateway.binding import authenticate, resolve_model
 from synthorg.gateway.config import GatewayConfig
@@ -39,7 +40,7 @@ from synthorg.gateway.estimate import Bounds, Ending
 from synthorg.gateway.metering import Meter
 from synthorg.gateway.providers.base import Provider
 from synthorg.gateway.shared_budget import SharedBudget
-from synthorg.gateway.signer import BearerClaims, GatewaySigner, RunBinding
+from synthorg.gateway.signer import BearerClaims, GatewaySigner
 from synthorg.gateway.state import RunStates, open_row
 from synthorg.gateway.ticket import Ticket
 from synthorg.gateway.wire import ChatRequest, Usage
@@ -78,19 +79,17 @@ class Gateway:
 
     # -- a run's life, used by runners and loops ----------------------------------------------
 
-    async def open_execution(self, binding: RunBinding) -> ExecutionUsage:
-        """Create the ledger row of a run (idempotent); call before minting its bearer. The
-        row lives on the conversation's owner's lease (``LedgerStore.open_execution``)."""
-        row = await open_row(self.ledger, binding)
+    async def issue(self, binding: RunBinding, *, ttl_s: int | None = None) -> str:
+        """The one way a run's bearer is issued: open its execution's ledger row, then mint
+        the bearer naming this ledger, valid ``ttl_s`` seconds (default and most: the config's
+        ``token_ttl_s``). What the signer refuses (a lifetime out of bounds, a model its
+        provider does not serve) is refused before the row is opened. Opening is idempotent;
+        the row lives on the conversation's owner's lease (``LedgerStore.open_execution``)."""
+        ttl = self.config.token_ttl_s if ttl_s is None else ttl_s
+        self.signer.check(binding, ttl_s=ttl)
+        await open_row(self.ledger, binding)
         self._runs.forget(binding.execution_id)
-        return row
-
-    def mint(self, binding: RunBinding, *, ttl_s: int | None = None) -> str:
-        """A bearer for ``binding``, naming this ledger (explicit provider binding checked by
-        the signer); open its execution first, or every request is refused."""
-        return self.signer.mint(
-            binding, ttl_s=ttl_s or self.config.token_ttl_s, ledger_id=self.ledger.ledger_id
-        )
+        return self.signer.mint(binding, ttl_s=ttl, ledger_id=self.ledger.ledger_id)
 
     async def usage(self, execution_id: str) -> ExecutionUsage:
         """Running totals of an execution, including every answered request.

@@ -14,12 +14,12 @@ import os
 import secrets
 import time
 from collections.abc import Callable
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from synthorg.domain.binding import RunBinding
 from synthorg.errors import ConfigError, SynthOrgError
 from synthorg.localsock import private_dir
 
@@ -38,21 +38,6 @@ class BearerError(SynthOrgError):
 
 class UnboundModelError(ConfigError):
     """No configured provider serves the requested (provider, model) pair."""
-
-
-class RunBinding(BaseModel):
-    """What a per-run bearer binds: who runs what, on which model, up to which cost."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    execution_id: str = Field(min_length=1, description="The run's execution id.")
-    agent_id: str = Field(min_length=1, description="The agent running.")
-    task_id: str = Field(min_length=1, description="The task worked on.")
-    project_id: str = Field(min_length=1, description="The project; scopes MCP tools.")
-    conversation_id: str = Field(min_length=1, description="The conversation; scopes the branch.")
-    provider: str = Field(min_length=1, description="The provider explicitly bound.")
-    model_id: str = Field(min_length=1, description="The model explicitly bound.")
-    cost_ceiling: Decimal | None = Field(default=None, ge=0, description="Hard cost ceiling USD.")
 
 
 class BearerClaims(RunBinding):
@@ -76,7 +61,7 @@ class GatewaySigner:
         key: bytes,
         *,
         served: ModelServed,
-        max_ttl_s: int = 6 * 3600,
+        max_ttl_s: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if len(key) < _MIN_KEY_BYTES:

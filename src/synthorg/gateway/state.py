@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from synthorg.domain.binding import RunBinding
 from synthorg.errors import NotFoundError
 from synthorg.gateway.config import GatewayConfig
 from synthorg.gateway.liveness import lapsed
 from synthorg.gateway.refusals import GatewayRefusal, forbidden, tree_closed, tree_killed
-from synthorg.gateway.signer import RunBinding
 from synthorg.store.protocol import ExecutionStatus, ExecutionUsage, LedgerStore, TreeBudget
 
 

@@ -1,12 +1,9 @@
-"""The gateway as the engine's BearerMinter: the one place a RunBinding is built from a run."""
+"""The gateway as the engine's BearerMinter."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
-from synthorg.engine.bearers import RunGrant
+from synthorg.domain.binding import RunBinding
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import RunBinding
 
 
 class GatewayMinter:
@@ -15,10 +12,8 @@ class GatewayMinter:
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
 
-    async def open(self, grant: RunGrant) -> str:
-        binding = RunBinding(**asdict(grant))  # the same fields, validated by the gateway
-        await self._gateway.open_execution(binding)
-        return self._gateway.mint(binding)
+    async def open(self, binding: RunBinding) -> str:
+        return await self._gateway.issue(binding)
 
     async def close(self, execution_id: str, why: str) -> None:
         await self._gateway.finish_execution(execution_id, why)

@@ -72,7 +72,10 @@ class ConversationCreator:
         except ConfigError as exc:  # a loop this host lacks the runtime of: not offered here
             raise NotOffered(str(exc)) from exc
         model = options.model or self.defaults.model
-        provider = options.provider or self._provider_for(model)
+        try:
+            provider = options.provider or self.gateway.config.provider_for(model)
+        except NotFoundError as exc:  # no provider serves it: not offered here
+            raise NotOffered(str(exc)) from exc
         repo = (repositories or self.repositories).check(task.repository)
         if not repo.is_dir():
             raise NotOffered(f"repository {repo} is not a directory")
@@ -115,17 +118,3 @@ class ConversationCreator:
             note=workspace.note,
         )
         return record
-
-    def _provider_for(self, model: str) -> str:
-        serving = [p.name for p in self.gateway.config.providers if model in p.models]
-        if not serving:
-            raise NotOffered(
-                f"no configured provider serves model {model!r}; add it to a provider's models "
-                "in the [gateway] config"
-            )
-        if len(serving) > 1:
-            raise UsageError(
-                f"model {model!r} is served by several providers {serving}; choose one "
-                "explicitly (--provider)"
-            )
-        return serving[0]

@@ -27,6 +27,7 @@ from synthorg.domain import (
     TokenUsage,
     new_id,
 )
+from synthorg.domain.binding import RunBinding
 from synthorg.engine import (
     Decision,
     EngineConfig,
@@ -38,7 +39,7 @@ from synthorg.engine import (
     budget_checker,
     flag_checker,
 )
-from synthorg.engine.bearers import BearerMinter, RunGrant
+from synthorg.engine.bearers import BearerMinter
 from synthorg.engine.lifecycle import events_after
 from synthorg.errors import ConflictError, NotFoundError
 from synthorg.faultpoints import pause_point
@@ -249,8 +250,8 @@ class LocalRunService:
         # continues from, read after the grant billed the holds whose lease ran out.
         spent = await committed_spend(self.store, record.id)
         prior_usage = await ledger_usage(self.store, record.id)
-        grant = RunGrant.of(record, execution_id, spent=spent)
-        bearer = await self._minter.open(grant)
+        binding = RunBinding.of(record, execution_id, spent=spent)
+        bearer = await self._minter.open(binding)
         if self._isolation_warnings:
             # Said in the run's own log, not only in the server's: whoever watches sees it.
             await self.store.append(
@@ -280,7 +281,7 @@ class LocalRunService:
         checkers = RunCheckers(
             task_cancellation=flag_checker(active.cancelled),
             shutdown=flag_checker(self._shutdown),
-            budget=budget_checker(usage, grant.cost_ceiling),
+            budget=budget_checker(usage, binding.cost_ceiling),
         )
         try:
             async with self._provision(setup) as (deps, endpoints):

@@ -96,7 +96,7 @@ async def committed_spend(
 ) -> Decimal:
     """What the conversation's budget has paid for or promised: its subtree's ledger spend
     and, on a shared ledger, every hold its runs still have. A new run's ceiling is the budget
-    less this (``RunGrant.of``), so a run that died holding a request is charged for it.
+    less this (``RunBinding.of``), so a run that died holding a request is charged for it.
 
     A child's share is enforced here and in the carve, not by admission: the shared rule keeps
     its two budgets (the execution's and the tree's), and this read runs once per run, where a

@@ -24,6 +24,7 @@ from synthorg.domain import (
     TokenUsage,
     WorkspaceInfo,
 )
+from synthorg.domain.binding import RunBinding
 from synthorg.engine import LoopRunner, RunCheckers, RunControl, budget_checker, flag_checker
 from synthorg.engine.native import NativeLoopDeps, NativeLoopSettings, OpenAICompatClient
 from synthorg.engine.native.factories import NATIVE_FACTORIES
@@ -36,7 +37,7 @@ from synthorg.gateway.config import GatewayConfig, ModelPrice, ProviderConfig
 from synthorg.gateway.providers.scripted import ScriptedProvider
 from synthorg.gateway.scripted import ScriptedModel
 from synthorg.gateway.service import Gateway
-from synthorg.gateway.signer import GatewaySigner, RunBinding
+from synthorg.gateway.signer import GatewaySigner
 from synthorg.sandbox import BwrapSandbox, SandboxRequest, ToolboxClient
 from synthorg.store import Store, open_store
 
@@ -185,8 +186,7 @@ class Harness:
             model_id=MODEL,
             cost_ceiling=ceiling,
         )
-        await self.gateway.open_execution(binding)
-        bearer = self.gateway.mint(binding)
+        bearer = await self.gateway.issue(binding)
         control, cancel, shutdown = RunControl(), asyncio.Event(), asyncio.Event()
         usage = usage_probe(self.gateway, binding.execution_id)
         checkers = RunCheckers(
@@ -260,7 +260,9 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
         signing_key_file=tmp_path / "gateway.key",
         ledger_refresh_s=0,
     )
-    signer = GatewaySigner(secrets.token_bytes(32), served=config.serves)
+    signer = GatewaySigner(
+        secrets.token_bytes(32), served=config.serves, max_ttl_s=config.token_ttl_s
+    )
     gateway = Gateway(config, signer, store, {"scripted": provider})
     repo = tmp_path / "repo"
     if not repo.exists():
