@@ -7,28 +7,14 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from synthorg.store import codec
+from synthorg.store import codec, forge_codec
 from synthorg.store.protocol import DeliveryRecord, DeliveryState
 
-_COLUMNS = (
-    "delivery_id, project_id, event, state, outcome, issue, conversation_id, payload,"
-    " received_at, updated_at"
-)
+_COLUMNS = forge_codec.DELIVERY_COLUMNS
 
 
 def _record(row: tuple[Any, ...]) -> DeliveryRecord:
-    return DeliveryRecord(
-        delivery_id=row[0],
-        project_id=row[1],
-        event=row[2],
-        state=DeliveryState(row[3]),
-        outcome=row[4],
-        issue=row[5],
-        conversation_id=row[6],
-        payload=row[7],
-        received_at=codec.utc(row[8]),
-        updated_at=codec.utc(row[9]),
-    )
+    return forge_codec.delivery(row, payload=dict, ts=codec.utc)
 
 
 class PostgresForgeDeliveries:
@@ -41,18 +27,7 @@ class PostgresForgeDeliveries:
             f"INSERT INTO forge_deliveries ({_COLUMNS})"  # noqa: S608 (constant columns)
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (delivery_id) DO NOTHING RETURNING 1",
-            (
-                record.delivery_id,
-                record.project_id,
-                record.event,
-                record.state.value,
-                record.outcome,
-                record.issue,
-                record.conversation_id,
-                Jsonb(record.payload),
-                codec.utc(record.received_at),
-                codec.utc(record.updated_at),
-            ),
+            forge_codec.delivery_values(record, payload=Jsonb, ts=codec.utc),
         )
         return bool(rows)
 

@@ -6,29 +6,15 @@ import json
 import sqlite3
 from typing import Any
 
-from synthorg.store import codec
+from synthorg.store import codec, forge_codec
 from synthorg.store.protocol import DeliveryRecord, DeliveryState
 from synthorg.store.sqlite_engine import SqliteReaders, SqliteWriter
 
-_COLUMNS = (
-    "delivery_id, project_id, event, state, outcome, issue, conversation_id, payload,"
-    " received_at, updated_at"
-)
+_COLUMNS = forge_codec.DELIVERY_COLUMNS
 
 
 def _record(row: tuple[Any, ...]) -> DeliveryRecord:
-    return DeliveryRecord(
-        delivery_id=row[0],
-        project_id=row[1],
-        event=row[2],
-        state=DeliveryState(row[3]),
-        outcome=row[4],
-        issue=row[5],
-        conversation_id=row[6],
-        payload=json.loads(row[7]),
-        received_at=codec.parse_ts(row[8]),
-        updated_at=codec.parse_ts(row[9]),
-    )
+    return forge_codec.delivery(row, payload=json.loads, ts=codec.parse_ts)
 
 
 class SqliteForgeDeliveries:
@@ -38,18 +24,7 @@ class SqliteForgeDeliveries:
     _readers: SqliteReaders
 
     async def record_delivery(self, record: DeliveryRecord) -> bool:
-        values = (
-            record.delivery_id,
-            record.project_id,
-            record.event,
-            record.state.value,
-            record.outcome,
-            record.issue,
-            record.conversation_id,
-            json.dumps(record.payload),
-            codec.ts_text(record.received_at),
-            codec.ts_text(record.updated_at),
-        )
+        values = forge_codec.delivery_values(record, payload=json.dumps, ts=codec.ts_text)
 
         def work(conn: sqlite3.Connection) -> bool:
             cur = conn.execute(
