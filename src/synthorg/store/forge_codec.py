@@ -1,5 +1,6 @@
-"""Forge delivery rows, shared by both backends: they differ only in how the payload and the
-timestamps are stored (JSON text and ISO text on SQLite, jsonb and timestamptz on PostgreSQL)."""
+"""Forge delivery and pull request rows, shared by both backends: they differ only in how the
+payload and the timestamps are stored (JSON text and ISO text on SQLite, jsonb and timestamptz
+on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from synthorg.store.protocol import DeliveryRecord, DeliveryState
+from synthorg.store.protocol import DeliveryRecord, DeliveryState, ForgePull
 
 DELIVERY_COLUMNS = (
     "delivery_id, project_id, event, state, outcome, issue, conversation_id, payload,"
@@ -55,4 +56,19 @@ def delivery(
         payload=payload(row[7]),
         received_at=ts(row[8]),
         updated_at=ts(row[9]),
+    )
+
+
+PULL_COLUMNS = "conversation_id, project_id, number, html_url, updated_at"
+"""The columns of ``forge_pulls`` in the order ``pull`` reads."""
+
+
+def pull(row: Sequence[Any], *, ts: Callable[[Any], datetime]) -> ForgePull:
+    """The pull request of a ``PULL_COLUMNS`` row."""
+    return ForgePull(
+        conversation_id=row[0],
+        project_id=row[1],
+        number=int(row[2]),
+        html_url=row[3],
+        updated_at=ts(row[4]),
     )

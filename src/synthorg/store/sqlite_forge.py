@@ -7,7 +7,7 @@ import sqlite3
 from typing import Any
 
 from synthorg.store import codec, forge_codec
-from synthorg.store.protocol import DeliveryRecord, DeliveryState
+from synthorg.store.protocol import DeliveryRecord, DeliveryState, ForgePull
 from synthorg.store.sqlite_engine import SqliteReaders, SqliteWriter
 
 _COLUMNS = forge_codec.DELIVERY_COLUMNS
@@ -90,3 +90,41 @@ class SqliteForgeDeliveries:
 
         row = await self._readers.run(work)
         return None if row is None else str(row[0])
+
+    async def conversation_deliveries(self, conversation_id: str) -> list[DeliveryRecord]:
+        def work(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"SELECT {_COLUMNS} FROM forge_deliveries WHERE conversation_id = ?"  # noqa: S608 (constant columns)
+                " ORDER BY received_at, delivery_id",
+                (conversation_id,),
+            ).fetchall()
+
+        return [_record(row) for row in await self._readers.run(work)]
+
+    async def record_pull(
+        self, conversation_id: str, project_id: str, number: int, html_url: str
+    ) -> None:
+        values = (conversation_id, project_id, number, html_url, codec.ts_text(codec.now()))
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                f"INSERT INTO forge_pulls ({forge_codec.PULL_COLUMNS})"  # noqa: S608 (constant columns)
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET"
+                " number = excluded.number, html_url = excluded.html_url,"
+                " updated_at = excluded.updated_at",
+                values,
+            )
+
+        await self._writer.submit(work)
+
+    async def conversation_pull(self, conversation_id: str) -> ForgePull | None:
+        def work(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            row: tuple[Any, ...] | None = conn.execute(
+                f"SELECT {forge_codec.PULL_COLUMNS} FROM forge_pulls"  # noqa: S608 (constant columns)
+                " WHERE conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()
+            return row
+
+        row = await self._readers.run(work)
+        return None if row is None else forge_codec.pull(row, ts=codec.parse_ts)
