@@ -62,6 +62,8 @@ def test_the_forge_host_is_derived_from_the_api_or_configured() -> None:
         repo="b",
     )
     assert (site := ForgeSite.of(web)) is not None and site.base == "https://github.test"
+    odd = ForgeConfig(api_base_url="https://ghe.test:port/api", owner="a", repo="b")
+    assert ForgeSite.of(odd) is None  # a port that is none links nothing (and does not crash)
 
 
 @pytest.mark.parametrize(

@@ -36,12 +36,15 @@ class ForgeSite:
         """The site of a forge section; None when its web address is not https."""
         url = forge.web_base_url or forge.api_base_url
         parts = urlsplit(url)
+        try:
+            port = f":{parts.port}" if parts.port not in (None, 443) else ""
+        except ValueError:  # not a port: nothing to link to
+            return None
         if parts.scheme != "https" or not parts.hostname:
             return None
         host = parts.hostname.lower()
         if forge.web_base_url is None and host == "api.github.com":
             host = "github.com"
-        port = f":{parts.port}" if parts.port not in (None, 443) else ""
         return cls(f"https://{host}{port}", forge.owner, forge.repo)
 
     def link(self, url: object, kind: Literal["issues", "pull"], number: int) -> str | None:
@@ -97,8 +100,8 @@ class ForgeLinks:
         triggers = sorted({t for d in started if (t := trigger_of(d.event)) is not None})
         issue = None
         origin = next((d for d in started if d.event in _ISSUE_TRIGGERS), None)
-        if origin is not None and _number(origin.issue) is not None:
-            number = int(origin.issue or 0)
+        number = _number(origin.issue) if origin is not None else None
+        if origin is not None and number is not None:
             item: Any = origin.payload.get("issue")
             item = item if isinstance(item, dict) else {}
             issue = ForgeItem(
