@@ -84,7 +84,8 @@ async def test_issue_and_pull_links_and_the_project_and_trigger_filters(
     forge_url: str, keys: Keys, repo: Path, store: Store, chrome: Any
 ) -> None:
     headers = {"Authorization": f"Bearer {keys.operator}"}
-    async with httpx.AsyncClient(base_url=forge_url, headers=headers) as client:
+    # Worktree creation can take seconds on a busy machine: more than httpx's 5 s default.
+    async with httpx.AsyncClient(base_url=forge_url, headers=headers, timeout=120) as client:
         labelled = await _conversation(client, repo, "web", "labelled run")
         commented = await _conversation(client, repo, "web", "commented run")
         forged = await _conversation(client, repo, "docs", "docs run")
