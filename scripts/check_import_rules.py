@@ -133,7 +133,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "synthorg.settings",
         "synthorg.service.protocol",
         "synthorg.service.options",
-        "synthorg.gateway.signer",  # the scope the control plane's own push is made under
         "synthorg.engine",
         "synthorg.store",
         "synthorg.mcp",

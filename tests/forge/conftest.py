@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from synthorg.forge.config import ForgeProject, ForgeSettings
-from synthorg.forge.hub import ForgeHub, project_stages
+from synthorg.forge.hub import ForgeHub, project_sites, project_stages
 from synthorg.forge.signature import sign
 from synthorg.mcp.config import McpConfig
 from synthorg.server import KeyStore, ServerSettings, create_app
@@ -148,6 +148,7 @@ async def forge_app(
     stack = stack.model_copy(update={"sections": sections})
     forge_settings = ForgeSettings(projects={"web": project}, console_url="https://console.test")
     stages = project_stages(forge_settings, mcp, env or {}) if mcp is not None else None
+    sites = project_sites(forge_settings, mcp) if mcp is not None else None
     async with real_stack(stack, repositories=settings.repository_policy(stack)) as wired:
         hub = ForgeHub.build(
             forge_settings,
@@ -155,6 +156,7 @@ async def forge_app(
             wired.store,
             wired.service,
             stages=stages,
+            sites=sites,
             poll_s=0.2,
         )
         app = create_app(

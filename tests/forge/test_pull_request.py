@@ -68,6 +68,7 @@ def world(tmp_path: Path, repo: Path) -> Iterator[World]:
                             "repo": "Hello-World",
                             "token_env": "WEB_FORGE_TOKEN",
                             "default_base": "main",
+                            "web_base_url": "https://github.test",
                         },
                     }
                 ]
@@ -130,6 +131,9 @@ async def test_an_issue_becomes_a_pull_request_and_feedback_updates_it(
         assert body.startswith("Resolves #1.") and "- turns: 2" in body and "- loop: react" in body
         assert f"https://console.test/#/c/{conversation}" in body and "USD of 5 USD" in body
         assert "Resolves #1." in comment
+        # The control plane keeps the pull request it opened, as the forge answered.
+        kept = await forge.store.conversation_pull(conversation)
+        assert kept is not None and (kept.number, kept.html_url) == (1, pull["html_url"])
 
         # A failed check on the run's PR: the same conversation resumes with the failing job's
         # log tail (read by the ci_status code, the log fetched without the token), lands, and

@@ -139,14 +139,16 @@ async def _serve(
 def forge_hub(settings: Settings, store: Store, service: RunService) -> ForgeHub | None:
     """The forge webhooks of ``[forge]``, None when it names no project."""
     from synthorg.forge.config import ForgeSettings
-    from synthorg.forge.hub import ForgeHub, project_stages
+    from synthorg.forge.hub import ForgeHub, project_sites, project_stages
     from synthorg.mcp.config import McpConfig
 
     forge = section(settings, "forge", ForgeSettings)
     if not forge.projects:
         return None
-    stages = project_stages(forge, section(settings, "mcp", McpConfig), os.environ)
-    return ForgeHub.build(forge, os.environ, store, service, stages=stages)
+    mcp = section(settings, "mcp", McpConfig)
+    stages = project_stages(forge, mcp, os.environ)
+    sites = project_sites(forge, mcp)
+    return ForgeHub.build(forge, os.environ, store, service, stages=stages, sites=sites)
 
 
 def uvicorn_config(app: object, wanted: ServerSettings) -> uvicorn.Config:

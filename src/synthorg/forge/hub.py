@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from synthorg.forge.config import ForgeSettings
 from synthorg.forge.intake import WebhookIntake
+from synthorg.forge.links import ForgeLinks, ForgeSite, forge_sites
 from synthorg.forge.processor import DeliveryProcessor
 from synthorg.forge.stages import ForgeStages
 from synthorg.mcp.config import McpConfig
@@ -24,6 +25,7 @@ class ForgeHub:
 
     intake: WebhookIntake
     processor: DeliveryProcessor
+    links: ForgeLinks
 
     @classmethod
     def build(
@@ -34,14 +36,16 @@ class ForgeHub:
         service: RunService,
         *,
         stages: Mapping[str, ForgeStages] | None = None,
+        sites: Mapping[str, ForgeSite] | None = None,
         poll_s: float = 2.0,
     ) -> ForgeHub:
         """The hub; a project whose secret is not in ``env`` is a ConfigError. ``stages``
-        publishes a project's landed runs (projects without one only run)."""
+        publishes a project's landed runs (projects without one only run); ``sites`` are the
+        forge pages the console may link (a project without one shows its links as text)."""
         processor = DeliveryProcessor(settings, store, service, stages=stages, poll_s=poll_s)
         intake = WebhookIntake.from_env(settings, env, store)
         intake.wake = processor.wake
-        return cls(intake=intake, processor=processor)
+        return cls(intake=intake, processor=processor, links=ForgeLinks(store, sites or {}))
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -66,3 +70,14 @@ def project_stages(
         for p in mcp.projects
         if p.project_id in settings.projects and p.forge is not None
     }
+
+
+def project_sites(settings: ForgeSettings, mcp: McpConfig) -> dict[str, ForgeSite]:
+    """The forge web sites of the forge projects that ``[mcp]`` gives a forge."""
+    return forge_sites(
+        {
+            p.project_id: p.forge
+            for p in mcp.projects
+            if p.project_id in settings.projects and p.forge is not None
+        }
+    )

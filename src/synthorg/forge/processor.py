@@ -24,7 +24,15 @@ from synthorg.errors import NotFoundError, SynthOrgError
 from synthorg.forge.config import ForgeProject, ForgeSettings
 from synthorg.forge.prompt import feedback_message, issue_task
 from synthorg.forge.stages import ForgeStages, RunReport, console_link
-from synthorg.forge.triggers import RUN_BRANCH_PREFIX, Kind, Refusal, Trigger, classify
+from synthorg.forge.triggers import (
+    RUN_BRANCH_PREFIX,
+    Kind,
+    Refusal,
+    Trigger,
+    TriggerName,
+    classify,
+    trigger_of,
+)
 from synthorg.logging import get_logger
 from synthorg.service.options import RunOptions
 from synthorg.service.protocol import RunService
@@ -233,8 +241,7 @@ class DeliveryProcessor:
         return sum(
             1
             for r in await self._started(project)
-            if r.event.split(".")[0] in ("check_run", "check_suite", "workflow_run")
-            and r.conversation_id == conversation
+            if trigger_of(r.event) is TriggerName.CI and r.conversation_id == conversation
         )
 
     async def _over_daily_cap(self, project: str, config: ForgeProject) -> str:
@@ -314,6 +321,9 @@ class DeliveryProcessor:
                 await stages.status(conversation, issue, f"Failed: {why}. {link}")
                 return
             pull = await stages.publish(report, f"Fix #{issue}: {title}"[:256])
+            number, url = pull.get("number"), pull.get("html_url")
+            if isinstance(number, int) and isinstance(url, str):  # the console checks the URL
+                await self._store.record_pull(conversation, project, number, url)
             await self._audit(
                 conversation,
                 "forge.publish",

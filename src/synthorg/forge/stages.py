@@ -7,13 +7,11 @@ The forge token stays in the MCP vault of this process; the same ``git_push`` co
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from synthorg.domain import ExecutionResult
-from synthorg.gateway.signer import BearerClaims
 from synthorg.mcp.config import ProjectToolConfig
 from synthorg.mcp.errors import ToolRefusedError
 from synthorg.mcp.redact import Redactor
@@ -87,22 +85,8 @@ class ForgeStages:
         self._redactor = redactor
 
     def _ctx(self, conversation_id: str) -> ToolContext:
-        now = int(time.time())
-        claims = BearerClaims(
-            execution_id="control-plane",
-            agent_id="control-plane",
-            task_id="forge",
-            project_id=self._project.project_id,
-            conversation_id=conversation_id,
-            provider="none",
-            model_id="none",
-            issued_at=now,
-            expires_at=now + 3600,
-            token_id="control-plane",  # noqa: S106 (no bearer: the control plane's own scope)
-            ledger_id="control-plane",  # acts in-process, never judged against a ledger
-        )
         return ToolContext(
-            scope=RunScope(claims=claims, project=self._project),
+            scope=RunScope(conversation_id=conversation_id, project=self._project),
             vault=self._vault,
             redactor=self._redactor,
         )

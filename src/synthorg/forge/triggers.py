@@ -53,6 +53,29 @@ _CI_EVENTS = ("check_run", "check_suite", "workflow_run")
 _FAILED = ("failure", "timed_out")
 
 
+class TriggerName(StrEnum):
+    """The triggers as the console shows and filters them."""
+
+    LABEL = "label"
+    COMMENT = "comment"
+    CI = "ci"
+    REVIEW = "review"
+
+
+TRIGGER_EVENTS: dict[TriggerName, tuple[str, ...]] = {
+    TriggerName.LABEL: ("issues.labeled",),
+    TriggerName.COMMENT: ("issue_comment.created",),
+    TriggerName.CI: tuple(f"{event}.completed" for event in _CI_EVENTS),
+    TriggerName.REVIEW: ("pull_request_review.submitted", "pull_request_review_comment.created"),
+}
+"""The recorded delivery events (``X-GitHub-Event.action``) of each trigger."""
+
+
+def trigger_of(event: str) -> TriggerName | None:
+    """The trigger a recorded delivery event (``issues.labeled``) belongs to."""
+    return next((name for name, events in TRIGGER_EVENTS.items() if event in events), None)
+
+
 def _ci_failure(event: str, run: dict[str, Any], author: str) -> Trigger | None:
     """A failed check run, check suite or workflow run on a run's pull request."""
     if run.get("conclusion") not in _FAILED:

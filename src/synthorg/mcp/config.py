@@ -60,11 +60,16 @@ class ForgeConfig(BaseModel):
         "never a run branch (synthorg/...).",
     )
     timeout_s: float = Field(default=20.0, gt=0, description="Time cap of one API request.")
+    web_base_url: str | None = Field(
+        default=None,
+        description="The forge's web address, whose issue and pull request pages the console "
+        "links; unset: https://github.com for api.github.com, else the API's own host.",
+    )
 
-    @field_validator("api_base_url")
+    @field_validator("api_base_url", "web_base_url")
     @classmethod
-    def _check_url(cls, value: str) -> str:
-        return _no_userinfo(value, "forge api_base_url").rstrip("/")
+    def _check_url(cls, value: str | None) -> str | None:
+        return None if value is None else _no_userinfo(value, "forge URL").rstrip("/")
 
     @field_validator("default_base")
     @classmethod

@@ -1,14 +1,17 @@
-"""The run's scope: which project, repository and branch a verified bearer may act on."""
+"""The run's scope: which project, repository and branch a conversation's tools may act on."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 
-from synthorg.gateway.signer import BearerClaims
 from synthorg.mcp.config import McpConfig, ProjectToolConfig
 from synthorg.mcp.errors import ToolRefusedError
 from synthorg.mcp.refs import RUN_BRANCH_PREFIX, check_branch_name
+
+if TYPE_CHECKING:  # the control plane builds scopes too, without any bearer code
+    from synthorg.gateway.signer import BearerClaims
 
 BRANCH_PREFIX = RUN_BRANCH_PREFIX
 
@@ -20,25 +23,29 @@ def run_branch(conversation_id: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RunScope:
-    """A verified bearer resolved against the server's project configuration."""
+    """A conversation on a configured project: what every credentialed tool acts within.
 
-    claims: BearerClaims
+    The MCP server resolves it from a verified bearer (``resolve_scope``); the control plane
+    states it for its own stages, which no bearer drives.
+    """
+
+    conversation_id: str
     project: ProjectToolConfig
 
     @property
     def branch(self) -> str:
         """The run's own branch."""
-        return run_branch(self.claims.conversation_id)
+        return run_branch(self.conversation_id)
 
     def is_protected(self, branch: str) -> bool:
         """Whether ``branch`` matches one of the project's protected branch patterns."""
         return any(fnmatchcase(branch, pattern) for pattern in self.project.protected_branches)
 
     def check_project(self, requested: str | None) -> None:
-        """Refuse acting on a project other than the bearer's."""
-        if requested is not None and requested != self.claims.project_id:
+        """Refuse acting on a project other than the scope's."""
+        if requested is not None and requested != self.project.project_id:
             raise ToolRefusedError(
-                f"this run's bearer is scoped to project {self.claims.project_id!r}; "
+                f"this run is scoped to project {self.project.project_id!r}; "
                 f"it cannot act on project {requested!r}"
             )
 
@@ -69,4 +76,4 @@ def resolve_scope(config: McpConfig, claims: BearerClaims) -> RunScope:
             f"project {claims.project_id!r} has no credentialed tools configured on this MCP "
             "server; ask the operator to add it to the MCP config"
         )
-    return RunScope(claims=claims, project=project)
+    return RunScope(conversation_id=claims.conversation_id, project=project)

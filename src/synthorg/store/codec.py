@@ -65,10 +65,12 @@ def filters(
     mark: str,
     true: str,
     search: str | None = None,
+    forge_events: Sequence[str] = (),
 ) -> tuple[str, list[Any]]:
     """The WHERE clause of a conversation listing (``mark`` is the backend's placeholder,
     ``true`` its literal for "no filter") and its parameters. ``search`` keeps the
-    conversations whose task text contains it (ASCII letters case-insensitively)."""
+    conversations whose task text contains it (ASCII letters case-insensitively);
+    ``forge_events`` those a started forge delivery of one of these events drove."""
     clauses: list[str] = []
     params: list[Any] = []
     if status is not None:
@@ -82,6 +84,13 @@ def filters(
             raise UsageError(f"search must be at most {SEARCH_MAX_CHARS} characters, without NUL")
         clauses.append(_TASK_CONTAINS[mark])
         params.append(search)
+    if forge_events:
+        marks = ", ".join(mark for _ in forge_events)
+        clauses.append(
+            "id IN (SELECT conversation_id FROM forge_deliveries"  # noqa: S608 (placeholders only)
+            f" WHERE state = {mark} AND event IN ({marks}))"
+        )
+        params += ["started", *forge_events]
     return " AND ".join(clauses) or true, params
 
 
@@ -359,16 +368,19 @@ def listing_query(
     limit: int,
     dialect: Dialect,
     search: str | None = None,
+    forge_events: Sequence[str] = (),
 ) -> tuple[str, list[Any]]:
     """``SELECT state, created_at, id`` for one page of conversations, newest first
-    (``search``: see ``filters``).
+    (``search``, ``forge_events``: see ``filters``).
 
     One row more than ``limit`` is asked for: its presence says a next page exists.
     """
     check_limit(limit)
     mark = "?" if dialect == "sqlite" else "%s"
     true = "1" if dialect == "sqlite" else "TRUE"
-    where, params = filters(status, project_id, mark=mark, true=true, search=search)
+    where, params = filters(
+        status, project_id, mark=mark, true=true, search=search, forge_events=forge_events
+    )
     if cursor is not None:
         created, last_id = decode_cursor(cursor)
         where += f" AND (created_at, id) < ({mark}, {mark})"

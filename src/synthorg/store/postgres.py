@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -454,9 +454,16 @@ class PostgresStore(
         limit: int = 50,
         cursor: str | None = None,
         search: str | None = None,
+        forge_events: Sequence[str] = (),
     ) -> ConversationPage:
         sql, params = codec.listing_query(
-            status, project_id, cursor=cursor, limit=limit, search=search, dialect="postgres"
+            status,
+            project_id,
+            cursor=cursor,
+            limit=limit,
+            search=search,
+            dialect="postgres",
+            forge_events=forge_events,
         )
         return codec.conversation_page(await self._all(sql, params), limit, self._cipher)
 
@@ -473,8 +480,11 @@ class PostgresStore(
         status: ConversationStatus | None = None,
         project_id: str | None = None,
         search: str | None = None,
+        forge_events: Sequence[str] = (),
     ) -> int:
-        where, params = codec.filters(status, project_id, mark="%s", true="TRUE", search=search)
+        where, params = codec.filters(
+            status, project_id, mark="%s", true="TRUE", search=search, forge_events=forge_events
+        )
         rows = await self._all(f"SELECT COUNT(*) FROM conversations WHERE {where}", params)  # noqa: S608
         return int(rows[0][0])
 

@@ -7,28 +7,14 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from synthorg.store import codec
-from synthorg.store.protocol import DeliveryRecord, DeliveryState
+from synthorg.store import codec, forge_codec
+from synthorg.store.protocol import DeliveryRecord, DeliveryState, ForgePull
 
-_COLUMNS = (
-    "delivery_id, project_id, event, state, outcome, issue, conversation_id, payload,"
-    " received_at, updated_at"
-)
+_COLUMNS = forge_codec.DELIVERY_COLUMNS
 
 
 def _record(row: tuple[Any, ...]) -> DeliveryRecord:
-    return DeliveryRecord(
-        delivery_id=row[0],
-        project_id=row[1],
-        event=row[2],
-        state=DeliveryState(row[3]),
-        outcome=row[4],
-        issue=row[5],
-        conversation_id=row[6],
-        payload=row[7],
-        received_at=codec.utc(row[8]),
-        updated_at=codec.utc(row[9]),
-    )
+    return forge_codec.delivery(row, payload=dict, ts=codec.utc)
 
 
 class PostgresForgeDeliveries:
@@ -41,18 +27,7 @@ class PostgresForgeDeliveries:
             f"INSERT INTO forge_deliveries ({_COLUMNS})"  # noqa: S608 (constant columns)
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (delivery_id) DO NOTHING RETURNING 1",
-            (
-                record.delivery_id,
-                record.project_id,
-                record.event,
-                record.state.value,
-                record.outcome,
-                record.issue,
-                record.conversation_id,
-                Jsonb(record.payload),
-                codec.utc(record.received_at),
-                codec.utc(record.updated_at),
-            ),
+            forge_codec.delivery_values(record, payload=Jsonb, ts=codec.utc),
         )
         return bool(rows)
 
@@ -97,3 +72,30 @@ class PostgresForgeDeliveries:
             (project_id, issue),
         )
         return None if not rows else str(rows[0][0])
+
+    async def conversation_deliveries(self, conversation_id: str) -> list[DeliveryRecord]:
+        rows = await self._all(
+            f"SELECT {_COLUMNS} FROM forge_deliveries WHERE conversation_id = %s"  # noqa: S608 (constant columns)
+            " ORDER BY received_at, delivery_id",
+            (conversation_id,),
+        )
+        return [_record(row) for row in rows]
+
+    async def record_pull(
+        self, conversation_id: str, project_id: str, number: int, html_url: str
+    ) -> None:
+        await self._all(
+            f"INSERT INTO forge_pulls ({forge_codec.PULL_COLUMNS})"  # noqa: S608 (constant columns)
+            " VALUES (%s, %s, %s, %s, now()) ON CONFLICT (conversation_id) DO UPDATE SET"
+            " number = excluded.number, html_url = excluded.html_url,"
+            " updated_at = excluded.updated_at RETURNING 1",
+            (conversation_id, project_id, number, html_url),
+        )
+
+    async def conversation_pull(self, conversation_id: str) -> ForgePull | None:
+        rows = await self._all(
+            f"SELECT {forge_codec.PULL_COLUMNS} FROM forge_pulls"  # noqa: S608 (constant columns)
+            " WHERE conversation_id = %s",
+            (conversation_id,),
+        )
+        return forge_codec.pull(rows[0], ts=codec.utc) if rows else None

@@ -137,10 +137,12 @@ class ConversationStore(Protocol):
         limit: int = 50,
         cursor: str | None = None,
         search: str | None = None,
+        forge_events: Sequence[str] = (),
     ) -> ConversationPage:
         """Conversations newest first, filtered, cursor-paginated (stable under inserts).
 
-        ``search`` keeps those whose task text contains it (ASCII letters case-insensitively).
+        ``search`` keeps those whose task text contains it (ASCII letters case-insensitively);
+        ``forge_events`` those a forge delivery of one of these events started or resumed.
         """
         ...
 
@@ -154,6 +156,7 @@ class ConversationStore(Protocol):
         status: ConversationStatus | None = None,
         project_id: str | None = None,
         search: str | None = None,
+        forge_events: Sequence[str] = (),
     ) -> int:
         """How many conversations match (the same filters as ``list_conversations``)."""
         ...
@@ -448,6 +451,18 @@ class DeliveryRecord(BaseModel):
     updated_at: datetime = Field(description="When its state last changed.")
 
 
+class ForgePull(BaseModel):
+    """The pull request the control plane opened for a conversation, as the forge answered."""
+
+    model_config = ConfigDict(frozen=True)
+
+    conversation_id: str = Field(description="The conversation whose branch it merges.")
+    project_id: str = Field(description="The project it belongs to.")
+    number: int = Field(description="The pull request's number.")
+    html_url: str = Field(description="The forge's html_url of it (untrusted until checked).")
+    updated_at: datetime = Field(description="When it was last opened or updated.")
+
+
 @runtime_checkable
 class ForgeDeliveryStore(Protocol):
     """Forge deliveries that outlive the server: deduplicated, queued, settled."""
@@ -479,6 +494,20 @@ class ForgeDeliveryStore(Protocol):
 
     async def issue_conversation(self, project_id: str, issue: int) -> str | None:
         """The conversation the newest started delivery of this issue (or PR) drove."""
+        ...
+
+    async def conversation_deliveries(self, conversation_id: str) -> list[DeliveryRecord]:
+        """The deliveries that drove (or were refused on) a conversation, oldest first."""
+        ...
+
+    async def record_pull(
+        self, conversation_id: str, project_id: str, number: int, html_url: str
+    ) -> None:
+        """Keep the pull request opened (or updated) for a conversation; replaces the last."""
+        ...
+
+    async def conversation_pull(self, conversation_id: str) -> ForgePull | None:
+        """The pull request opened for a conversation, if any."""
         ...
 
 

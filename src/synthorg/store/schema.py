@@ -215,6 +215,23 @@ MIGRATIONS: tuple[Migration, ...] = (
                ON forge_deliveries (project_id, issue, received_at DESC)""",
         ),
     ),
+    Migration(
+        10,
+        "forge pull requests: the one each conversation's run opened, as the forge answered",
+        (
+            """
+            CREATE TABLE forge_pulls (
+                conversation_id TEXT PRIMARY KEY,
+                project_id TEXT NOT NULL,
+                number {bigint} NOT NULL,
+                html_url TEXT NOT NULL,
+                updated_at {ts} NOT NULL
+            )
+            """,
+            """CREATE INDEX forge_deliveries_by_conversation
+               ON forge_deliveries (conversation_id, received_at)""",
+        ),
+    ),
 )
 
 IDENTIFY = (

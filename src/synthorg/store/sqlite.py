@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -310,9 +310,16 @@ class SqliteStore(
         limit: int = 50,
         cursor: str | None = None,
         search: str | None = None,
+        forge_events: Sequence[str] = (),
     ) -> ConversationPage:
         sql, params = codec.listing_query(
-            status, project_id, cursor=cursor, limit=limit, search=search, dialect="sqlite"
+            status,
+            project_id,
+            cursor=cursor,
+            limit=limit,
+            search=search,
+            dialect="sqlite",
+            forge_events=forge_events,
         )
         rows = await self._readers.run(lambda c: c.execute(sql, params).fetchall())
         return codec.conversation_page(rows, limit, self._cipher)
@@ -332,8 +339,11 @@ class SqliteStore(
         status: ConversationStatus | None = None,
         project_id: str | None = None,
         search: str | None = None,
+        forge_events: Sequence[str] = (),
     ) -> int:
-        where, params = codec.filters(status, project_id, mark="?", true="1", search=search)
+        where, params = codec.filters(
+            status, project_id, mark="?", true="1", search=search, forge_events=forge_events
+        )
         sql = f"SELECT COUNT(*) FROM conversations WHERE {where}"  # noqa: S608
         return int(await self._readers.run(lambda c: c.execute(sql, params).fetchone()[0]))
 

@@ -6,29 +6,15 @@ import json
 import sqlite3
 from typing import Any
 
-from synthorg.store import codec
-from synthorg.store.protocol import DeliveryRecord, DeliveryState
+from synthorg.store import codec, forge_codec
+from synthorg.store.protocol import DeliveryRecord, DeliveryState, ForgePull
 from synthorg.store.sqlite_engine import SqliteReaders, SqliteWriter
 
-_COLUMNS = (
-    "delivery_id, project_id, event, state, outcome, issue, conversation_id, payload,"
-    " received_at, updated_at"
-)
+_COLUMNS = forge_codec.DELIVERY_COLUMNS
 
 
 def _record(row: tuple[Any, ...]) -> DeliveryRecord:
-    return DeliveryRecord(
-        delivery_id=row[0],
-        project_id=row[1],
-        event=row[2],
-        state=DeliveryState(row[3]),
-        outcome=row[4],
-        issue=row[5],
-        conversation_id=row[6],
-        payload=json.loads(row[7]),
-        received_at=codec.parse_ts(row[8]),
-        updated_at=codec.parse_ts(row[9]),
-    )
+    return forge_codec.delivery(row, payload=json.loads, ts=codec.parse_ts)
 
 
 class SqliteForgeDeliveries:
@@ -38,18 +24,7 @@ class SqliteForgeDeliveries:
     _readers: SqliteReaders
 
     async def record_delivery(self, record: DeliveryRecord) -> bool:
-        values = (
-            record.delivery_id,
-            record.project_id,
-            record.event,
-            record.state.value,
-            record.outcome,
-            record.issue,
-            record.conversation_id,
-            json.dumps(record.payload),
-            codec.ts_text(record.received_at),
-            codec.ts_text(record.updated_at),
-        )
+        values = forge_codec.delivery_values(record, payload=json.dumps, ts=codec.ts_text)
 
         def work(conn: sqlite3.Connection) -> bool:
             cur = conn.execute(
@@ -115,3 +90,41 @@ class SqliteForgeDeliveries:
 
         row = await self._readers.run(work)
         return None if row is None else str(row[0])
+
+    async def conversation_deliveries(self, conversation_id: str) -> list[DeliveryRecord]:
+        def work(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"SELECT {_COLUMNS} FROM forge_deliveries WHERE conversation_id = ?"  # noqa: S608 (constant columns)
+                " ORDER BY received_at, delivery_id",
+                (conversation_id,),
+            ).fetchall()
+
+        return [_record(row) for row in await self._readers.run(work)]
+
+    async def record_pull(
+        self, conversation_id: str, project_id: str, number: int, html_url: str
+    ) -> None:
+        values = (conversation_id, project_id, number, html_url, codec.ts_text(codec.now()))
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                f"INSERT INTO forge_pulls ({forge_codec.PULL_COLUMNS})"  # noqa: S608 (constant columns)
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET"
+                " number = excluded.number, html_url = excluded.html_url,"
+                " updated_at = excluded.updated_at",
+                values,
+            )
+
+        await self._writer.submit(work)
+
+    async def conversation_pull(self, conversation_id: str) -> ForgePull | None:
+        def work(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            row: tuple[Any, ...] | None = conn.execute(
+                f"SELECT {forge_codec.PULL_COLUMNS} FROM forge_pulls"  # noqa: S608 (constant columns)
+                " WHERE conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()
+            return row
+
+        row = await self._readers.run(work)
+        return None if row is None else forge_codec.pull(row, ts=codec.parse_ts)

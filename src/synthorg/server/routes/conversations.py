@@ -10,6 +10,8 @@ from fastapi.responses import JSONResponse
 from synthorg.domain import ConversationStatus
 from synthorg.domain.ids import Identifier
 from synthorg.errors import ConflictError
+from synthorg.forge.links import ConversationForge
+from synthorg.forge.triggers import TRIGGER_EVENTS, TriggerName
 from synthorg.server.auth import Principal
 from synthorg.server.errors import responses
 from synthorg.server.state import IdempotencyKey, Operator, ServerState, State, Viewer
@@ -34,6 +36,11 @@ Search = Annotated[
         description="Only conversations whose task text contains this (ASCII letters match "
         "case-insensitively). Searches the whole store, not one page; paging works as usual.",
     ),
+]
+
+Trigger = Annotated[
+    TriggerName | None,
+    Query(description="Only conversations a forge delivery of this trigger started or resumed."),
 ]
 
 
@@ -86,15 +93,17 @@ async def list_conversations(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
     search: Search = None,
+    trigger: Trigger = None,
 ) -> ConversationList:
-    """Conversations newest first, filtered by status, project and task text; pass
-    next_cursor on (with the same filters)."""
+    """Conversations newest first, filtered by status, project, task text and forge trigger;
+    pass next_cursor on (with the same filters)."""
     page = await state.store.list_conversations(
         status=status,
         project_id=state.project_filter(principal, project),
         limit=min(limit, state.settings.page_limit_max),
         cursor=cursor,
         search=search,
+        forge_events=TRIGGER_EVENTS[trigger] if trigger else (),
     )
     return ConversationList(
         items=[ConversationView.of(r, active=state.service.is_active(r.id)) for r in page.items],
@@ -109,10 +118,15 @@ async def count_conversations(
     status: ConversationStatus | None = None,
     project: Identifier | None = None,
     search: Search = None,
+    trigger: Trigger = None,
 ) -> Count:
     """How many conversations match the filters."""
-    project = state.project_filter(principal, project)
-    count = await state.store.count_conversations(status=status, project_id=project, search=search)
+    count = await state.store.count_conversations(
+        status=status,
+        project_id=state.project_filter(principal, project),
+        search=search,
+        forge_events=TRIGGER_EVENTS[trigger] if trigger else (),
+    )
     return Count(count=count)
 
 
@@ -125,6 +139,20 @@ async def get_conversation(
     """Status, loop, usage, branch and termination of one conversation."""
     record = await state.conversation(conversation_id, principal)
     return ConversationView.of(record, active=state.service.is_active(conversation_id))
+
+
+@router.get(
+    "/{conversation_id}/forge",
+    response_model=ConversationForge | None,
+    responses=responses(401, 403, 404),
+)
+async def conversation_forge(
+    conversation_id: Identifier, state: State, principal: Viewer
+) -> ConversationForge | None:
+    """The forge project, triggers, issue and pull request of a conversation that forge
+    deliveries drove (null otherwise); a URL is present only once checked against the forge."""
+    record = await state.conversation(conversation_id, principal)
+    return None if state.forge is None else await state.forge.links.of(record.id)
 
 
 @router.get("/{conversation_id}/tree", response_model=RunNode, responses=responses(401, 403, 404))

@@ -29,6 +29,7 @@ export function showConversation(main, id, tab) {
   const title = h("h1", { id: "conv-title", class: "task-title" }, id);
   const meta = h("p", { id: "conv-meta", class: "muted small" });
   const usage = h("p", { id: "usage", class: "small" });
+  const forge = h("p", { id: "conv-forge", class: "small", hidden: true });
   const conn = h("span", { id: "conn", class: "conn", role: "status" }, "connecting");
   const controls = h("div", { id: "controls", class: "row controls" });
   // Focusable: a keyboard user must be able to scroll the log even when no row holds a control.
@@ -43,7 +44,7 @@ export function showConversation(main, id, tab) {
   const treeCard = h("section", { id: "tree", class: "card", hidden: true, "aria-labelledby": "tree-title" });
   clear(main).append(
     h("p", {}, h("a", { href: "#/" }, "← Conversations")),
-    h("section", { class: "card", "aria-labelledby": "conv-title" }, title, meta, usage, h("div", { class: "row" }, conn, approveAll), controls),
+    h("section", { class: "card", "aria-labelledby": "conv-title" }, title, meta, forge, usage, h("div", { class: "row" }, conn, approveAll), controls),
     treeCard, tabs, body);
   const tree = showTree(treeCard, id);
 
@@ -70,6 +71,29 @@ export function showConversation(main, id, tab) {
         value: String(Math.min(Number(u.cost_usd), budget)), high: String(0.8 * budget), "aria-label": "spend against budget" }) : null]);
     renderControls();
     tree.reload();
+    loadForge();
+  }
+
+  // The forge side (a webhook drove this run): the server sends a URL only once it checked it
+  // is the forge's own page of that issue or pull request; titles are the forge's text.
+  async function loadForge() {
+    let f;
+    try {
+      f = await get(`${base}/forge`);
+    } catch (err) {
+      return; // an older server, or the forge side unreadable: the rest of the page stands
+    }
+    forge.hidden = !f;
+    if (!f) return;
+    const item = (id, label, it) => {
+      const text = `${label} #${it.number}${it.title ? ` ${it.title}` : ""}`;
+      return typeof it.url === "string" && it.url.startsWith("https://")
+        ? h("a", { id, href: it.url, rel: "noopener noreferrer", target: "_blank" }, text)
+        : h("span", { id }, text);
+    };
+    append(clear(forge), [`forge project ${f.project_id} · triggers ${f.triggers.join(", ") || "—"}`,
+      f.issue ? [" · ", item("forge-issue", "issue", f.issue)] : null,
+      f.pull ? [" · ", item("forge-pull", "pull request", f.pull)] : null]);
   }
   function recordSoon() {
     if (recordTimer) return;

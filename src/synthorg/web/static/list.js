@@ -1,6 +1,6 @@
 // The conversations list: live (the server pushes "changed" on a WebSocket and the page is
-// re-read then; no polling), filtered by status, searched by task text in the server's store,
-// paged by the server's cursor; and the new-run form.
+// re-read then; no polling), filtered by status, project and forge trigger, searched by task
+// text in the server's store, paged by the server's cursor; and the new-run form.
 import { can, get, link, post } from "./api.js";
 import { h, append, clear, age, usd, safeId, toast } from "./dom.js";
 import { reveal } from "./reveal.js";
@@ -10,18 +10,25 @@ const STATUSES = ["created", "running", "paused", "waiting_confirmation", "finis
   "cancelled", "error", "interrupted"];
 const LOOPS = ["react", "plan_execute", "hybrid", "openhands"];
 const POLICIES = ["never", "risky", "always"];
+const TRIGGERS = [["label", "issue labelled"], ["comment", "issue comment"], ["ci", "failed CI"],
+  ["review", "review"]];
 const PAGE = 50;
 const SEARCH_DELAY_MS = 250; // typing settles before the server is asked
 const AGE_TICK_MS = 30000; // ages are re-rendered locally; nothing is fetched
 
 export function showList(main) {
-  const state = { status: "", search: "", cursors: [null], items: [], next: null, total: null };
+  const state = { status: "", search: "", project: "", trigger: "", cursors: [null], items: [],
+    next: null, total: null };
   let searchTimer = null;
   let alive = true;
 
   const statusSelect = h("select", { id: "status-filter" },
     h("option", { value: "" }, "any status"), STATUSES.map((s) => h("option", { value: s }, s)));
   const search = h("input", { id: "task-search", type: "search", placeholder: "task text", maxlength: "200" });
+  const projectInput = h("input", { id: "project-filter", type: "search", placeholder: "any project",
+    maxlength: "200", pattern: "[A-Za-z0-9][A-Za-z0-9._\\-]*" });
+  const triggerSelect = h("select", { id: "trigger-filter" },
+    h("option", { value: "" }, "any trigger"), TRIGGERS.map(([v, t]) => h("option", { value: v }, t)));
   const tbody = h("tbody", { id: "conversation-rows" });
   const pager = h("div", { class: "pager" });
   const count = h("span", { id: "conversation-count", class: "muted" });
@@ -31,14 +38,23 @@ export function showList(main) {
     state.cursors = [null];
     refresh();
   });
-  search.addEventListener("input", () => {
+  triggerSelect.addEventListener("change", () => {
+    state.trigger = triggerSelect.value;
+    state.cursors = [null];
+    refresh();
+  });
+  const typed = () => {
     clearTimeout(searchTimer);
     searchTimer = setTimeout(() => {
       state.search = search.value.trim();
+      // A project the server would refuse (not an identifier) filters nothing until valid.
+      state.project = projectInput.validity.valid ? projectInput.value.trim() : state.project;
       state.cursors = [null];
       refresh();
     }, SEARCH_DELAY_MS);
-  });
+  };
+  search.addEventListener("input", typed);
+  projectInput.addEventListener("input", typed);
 
   append(clear(main), [
     can("operator") ? newRunForm() : null,
@@ -48,6 +64,8 @@ export function showList(main) {
       h("div", { class: "row filters" },
         h("label", { for: "status-filter" }, "Status"), statusSelect,
         h("label", { for: "task-search" }, "Search tasks"), search,
+        h("label", { for: "project-filter" }, "Project"), projectInput,
+        h("label", { for: "trigger-filter" }, "Trigger"), triggerSelect,
         h("span", { id: "list-live", class: "conn", role: "status" }, "connecting")),
       h("div", { class: "scroll-x" },
         h("table", { class: "list" },
@@ -89,6 +107,8 @@ export function showList(main) {
     const filters = {};
     if (state.status) filters.status = state.status;
     if (state.search) filters.search = state.search;
+    if (state.project) filters.project = state.project;
+    if (state.trigger) filters.trigger = state.trigger;
     const params = new URLSearchParams({ ...filters, limit: String(PAGE) });
     const cursor = state.cursors[state.cursors.length - 1];
     if (cursor) params.set("cursor", cursor);
