@@ -54,6 +54,7 @@ class HostCgroup:
     def __init__(self, parent: Path, v2: bool, conversation_id: str, cpu_quota: float) -> None:
         self._v2 = v2
         self._home = parent.parent  # where this process's threads are (v1 cpu)
+        self._local = threading.local()  # per spawning thread: was the child forked inside
         parent.mkdir(exist_ok=True)
         if v2:  # detection enabled cpu for the parent's children; these need it too
             _write(parent / "cgroup.subtree_control", "+cpu")
@@ -90,8 +91,10 @@ class HostCgroup:
         try:
             _write(self.path / "tasks", tid)
         except OSError:
+            self._local.born_inside = False
             yield
             return
+        self._local.born_inside = True  # read by the adopt that follows, in this thread
         try:
             yield
         finally:
@@ -99,6 +102,8 @@ class HostCgroup:
                 _write(self._home / "tasks", tid)
 
     def adopt(self, pid: int) -> None:
+        if getattr(self._local, "born_inside", False):
+            return  # forked inside (v1): nothing to move
         with contextlib.suppress(OSError):  # exited already (ESRCH): nothing to confine
             _write(self.path / "cgroup.procs", str(pid))
 
