@@ -34,6 +34,7 @@ BASICS = (
     "synthorg.lazy",
     "synthorg.githardening",  # host-side git settings: workspace's git and the MCP push
     "synthorg.reaper",
+    "synthorg.hostwork",  # a run's host-work budget, which the spawners read
     "synthorg.domain",
     "synthorg.serving",
     "synthorg.extras",  # which optional extra installs a missing import
@@ -49,7 +50,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "errors": (),
     "paths": (),
     "localsock": (),
-    "reaper": (),
+    "reaper": ("synthorg.errors", "synthorg.hostwork"),
+    "hostwork": ("synthorg.errors",),
     "logging": (),
     "extras": (),
     "lazy": (),

@@ -11,6 +11,7 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 PAUSE_ENV = "SYNTHORG_PAUSE_AT"
@@ -45,6 +46,31 @@ def pause_here(name: str) -> None:
         return
     while not go.exists():
         time.sleep(0.05)
+
+
+_HELD = False
+_STOPPER = ("/bin/sh", "-c", 'kill -STOP $$; exec "$@"', "sh")
+
+
+def held_argv(name: str, argv: Sequence[str]) -> list[str]:
+    """``argv``, or when ``SYNTHORG_PAUSE_AT`` names this point, ``argv`` behind a shell that
+    stops itself first: the step's process is held (stopped) before it does anything, so it
+    makes no progress and cannot end by itself, as a step stuck on a hostile tree; only a kill
+    (its budget, its run's end, the reaper) ends it. Only the first such step of the process
+    is held (later ones, cleanup included, go on); never released: a test kills it.
+    Announce the spawned pid with ``announce_child``."""
+    global _HELD
+    if _HELD or _stopping_at(name) is None:
+        return list(argv)
+    _HELD = True
+    return [*_STOPPER, *argv]
+
+
+def announce_child(name: str, argv: Sequence[str], pid: int) -> None:
+    """Say which child ``held_argv`` held (the test waits for this line)."""
+    if tuple(argv[: len(_STOPPER)]) == _STOPPER:
+        sys.stderr.write(f"{ANNOUNCE} {name} child {pid}\n")
+        sys.stderr.flush()
 
 
 def _stopping_at(name: str) -> Path | None:

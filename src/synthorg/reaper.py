@@ -8,6 +8,8 @@ child, reads a pipe whose write end only this process holds: ``+pid`` when a tie
 starts, ``-pid`` once it is reaped. End of file means this process is gone, however it died:
 the reaper SIGKILLs every child still listed (its whole process group when it leads one)
 and exits. A child is tied right after its spawn: a host killed in between leaves it untied.
+A run's host-work cgroup is tied too (``+/path``): everything in it is killed, whatever
+process group or session it made for itself, and the dir removed.
 """
 
 from __future__ import annotations
@@ -21,12 +23,17 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from synthorg.hostwork import current
+
 _SCRIPT = r"""
-import os, signal, sys
-live = set()
+import os, signal, sys, time
+live, groups = set(), set()
 for line in sys.stdin.buffer:
-    pid = int(line[1:])
-    (live.add if line[:1] == b"+" else live.discard)(pid)
+    item = line[1:].rstrip(b"\n")
+    if item.startswith(b"/"):
+        (groups.add if line[:1] == b"+" else groups.discard)(item)
+        continue
+    (live.add if line[:1] == b"+" else live.discard)(int(item))
 for pid in live:
     try:
         if os.getpgid(pid) == pid:
@@ -35,6 +42,22 @@ for pid in live:
             os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
+for group in groups:  # a cgroup: everything in it, whatever group or session it made
+    for _ in range(200):
+        try:
+            pids = open(group + b"/cgroup.procs").read().split()
+        except OSError:
+            break
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.rmdir(group)
+            break
+        except OSError:
+            time.sleep(0.01)
 """
 _lock = threading.Lock()
 _pipe: tuple[int, int] | None = None  # (owning pid, write end)
@@ -92,6 +115,16 @@ def untie(pid: int) -> None:
     _send(b"-%d\n" % pid)
 
 
+def tie_cgroup(path: Path) -> None:
+    """Kill everything in cgroup ``path`` and remove it when this process dies."""
+    _send(b"+" + bytes(path) + b"\n")
+
+
+def untie_cgroup(path: Path) -> None:
+    """Cgroup ``path`` was removed: forget it."""
+    _send(b"-" + bytes(path) + b"\n")
+
+
 def run_tied(
     argv: Sequence[str],
     *,
@@ -101,19 +134,28 @@ def run_tied(
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """``subprocess.run(argv, capture_output=True)`` in its own process group, tied to this
-    process; on timeout the group is killed and TimeoutExpired raised."""
+    process; on timeout the group is killed and TimeoutExpired raised. Inside a run
+    (``hostwork.current``) the child is the run's: confined, given the CPU seconds left, and
+    its timeout at most the run's wall budget per step."""
+    work = current()
+    if work is not None:
+        work.before_spawn(f"`{os.path.basename(argv[0])}`")
+        timeout = min(timeout or work.budget.wall_s, work.budget.wall_s)
     start()
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=env,
-        process_group=0,  # what it forks (rsync's receiver) goes with it
-    )
+    with work.spawning() if work is not None else contextlib.nullcontext():
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            process_group=0,  # what it forks (rsync's receiver) goes with it
+        )
     tie(proc.pid)
     try:
+        if work is not None:
+            work.adopt(proc.pid)
         with proc:
             try:
                 out, err = proc.communicate(input, timeout=timeout)

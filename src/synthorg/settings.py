@@ -41,6 +41,7 @@ SECTIONS = frozenset(
         "mcp",
         "sandbox",
         "gate",
+        "limits",
         "run",
         "server",
         "store",

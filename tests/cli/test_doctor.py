@@ -82,3 +82,13 @@ def test_doctor_flags_a_provider_that_over_reported(home: Path) -> None:
     assert "provider liar" in result.output, result.output
     assert "1 run(s)" in result.output
     assert "provider honest" not in result.output
+
+
+def test_doctor_says_what_confines_host_work_and_its_budget(home: Path, tmp_path: Path) -> None:
+    config = tmp_path / "limits.toml"
+    config.write_text("[limits]\nhost_work_cpu_s = 120\nhost_work_wall_s = 30\n")
+    result = runner.invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "host work" in result.output
+    assert "120 CPU-s per run" in result.output and "30 s per step" in result.output
+    assert "cgroup" in result.output or "RLIMIT_CPU" in result.output

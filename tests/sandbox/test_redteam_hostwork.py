@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from synthorg.engine.lifecycle import events_after
 from synthorg.service.boot import boot
 from synthorg.service.demo import create_demo_repo
 from synthorg.service.loops import default_provisioner, default_registry
@@ -96,3 +97,41 @@ async def test_many_files_stop_the_run_at_its_next_checkpoint(tmp_path: Path) ->
     error = final.error or ""
     assert "20000 changed files" in error and "max_changed_files" in error, error
     assert len(_object_sizes(repo)) < 1000
+
+
+async def test_host_work_over_its_cpu_budget_fails_the_run_and_lands_nothing(
+    tmp_path: Path,
+) -> None:
+    """Eight 9 MB random files are under every size limit, yet host git spends ~3-4 CPU-s
+    compressing them (0.05 CPU-s/MB here; more files, more). With `[limits] host_work_cpu_s
+    = 1` the host-side step is killed by the kernel at the run's budget and the run fails
+    saying so."""
+    repo = create_demo_repo(tmp_path / "calc")
+    before = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout
+    settings = scripted_settings(
+        tmp_path / "home", SCRIPT, model=MODEL, limits={"host_work_cpu_s": 1}
+    )
+    plan = [
+        "cd /workspace && for i in 1 2 3 4 5 6 7 8; do head -c 9000000 /dev/urandom > n$i.bin;"
+        " done && echo made"
+    ]
+    async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
+        cid, out, result = await attack(c, repo, plan)
+        final = await c.store.get_conversation(cid)
+        events = await events_after(c.store, cid)
+    assert "made" in out[0], out
+    assert result.commit_sha is None, result  # type: ignore[attr-defined]
+    assert final.status.value == "failed", final
+    error = final.error or ""
+    assert "host-work CPU budget" in error and "host_work_cpu_s" in error, error
+    codes = [getattr(e.event, "code", None) for e in events]
+    assert "host_work_over_budget" in codes, codes
+    branch = subprocess.run(
+        ["git", "for-each-ref", "--format=%(objectname)", f"refs/heads/synthorg/{cid}"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert branch.strip() in ("", before.strip()), "the branch moved: something landed"

@@ -157,6 +157,22 @@ def check_sandbox_tools(_: Settings) -> list[CheckResult]:
     return results
 
 
+def check_host_work(settings: Settings) -> list[CheckResult]:
+    """What confines a run's host-side work (host git, mkfs, rsync) and its budget."""
+    from synthorg.sandbox.hostcgroup import describe, host_parent
+    from synthorg.service.config import HostWorkSettings
+
+    limits = section(settings, "limits", HostWorkSettings)
+    budget = (
+        f"; budget {limits.host_work_cpu_s:g} CPU-s per run, {limits.host_work_wall_s:g} s per "
+        f"step, {limits.host_work_cpu_quota:g} cores"
+    )
+    if host_parent() is None:
+        fix = "run as root with a writable cpu cgroup, or delegate a v2 cgroup"
+        return [CheckResult("host work", Level.WARN, describe() + budget, fix)]
+    return [CheckResult("host work", Level.OK, describe() + budget)]
+
+
 def check_store(settings: Settings) -> list[CheckResult]:
     """The configured store opens and answers."""
     from synthorg.service.store import opened_store, store_config
@@ -265,6 +281,7 @@ DEFAULT_CHECKS: list[Check] = [
     check_bwrap,
     check_sandbox_tools,
     check_sandbox,
+    check_host_work,
     check_store,
     check_providers,
     check_openhands_runtime,

@@ -32,6 +32,7 @@ from synthorg.engine.no_op import NO_OP_MESSAGE, WorkspaceChanged, is_no_op
 from synthorg.engine.protocol import ExecutionLoop, LoopContext
 from synthorg.engine.termination import Terminated, build_result, log_termination
 from synthorg.errors import SynthOrgError
+from synthorg.hostwork import HostWorkExceeded
 from synthorg.store.protocol import ConversationStore
 from synthorg.store.reconcile import open_actions
 
@@ -197,11 +198,13 @@ class LoopRunner:
         except Exception as exc:  # the loop failed; the conversation must not stay running
             while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
                 exc = exc.exceptions[0]  # a loop's task group failed: name the actual error
-            message = f"{type(exc).__name__}: {exc}"
-            await self._store.append(
-                context.conversation_id, ErrorEvent(message=message, code="loop_crashed")
-            )
-            return await self._cut_short(loop, context, TerminationReason.ERROR, message)
+            reason, message = TerminationReason.ERROR, f"{type(exc).__name__}: {exc}"
+            error = ErrorEvent(message=message, code="loop_crashed")
+            if isinstance(exc, HostWorkExceeded):  # a checkpoint's host work, killed: FAILED
+                reason, message = TerminationReason.BUDGET_EXHAUSTED, str(exc)
+                error = ErrorEvent(message=message, code=exc.code, non_retryable=True)
+            await self._store.append(context.conversation_id, error)
+            return await self._cut_short(loop, context, reason, message)
 
     async def finish_run(
         self,

@@ -24,7 +24,7 @@ from synthorg.mcp.runner import McpEndpoints, serve_mcp
 from synthorg.mcp.vault import CredentialVault
 from synthorg.sandbox import BwrapSandbox, SandboxStreamer, make_sandbox
 from synthorg.sandbox.pool import SandboxPool
-from synthorg.service.config import GateSettings, RunDefaults, SandboxSettings
+from synthorg.service.config import GateSettings, HostWorkSettings, RunDefaults, SandboxSettings
 from synthorg.service.delegation import DelegationHub, DelegationSettings
 from synthorg.service.ownership import OwnershipPolicy, sweep_dead_owners
 from synthorg.service.provisioning import ProvisionContext, ProvisionerFactory
@@ -271,6 +271,7 @@ async def boot(
             ownership=ownership,
             checkpoints=checkpoints,
             settle_dead=sandbox.settle_dead if isinstance(sandbox, BwrapSandbox) else None,
+            host_work=section(settings, "limits", HostWorkSettings),
         )
         delegation.bind(service)
         stack.push_async_callback(service.shutdown)

@@ -57,3 +57,22 @@ class GateSettings(BaseModel):
         ge=1,
         description="Most files a run may add or change (refused before host git hashes them).",
     )
+
+
+class HostWorkSettings(BaseModel):
+    """The ``[limits]`` section: what one run's host-side work (host git on its worktree, the
+    quota image's mkfs and rsync) may use, so that a hostile tree cannot hold the host."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host_work_cpu_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description="CPU seconds all host-side children of one run may use together.",
+    )
+    host_work_wall_s: float = Field(
+        default=600.0, gt=0, description="Wall seconds one host-side step may take."
+    )
+    host_work_cpu_quota: float = Field(
+        default=1.0, gt=0, description="CPU cores a run's host-side work may use at once."
+    )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from synthorg.domain import ConversationRecord, ExecutionResult
 from synthorg.engine import LandingRefused
+from synthorg.hostwork import HostWorkExceeded
 from synthorg.logging import get_logger
 from synthorg.workspace import views
 from synthorg.workspace.errors import GateRefusedError
@@ -40,8 +41,8 @@ async def workspace_changed(
         return None
     try:
         snapshot, found = await views.scan_changes(workspace, limits)
-    except GateRefusedError:
-        return True  # tampered, or too many files: not NO_OP; landing refuses it, saying why
+    except (GateRefusedError, HostWorkExceeded):
+        return True  # tampered, too many files, over budget: not NO_OP; landing says why
     if scan is not None:
         scan.snapshot = snapshot
     return bool(found) or bool(snapshot.unhashed)  # files too big to hash are changes too
@@ -68,7 +69,7 @@ async def land(
         outcome = await gate.land(
             workspace, summary, scanned=scan.snapshot if scan is not None else None
         )
-    except GateRefusedError as exc:  # secrets, core dumps, oversize files, a tampered worktree
+    except (GateRefusedError, HostWorkExceeded) as exc:  # secrets, oversize, over budget, ...
         raise LandingRefused(str(exc), code=exc.code) from exc
     except GitError as exc:  # the worktree's content broke host git (e.g. its .gitmodules)
         raise LandingRefused(

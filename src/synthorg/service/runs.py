@@ -44,11 +44,13 @@ from synthorg.engine.lifecycle import events_after
 from synthorg.errors import ConflictError, NotFoundError
 from synthorg.faultpoints import pause_point
 from synthorg.gateway.service import Gateway
+from synthorg.hostwork import HostWorkExceeded
 from synthorg.logging import get_logger
 from synthorg.service.active import ActiveRun, ActiveRuns
 from synthorg.service.bearers import GatewayMinter
-from synthorg.service.config import RunDefaults
+from synthorg.service.config import HostWorkSettings, RunDefaults
 from synthorg.service.creation import ConversationCreator
+from synthorg.service.hostbound import bound_host_work
 from synthorg.service.landing import LandingScan, land, workspace_changed
 from synthorg.service.options import RunOptions
 from synthorg.service.ownership import OwnershipPolicy, claim_run
@@ -93,6 +95,7 @@ class LocalRunService:
         ownership: OwnershipPolicy | None = None,
         checkpoints: CheckpointStore | None = None,
         settle_dead: Callable[[Path], int] | None = None,
+        host_work: HostWorkSettings | None = None,
     ) -> None:
         self.store = store
         self.checkpoints = checkpoints or CheckpointStore()
@@ -126,6 +129,8 @@ class LocalRunService:
         # What dead owners' sandboxes left (a quota image not yet copied back): settled at
         # takeover, before the run (or its gate) judges the worktree.
         self._settle_dead = settle_dead
+        # What a run's host-side children (git on its worktree, mkfs, rsync) may use.
+        self._host_work = host_work or HostWorkSettings()
 
     # -- creation -------------------------------------------------------------------------
     async def create(
@@ -210,7 +215,8 @@ class LocalRunService:
 
     async def _run(self, record: ConversationRecord, active: ActiveRun) -> ExecutionResult:
         try:
-            return await self._run_inner(record, active)
+            with bound_host_work(self._host_work, record.id):
+                return await self._run_inner(record, active)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if active.stop_requested is None or active.runner_started or task is None:
@@ -238,7 +244,7 @@ class LocalRunService:
             workspace = await self.worktrees.resume(
                 policy.check(record.task.repository), record.id, record.workspace
             )
-        except GateRefusedError as exc:  # a worktree that is not the recorded one: run nothing
+        except (GateRefusedError, HostWorkExceeded) as exc:  # not the recorded one: run nothing
             refusal = ErrorEvent(message=str(exc), code=exc.code, non_retryable=True)
             return await self._runner.finish_unstarted(
                 record, TerminationReason.ERROR, f"refused: {exc}", refusal=refusal

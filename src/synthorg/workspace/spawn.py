@@ -10,11 +10,16 @@ and exit are read with three event-loop readers (the exit through a pidfd).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import resource
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from synthorg.faultpoints import announce_child, held_argv
+from synthorg.hostwork import HostWork, current
 from synthorg.reaper import start as start_reaper
 from synthorg.reaper import tie, untie
 
@@ -35,6 +40,8 @@ class Child:
         self._done = self._loop.create_future()
         self._pidfd = os.pidfd_open(proc.pid)
         self._exited = False
+        self.usage: resource.struct_rusage | None = None
+        """What the child (and the children it waited for) used, once reaped."""
         for fd in self._fds:
             os.set_blocking(fd, False)
             self._out[fd] = bytearray()
@@ -88,17 +95,30 @@ class Child:
         self._exited = True
         self._closed_one()
 
-    async def finish(self) -> tuple[int, bytes, bytes]:
-        """Wait for EOF on its output and its exit: (returncode, stdout, stderr)."""
+    async def finish(self, wall_s: float | None = None) -> tuple[int, bytes, bytes]:
+        """Wait for EOF on its output and its exit: (returncode, stdout, stderr). Past
+        ``wall_s`` its process group is SIGKILLed, reaped, and TimeoutError raised."""
         try:
-            await asyncio.shield(self._done)
+            await asyncio.wait_for(asyncio.shield(self._done), wall_s)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            await asyncio.shield(self._stop())
+            raise
         except BaseException:
             await asyncio.shield(self._stop())
             raise
         finally:
             self._close()
-        returncode = self.proc.wait()  # exited (the pidfd said so): reaps at once
+        returncode = self._reap()  # exited (the pidfd said so): reaps at once
         return returncode, bytes(self._out[self._fds[0]]), bytes(self._out[self._fds[1]])
+
+    def _reap(self) -> int:
+        """wait4 the exited child: its code, and its rusage kept for the run's budget."""
+        if self.proc.returncode is None:
+            _, status, self.usage = os.wait4(self.proc.pid, 0)
+            self.proc.returncode = os.waitstatus_to_exitcode(status)
+        return self.proc.returncode
 
     async def _stop(self) -> None:
         """Cancelled: SIGTERM first (git removes its lock files then), SIGKILL after a grace,
@@ -118,7 +138,7 @@ class Child:
                 self.proc.kill()
             finally:
                 self._loop.remove_reader(self._pidfd)
-        self.proc.wait()
+        self._reap()
 
     def _close(self) -> None:
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
@@ -136,20 +156,32 @@ async def run_collect(
     argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: bytes | None
 ) -> tuple[int, bytes, bytes]:
     """Run argv in cwd with exactly env; (returncode, stdout, stderr). OSError when it cannot
-    start. Cancelling the caller stops the child (SIGTERM, then SIGKILL) and reaps it."""
+    start. Cancelling the caller stops the child (SIGTERM, then SIGKILL) and reaps it.
+
+    The child leads its own process group (what it forks goes with it). Inside a run
+    (``hostwork.current``) it is that run's: confined, CPU-limited and charged, and killed
+    past the wall budget; ``HostWorkExceeded`` then says which budget it went over."""
+    work = current()
+    what = _step_name(argv)
+    if work is not None:
+        work.before_spawn(what)
+        argv = held_argv("host-work", argv)  # the fault suite holds a run's step here
     start_reaper()  # before the spawn: the tie below is then one write
     # Popen blocks only until the child has exec'd (vfork); the waiting is the readers'.
-    proc = subprocess.Popen(  # noqa: ASYNC220
-        list(argv),
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    tie(proc.pid)  # a SIGKILLed host's `git add` of a huge tree dies with it
+    with work.spawning() if work is not None else contextlib.nullcontext():
+        proc = subprocess.Popen(  # noqa: ASYNC220
+            list(argv),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            process_group=0,
+        )
+    tie(proc.pid)  # a SIGKILLed host's `git add` of a huge tree dies with it (its group too)
     try:
         try:
+            limit_s = work.adopt(proc.pid) if work is not None else 0
             child = Child(proc, stdin or None)
         except BaseException:
             proc.kill()
@@ -158,6 +190,35 @@ async def run_collect(
                 if stream is not None:
                     stream.close()
             raise
-        return await child.finish()
+        if work is None:
+            return await child.finish()
+        announce_child("host-work", argv, proc.pid)
+        return await _finish_for(work, child, what, limit_s)
     finally:
         untie(proc.pid)
+
+
+async def _finish_for(
+    work: HostWork, child: Child, what: str, limit_s: int
+) -> tuple[int, bytes, bytes]:
+    """A run's child to its end within the step's wall budget, charged to the run."""
+    try:
+        returncode, out, err = await child.finish(wall_s=work.budget.wall_s)
+    except TimeoutError:
+        work.charge(child.usage, killed=False, limit_s=limit_s)
+        raise work.exceeded(what, "wall") from None
+    if work.charge(child.usage, killed=returncode == -signal.SIGKILL, limit_s=limit_s):
+        raise work.exceeded(what, "cpu")  # the kernel's RLIMIT_CPU kill
+    return returncode, out, err
+
+
+def _step_name(argv: Sequence[str]) -> str:
+    """``git add`` (quoted) for refusals: the program and its first word that is not an option (nor
+    the value of git's ``-c``)."""
+    words = iter(argv[1:])
+    for word in words:
+        if word == "-c":
+            next(words, None)
+        elif not word.startswith("-"):
+            return f"`{os.path.basename(argv[0])} {word}`"
+    return f"`{os.path.basename(argv[0])}`"
