@@ -48,6 +48,7 @@ from synthorg.service.active import ActiveRun, ActiveRuns
 from synthorg.service.bearers import GatewayMinter
 from synthorg.service.config import RunDefaults
 from synthorg.service.creation import ConversationCreator
+from synthorg.service.deletion import refuse_active
 from synthorg.service.landing import LandingScan, land, workspace_changed
 from synthorg.service.options import RunOptions
 from synthorg.service.ownership import OwnershipPolicy, claim_run
@@ -454,6 +455,7 @@ class LocalRunService:
         Every member is claimed like a run (here and across processes) before its status is
         read, so no run can start in a conversation being deleted."""
         record = await self.store.get_conversation(conversation_id)
+        refuse_active(record, active=self.is_active(conversation_id))
         await self._refuse_tree_member(record)
         root = record.root_id is None or record.root_id == record.id
         tree = await run_tree(self.store, record.id)
@@ -461,8 +463,8 @@ class LocalRunService:
         async with contextlib.AsyncExitStack() as claims:
             for member in doomed:
                 await claims.enter_async_context(self._claimed(member.id))
-                if (await self.store.get_conversation(member.id)).status.is_active:
-                    raise ConflictError(f"conversation {member.id} is running; cancel it first")
+                # Read under the claim: no run can have started since.
+                refuse_active(await self.store.get_conversation(member.id), active=False)
             for member in doomed:
                 workspace = await self.worktrees.get(member.id)
                 if workspace is not None:
