@@ -102,6 +102,9 @@ async def test_rollback_and_delete_through_the_api_server_on_temporal(
         assert busy.status_code == 409, busy.text
         busy = await api.delete(f"/api/conversations/{endless}")
         assert busy.status_code == 409, busy.text
+        assert busy.json()["detail"] == (  # the embedded service's answer (service.deletion)
+            f"conversation {endless} is running: cancel or interrupt it before deleting"
+        )
         assert f"refs/heads/synthorg/{endless}" in daemon.refs("app")  # published at creation
         stopped = await api.post(f"/api/conversations/{endless}/cancel")
         assert stopped.status_code == 200, stopped.text

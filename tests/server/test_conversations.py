@@ -8,6 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from synthorg.domain import ConversationStatus, StatusChangeEvent
+from synthorg.store import Store
+
 from .helpers import create, events, wait_running, wait_status
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
@@ -103,6 +106,10 @@ async def test_get_unknown_is_404(operator: httpx.AsyncClient) -> None:
     assert response.status_code == 404 and response.json()["code"] == "not_found"
 
 
+_STILL_ACTIVE = "conversation {cid} is {status}: cancel or interrupt it before deleting"
+"""The 409's detail for a delete while a run is in progress (what clients have been shown)."""
+
+
 async def test_delete_removes_worktree_and_is_refused_while_running(
     operator: httpx.AsyncClient, repo: Path
 ) -> None:
@@ -110,7 +117,9 @@ async def test_delete_removes_worktree_and_is_refused_while_running(
     cid = body["id"]
     await wait_running(operator, cid)
     refused = await operator.delete(f"/api/conversations/{cid}")
-    assert refused.status_code == 409 and "running" in refused.json()["detail"]
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["code"] == "conflict"
+    assert refused.json()["detail"] == _STILL_ACTIVE.format(cid=cid, status="running")
     assert (await operator.post(f"/api/conversations/{cid}/cancel")).status_code == 200
     await wait_status(operator, cid, "cancelled")
     worktree = Path(body["workspace"]["path"])
@@ -120,3 +129,24 @@ async def test_delete_removes_worktree_and_is_refused_while_running(
     assert not worktree.exists()
     assert (await operator.get(f"/api/conversations/{cid}")).status_code == 404
     assert (await operator.delete(f"/api/conversations/{cid}")).status_code == 404
+
+
+async def test_delete_is_refused_while_the_record_says_a_run_is_in_progress_elsewhere(
+    operator: httpx.AsyncClient, store: Store, repo: Path
+) -> None:
+    """No run here, but the record says one is in progress (another process holds it): the
+    same 409 as for a run here, and nothing is removed."""
+    body = await create(operator, repo, model="slow50")
+    cid = body["id"]
+    record = await store.get_conversation(cid)
+    running = ConversationStatus.RUNNING
+    await store.transition(
+        record.model_copy(update={"status": running}),
+        StatusChangeEvent(old=record.status, new=running),
+    )
+    refused = await operator.delete(f"/api/conversations/{cid}")
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["code"] == "conflict"
+    assert refused.json()["detail"] == _STILL_ACTIVE.format(cid=cid, status="running")
+    assert Path(body["workspace"]["path"]).is_dir()
+    assert (await operator.get(f"/api/conversations/{cid}")).status_code == 200

@@ -37,6 +37,7 @@ from synthorg.errors import (
     UsageError,
 )
 from synthorg.logging import get_logger
+from synthorg.service.deletion import refuse_active
 from synthorg.service.options import RunOptions
 from synthorg.service.repositories import RepositoryRefused
 from synthorg.store.protocol import ConversationStore
@@ -227,7 +228,10 @@ class TemporalRunService:
         await self._exclusive(ROLLBACK_WORKFLOW, conversation_id, {"n": n, "by": by}, "rolled back")
 
     async def delete(self, conversation_id: str, *, delete_branch: bool = False) -> None:
-        """On a worker, with the embedded rules (``LocalRunService.delete``)."""
+        """On a worker, with the embedded rules (``LocalRunService.delete``); refused here
+        first while a run is open, as the embedded service refuses it."""
+        record = await self._store.get_conversation(conversation_id)
+        refuse_active(record, active=self.is_active(conversation_id))
         args = {"delete_branch": delete_branch}
         await self._exclusive(DELETE_WORKFLOW, conversation_id, args, "deleted")
 

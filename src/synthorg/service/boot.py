@@ -7,10 +7,11 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from synthorg.engine import EngineConfig, LoopRegistry
+from synthorg.engine import LoopRegistry
 from synthorg.errors import ConfigError
 from synthorg.gateway.app import create_gateway_app, signer_for
 from synthorg.gateway.config import GatewayConfig
@@ -139,6 +140,114 @@ def _lazy_mcp_app(
     return LazyAsgi(("synthorg.mcp.server",), build, name="mcp")
 
 
+def _gateway_config(settings: Settings) -> GatewayConfig:
+    """The ``[gateway]`` section; its signing key under the home unless one is named."""
+    config = section(settings, "gateway", GatewayConfig)
+    if "signing_key_file" not in settings.sections.get("gateway", {}):
+        config = config.model_copy(
+            update={"signing_key_file": settings.home / "keys" / "gateway-signing.key"}
+        )
+    return config
+
+
+def _repositories(
+    settings: Settings, policy: RepositoryPolicy, key_files: Iterable[Path | None]
+) -> tuple[RepositoryPolicy, Mirrors | None]:
+    """The repository rule (the key files refused as repositories) and, with remote
+    projects, their mirrors: then worktrees, checkpoints and landings travel."""
+    policy = policy.protecting(path for path in key_files if path is not None)
+    projects = section(settings, "projects", ProjectsConfig).root
+    mirrors = Mirrors(settings.home, projects) if projects else None
+    if mirrors is not None:
+        policy = policy.with_remote_projects(mirrors.prepare())
+    return policy, mirrors
+
+
+async def _store(stack: AsyncExitStack, settings: Settings, store: Store | None) -> Store:
+    """The caller's store, or the configured one, closed with the stack."""
+    if store is not None:
+        return store
+    opened = await open_store(store_config(settings))
+    stack.push_async_callback(opened.close)
+    return opened
+
+
+def _sweep(stack: AsyncExitStack, store: Store, ownership: OwnershipPolicy) -> None:
+    """Dead owners' runs are reconciled by whoever is alive, at boot and every renewal."""
+    sweeper = asyncio.create_task(
+        sweep_dead_owners(store, ownership.lease_s / 3), name="ownership-sweep"
+    )
+    stack.push_async_callback(_stopped, sweeper)
+
+
+@dataclass(frozen=True)
+class _Served:
+    """The gateway and the MCP server, serving in this process."""
+
+    gateway: Gateway
+    gateway_endpoints: Endpoints
+    mcp_app: LazyAsgi
+    mcp_endpoints: McpEndpoints
+
+
+async def _serve(
+    stack: AsyncExitStack,
+    *,
+    gateway_config: GatewayConfig,
+    mcp_config: McpConfig,
+    signer: GatewaySigner,
+    store: Store,
+    sockets: Path,
+) -> _Served:
+    """Serve the gateway and the MCP server on unix sockets only (0600): reached by this
+    process and, forwarded, by sandboxes; stopped with the stack."""
+    gateway_app = create_gateway_app(gateway_config, signer, store)
+    gateway_endpoints = await stack.enter_async_context(
+        serve_embedded(gateway_app, uds=sockets / "gateway.sock")
+    )
+    mcp_app = _lazy_mcp_app(mcp_config, signer, CredentialVault.from_config(mcp_config), store)
+    mcp_endpoints = await stack.enter_async_context(
+        serve_mcp(mcp_app, uds=sockets / "mcp.sock", host=None)
+    )
+    return _Served(gateway_app.gateway, gateway_endpoints, mcp_app, mcp_endpoints)
+
+
+def _pool(
+    stack: AsyncExitStack,
+    settings: Settings,
+    sandbox: SandboxStreamer,
+    openhands_pool: Literal["none", "once", "kept"],
+) -> SandboxPool | None:
+    """The OpenHands sandbox pool asked for, closed after the service's shutdown (LIFO)."""
+    if openhands_pool == "none":
+        return None
+    pool = _sandbox_pool(settings, sandbox, refill=openhands_pool == "kept")
+    if pool is not None:
+        stack.push_async_callback(pool.close)
+    return pool
+
+
+def _warm_up(
+    mcp_config: McpConfig, mcp_app: LazyAsgi, pool: SandboxPool | None, ctx: ProvisionContext
+) -> None:
+    if mcp_config.projects:  # with no project in [mcp], no run ever connects
+        mcp_app.warm()
+    if pool is not None:
+        warm_pool(ctx, pool)
+
+
+def _commit_gate(gate_settings: GateSettings, mirrors: Mirrors | None) -> CommitGate:
+    return CommitGate(
+        gate_settings.author_name,
+        gate_settings.author_email,
+        secret_patterns=gate_settings.secret_patterns,
+        max_file_bytes=gate_settings.max_file_bytes,
+        max_changed_files=gate_settings.max_changed_files,
+        publisher=mirrors,
+        diffstat=False,  # nothing here reads it: `synthorg run` asks the repository itself
+    )
+
+
 @asynccontextmanager
 async def boot(
     settings: Settings,
@@ -162,11 +271,7 @@ async def boot(
     OpenHands runs when the MCP app is warmed: ``"once"`` (``run --loop openhands``: they
     serve and are not replaced) or ``"kept"`` (``serve``: each used one is replaced).
     """
-    gateway_config = section(settings, "gateway", GatewayConfig)
-    if "signing_key_file" not in settings.sections.get("gateway", {}):
-        gateway_config = gateway_config.model_copy(
-            update={"signing_key_file": settings.home / "keys" / "gateway-signing.key"}
-        )
+    gateway_config = _gateway_config(settings)
     mcp_config = section(settings, "mcp", McpConfig)
     key_files = (
         gateway_config.signing_key_file,
@@ -174,62 +279,36 @@ async def boot(
         mcp_config.vault_path,
         mcp_config.vault_key_path,
     )
-    repositories = (repositories or RepositoryPolicy(home=settings.home)).protecting(
-        path for path in key_files if path is not None
+    repositories, mirrors = _repositories(
+        settings, repositories or RepositoryPolicy(home=settings.home), key_files
     )
-    projects = section(settings, "projects", ProjectsConfig).root
-    mirrors = Mirrors(settings.home, projects) if projects else None
-    if mirrors is not None:  # remote projects: worktrees, checkpoints and landings travel
-        repositories = repositories.with_remote_projects(mirrors.prepare())
     sandbox_settings = section(settings, "sandbox", SandboxSettings)
     gate_settings = section(settings, "gate", GateSettings)
     defaults = section(settings, "run", RunDefaults)
-    engine: EngineConfig = settings.engine
     sockets = _own_dirs(settings.home, key_files)
     sandbox = make_sandbox(
         sandbox_settings.backend, allow_local=sandbox_settings.allow_local, owner=settings.home
     )
     async with AsyncExitStack() as stack:
-        if store is None:
-            store = await open_store(store_config(settings))
-            stack.push_async_callback(store.close)
+        store = await _store(stack, settings, store)
         ownership = ownership or OwnershipPolicy(lease_s=store_config(settings).run_lease_s)
-        # Dead owners' runs are reconciled by whoever is alive, at boot and every renewal.
-        sweeper = asyncio.create_task(
-            sweep_dead_owners(store, ownership.lease_s / 3), name="ownership-sweep"
-        )
-        stack.push_async_callback(_stopped, sweeper)
+        _sweep(stack, store, ownership)
         signer = signer_for(gateway_config)
-        gateway_app = create_gateway_app(gateway_config, signer, store)
-        gateway_endpoints = await stack.enter_async_context(
-            # Unix sockets only (0600): reached by this process and, forwarded, by sandboxes.
-            serve_embedded(gateway_app, uds=sockets / "gateway.sock")
+        served = await _serve(
+            stack,
+            gateway_config=gateway_config,
+            mcp_config=mcp_config,
+            signer=signer,
+            store=store,
+            sockets=sockets,
         )
-        mcp_app = _lazy_mcp_app(mcp_config, signer, CredentialVault.from_config(mcp_config), store)
-        mcp_endpoints = await stack.enter_async_context(
-            serve_mcp(mcp_app, uds=sockets / "mcp.sock", host=None)
-        )
-
-        pool = (
-            None
-            if openhands_pool == "none"
-            else _sandbox_pool(settings, sandbox, refill=openhands_pool == "kept")
-        )
-        if pool is not None:
-            stack.push_async_callback(pool.close)  # after the service's shutdown (LIFO)
-
-        def warm_up() -> None:
-            if mcp_config.projects:  # with no project in [mcp], no run ever connects
-                mcp_app.warm()
-            if pool is not None:
-                warm_pool(provision_context, pool)
-
+        pool = _pool(stack, settings, sandbox, openhands_pool)
         host_limits = HostLimits(gate_settings.max_file_bytes, gate_settings.max_changed_files)
         checkpoints = CheckpointStore(publisher=mirrors, limits=host_limits)
         delegation = DelegationHub(
             section(settings, "delegation", DelegationSettings),
             store=store,
-            gateway=gateway_app.gateway,
+            gateway=served.gateway,
             checkpoints=checkpoints,
         )
         provision_context = ProvisionContext(
@@ -237,34 +316,27 @@ async def boot(
             sandbox=sandbox,
             sandbox_settings=sandbox_settings,
             signer=signer,
-            gateway_endpoints=gateway_endpoints,
-            mcp_endpoints=mcp_endpoints,
+            gateway_endpoints=served.gateway_endpoints,
+            mcp_endpoints=served.mcp_endpoints,
             mcp_config=mcp_config,
             checkpoints=checkpoints,
             delegation=delegation,
             sandbox_pool=pool,
         )
+        warm_up = partial(_warm_up, mcp_config, served.mcp_app, pool, provision_context)
         if warm_mcp:
             warm_up()
         provision = provisioner(provision_context)
         worktrees = WorktreeManager(settings.home, mirrors=mirrors)
-        gate = CommitGate(
-            gate_settings.author_name,
-            gate_settings.author_email,
-            secret_patterns=gate_settings.secret_patterns,
-            max_file_bytes=gate_settings.max_file_bytes,
-            max_changed_files=gate_settings.max_changed_files,
-            publisher=mirrors,
-            diffstat=False,  # nothing here reads it: `synthorg run` asks the repository itself
-        )
+        gate = _commit_gate(gate_settings, mirrors)
         service = LocalRunService(
             store=store,
-            gateway=gateway_app.gateway,
+            gateway=served.gateway,
             worktrees=worktrees,
             gate=gate,
             registry=registry,
             provision=provision,
-            engine=engine,
+            engine=settings.engine,
             defaults=defaults,
             isolation_warnings=_isolation_warnings(sandbox),
             repositories=repositories,
@@ -279,17 +351,17 @@ async def boot(
             "SYNTHORG_BOOTED",
             home=str(settings.home),
             sandbox=sandbox.name,
-            gateway=str(gateway_endpoints.uds_path),
-            mcp=str(mcp_endpoints.uds),
+            gateway=str(served.gateway_endpoints.uds_path),
+            mcp=str(served.mcp_endpoints.uds),
             loops=sorted(registry.buildable),
         )
         yield Components(
             settings=settings,
             store=store,
-            gateway=gateway_app.gateway,
+            gateway=served.gateway,
             signer=signer,
-            gateway_endpoints=gateway_endpoints,
-            mcp_endpoints=mcp_endpoints,
+            gateway_endpoints=served.gateway_endpoints,
+            mcp_endpoints=served.mcp_endpoints,
             warm_up=warm_up,
             sandbox=sandbox,
             sandbox_settings=sandbox_settings,

@@ -1,27 +1,24 @@
-"""The local run service: conversations' runs in this process, their live control and end.
+"""The local run service: conversations' runs in this process, from start to end.
 
 Creation is ``service/creation.py``; ownership ``ownership.py``; landing ``landing.py``;
-which control applies ``control.py``; the run's lifecycle itself is ``engine/runner.py``.
+which control applies ``control.py``, the control itself ``live.py``; rollback and delete
+``rollback.py`` and ``deletion.py`` (under ``exclusive.py``'s claim); the run's lifecycle
+itself is ``engine/runner.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
 from synthorg.domain import (
-    CancelEvent,
-    CheckpointEvent,
     ConversationRecord,
     ErrorEvent,
     ExecutionResult,
-    InterruptEvent,
     MessageEvent,
-    PauseEvent,
     Task,
     TerminationReason,
     TokenUsage,
@@ -41,34 +38,31 @@ from synthorg.engine import (
 )
 from synthorg.engine.bearers import BearerMinter
 from synthorg.engine.lifecycle import events_after
-from synthorg.errors import ConflictError, NotFoundError
+from synthorg.errors import ConflictError
 from synthorg.faultpoints import pause_point
 from synthorg.gateway.service import Gateway
 from synthorg.hostwork import HostWorkExceeded
-from synthorg.logging import get_logger
 from synthorg.service.active import ActiveRun, ActiveRuns
 from synthorg.service.bearers import GatewayMinter
 from synthorg.service.config import HostWorkSettings, RunDefaults
 from synthorg.service.creation import ConversationCreator
+from synthorg.service.deletion import Deletion
+from synthorg.service.exclusive import claimed
 from synthorg.service.hostbound import bound_host_work
 from synthorg.service.landing import LandingScan, land, workspace_changed
+from synthorg.service.live import LiveControl
 from synthorg.service.options import RunOptions
 from synthorg.service.ownership import OwnershipPolicy, claim_run
 from synthorg.service.provisioning import LoopProvisioner, RunSetup
 from synthorg.service.repositories import RepositoryPolicy
+from synthorg.service.rollback import Rollback
 from synthorg.service.takeover import supersede
-from synthorg.service.tree import committed_spend, ledger_usage, members, run_tree
-from synthorg.store.errors import ConversationOwnedError, LeaseLostError
-from synthorg.store.fence import fenced
+from synthorg.service.tree import committed_spend, ledger_usage
 from synthorg.store.protocol import Store
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.errors import GateRefusedError
 from synthorg.workspace.gate import CommitGate
-from synthorg.workspace.models import Workspace
-from synthorg.workspace.remote import project_name
-from synthorg.workspace.worktrees import WorktreeManager, recorded_workspace
-
-_log = get_logger("synthorg.service")
+from synthorg.workspace.worktrees import WorktreeManager
 
 
 class LocalRunService:
@@ -131,6 +125,18 @@ class LocalRunService:
         self._settle_dead = settle_dead
         # What a run's host-side children (git on its worktree, mkfs, rsync) may use.
         self._host_work = host_work or HostWorkSettings()
+        self._live = LiveControl(store, self._runs)
+        claim = partial(claimed, store, self._runs, lease_s=self._ownership.lease_s)
+        self._rollback = Rollback(
+            store=store,
+            worktrees=worktrees,
+            checkpoints=self.checkpoints,
+            repositories=self.repositories,
+            claim=claim,
+        )
+        self._delete = Deletion(
+            store=store, worktrees=worktrees, is_active=self.is_active, claim=claim
+        )
 
     # -- creation -------------------------------------------------------------------------
     async def create(
@@ -336,202 +342,45 @@ class LocalRunService:
             )
         )
 
-    # -- control ------------------------------------------------------------------------------
+    # -- control (service.live) ---------------------------------------------------------
     def active_run(self, conversation_id: str) -> ActiveRun | None:
         """The run of this conversation in progress here (delegation cascades through it)."""
-        return (
-            None
-            if not self._runs.is_active(conversation_id)
-            else self._runs.require(conversation_id)
-        )
-
-    def _require_active(self, conversation_id: str) -> ActiveRun:
-        return self._runs.require(conversation_id)
+        return self._live.active_run(conversation_id)
 
     async def steer(self, conversation_id: str, text: str) -> None:
         """A message for the next turn of the active run."""
-        active = self._require_active(conversation_id)
-        await self.store.append(conversation_id, MessageEvent(role="user", text=text))
-        active.control.steer(text)
+        await self._live.steer(conversation_id, text)
 
     async def pause(self, conversation_id: str, *, by: str) -> None:
         """Stop after the in-flight model call; resumable."""
-        active = self._require_active(conversation_id)
-        await self.store.append(conversation_id, PauseEvent(requested_by=by))
-        active.control.request_pause()
+        await self._live.pause(conversation_id, by=by)
 
     async def interrupt(self, conversation_id: str, *, by: str) -> None:
         """Stop now; the conversation stays resumable (PAUSED)."""
-        active = self._require_active(conversation_id)
-        await self.store.append(conversation_id, InterruptEvent(requested_by=by))
-        await self._cancel(active, TerminationReason.PAUSED)
+        await self._live.interrupt(conversation_id, by=by)
 
     async def cancel(self, conversation_id: str, *, by: str) -> None:
         """Stop now; the conversation ends CANCELLED."""
-        active = self._require_active(conversation_id)
-        _log.info("RUN_CANCEL_REQUESTED", conversation_id=conversation_id, by=by)
-        await self.store.append(conversation_id, CancelEvent(requested_by=by))
-        active.cancelled.set()
-        await self._cancel(active, TerminationReason.CANCELLED)
+        await self._live.cancel(conversation_id, by=by)
 
     async def hand_over(self, conversation_id: str) -> None:
-        """Stop the run here without ending it (SHUTDOWN, as at a worker's stop): another
-        process resumes it from the log. For a run an engine has moved elsewhere.
-
-        Said in the log first, inside the run's fence: a process that no longer owns the run
-        (a zombie) is refused there (LeaseLostError) and only stops its own run and sandbox;
-        the successor's log and run go on undisturbed.
-        """
-        active = self._require_active(conversation_id)
-        try:
-            with fenced(active.fence) if active.fence else contextlib.nullcontext():
-                await self.store.append(
-                    conversation_id,
-                    MessageEvent(
-                        role="system",
-                        text="this worker stopped the run: the engine moved it to another "
-                        "worker; it resumes there from this log",
-                    ),
-                )
-        except LeaseLostError:
-            _log.warning("RUN_HAND_OVER_FENCED", conversation_id=conversation_id)
-        await self._cancel(active, TerminationReason.SHUTDOWN)
-
-    async def _cancel(self, active: ActiveRun, reason: TerminationReason) -> None:
-        active.stop_requested = reason
-        if active.task is None or active.task.done():
-            return
-        if not active.closing:  # a closing run ends as its loop did; it is only waited for
-            active.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait({active.task})
+        """Stop the run here without ending it (SHUTDOWN): another process resumes it from
+        the log (``LiveControl.hand_over``)."""
+        await self._live.hand_over(conversation_id)
 
     async def decide(self, conversation_id: str, decision: Decision) -> None:
         """Deliver a decision bound to pending action ids and the approver."""
-        active = self._require_active(conversation_id)
-        # ConflictError for ids not pending; the loop records the decision event itself.
-        active.control.decide(decision)
+        await self._live.decide(conversation_id, decision)
 
+    # -- rollback and delete (service.rollback, service.deletion) -------------------------
     async def rollback(self, conversation_id: str, n: int, *, by: str) -> None:
-        """Restore the worktree to checkpoint ``n``; refused while a run is active.
-
-        The conversation is claimed like a run (here and across processes) for the duration,
-        so no run can start on a half-restored worktree; the host-recorded worktree is
-        checked on disk before any git runs (``open_git``), never its own ``.git``.
-        """
-        async with self._claimed(conversation_id):
-            record = await self.store.get_conversation(conversation_id)
-            ws = await self._worktree_here(record)
-            await self.checkpoints.rollback(ws, n, conversation_id)  # 404 for unknown n
-            _log.info("CHECKPOINT_ROLLBACK", conversation_id=conversation_id, n=n, by=by)
-            await self.store.append(
-                conversation_id,
-                MessageEvent(
-                    role="system",
-                    text=f"{by} rolled the worktree back to checkpoint {n}",
-                ),
-            )
-            mirrors = self.worktrees.mirrors
-            if mirrors is not None and mirrors.project_of_workspace(ws) is not None:
-                # A travelling worktree resumes from the remote's newest checkpoint: the
-                # restored state becomes it, or a resume elsewhere would undo the rollback.
-                cp = await self.checkpoints.create(ws, conversation_id)
-                await self.store.append(
-                    conversation_id, CheckpointEvent(index=cp.index, ref=cp.ref)
-                )
-
-    async def _worktree_here(self, record: ConversationRecord) -> Workspace:
-        """The conversation's worktree in this process: the recorded one, or for a project
-        with a remote the one any worker makes from the remote's newest checkpoint."""
-        info = record.workspace
-        if info is None or not info.is_worktree:
-            raise ConflictError(f"conversation {record.id} has no worktree, so no checkpoints")
-        if project_name(record.task.repository) is not None:
-            repo = self.repositories.check(record.task.repository)  # this process's mirror
-            return await self.worktrees.resume(repo, record.id, info)
-        ws = recorded_workspace(Path(info.path), record.id)
-        if ws is None:
-            raise ConflictError(f"the worktree of {record.id} no longer exists")
-        return ws
+        """Restore the worktree to checkpoint ``n``; refused while a run is active."""
+        await self._rollback(conversation_id, n, by=by)
 
     async def delete(self, conversation_id: str, *, delete_branch: bool = False) -> None:
         """Remove the conversation, its events and its worktree, and with a root its whole
-        delegation tree; refused while any of them is active. The ledger keeps their rows.
-
-        Every member is claimed like a run (here and across processes) before its status is
-        read, so no run can start in a conversation being deleted."""
-        record = await self.store.get_conversation(conversation_id)
-        await self._refuse_tree_member(record)
-        root = record.root_id is None or record.root_id == record.id
-        tree = await run_tree(self.store, record.id)
-        doomed = members(tree) if root else [tree]
-        async with contextlib.AsyncExitStack() as claims:
-            for member in doomed:
-                await claims.enter_async_context(self._claimed(member.id))
-                if (await self.store.get_conversation(member.id)).status.is_active:
-                    raise ConflictError(f"conversation {member.id} is running; cancel it first")
-            for member in doomed:
-                workspace = await self.worktrees.get(member.id)
-                if workspace is not None:
-                    await self.worktrees.remove(workspace, delete_branch=delete_branch)
-                await self._forget_remotely(member.id, delete_branch=delete_branch)
-            await self.store.delete_conversation(conversation_id)
-
-    @contextlib.asynccontextmanager
-    async def _claimed(self, conversation_id: str) -> AsyncIterator[None]:
-        """Hold the conversation as a run would, so no run starts in it meanwhile: in this
-        process (ConflictError while one is active) and across processes (refused while a
-        live process owns it; a dead owner's leftovers are reconciled first)."""
-        try:
-            active = self._runs.claim(conversation_id)
-        except ConflictError:
-            raise ConflictError(
-                f"conversation {conversation_id} is running; cancel it first"
-            ) from None
-        try:
-            try:
-                ownership = await claim_run(
-                    self.store, conversation_id, lease_s=self._ownership.lease_s
-                )
-            except ConversationOwnedError as owned:
-                raise ConflictError(
-                    f"conversation {conversation_id} is held by another process "
-                    f"({owned.holder.describe()}); wait for it to let go or stop its run"
-                ) from None
-            async with ownership.held():
-                yield
-        finally:
-            self._runs.end(conversation_id, active)
-
-    async def _forget_remotely(self, conversation_id: str, *, delete_branch: bool) -> None:
-        """A project's remote loses a deleted conversation's refs (``Mirrors.forget``), before
-        its record goes: a remote that cannot be reached fails the delete, which is retried."""
-        record = await self.store.get_conversation(conversation_id)
-        project = project_name(record.task.repository)
-        mirrors = self.worktrees.mirrors
-        if project is None:
-            return
-        if mirrors is None or project not in mirrors.projects:
-            _log.warning("REMOTE_REFS_KEPT", conversation_id=conversation_id, project=project)
-            return
-        await mirrors.forget(project, conversation_id, delete_branch=delete_branch)
-
-    async def _refuse_tree_member(self, record: ConversationRecord) -> None:
-        """A delegated child that ran goes only with its root: its ledger rows stay, but the
-        tree's one budget counts them through the child's row (its ``root_id``), so the root
-        could spend them again. One that never ran (a delegation undone at spawn) has none."""
-        if record.root_id is None or record.root_id == record.id:
-            return
-        if not await self.store.executions_of(record.id):
-            return
-        try:
-            await self.store.get_conversation(record.root_id)
-        except NotFoundError:
-            return  # the tree is gone: nothing left to spend its budget
-        raise ConflictError(
-            f"conversation {record.id} was delegated in the tree of {record.root_id}; its spend "
-            "counts against that tree's budget, so it is deleted only once its root is"
-        )
+        delegation tree; refused while any of them is active. The ledger keeps their rows."""
+        await self._delete(conversation_id, delete_branch=delete_branch)
 
     async def shutdown(self) -> None:
         """Stop every active run with SHUTDOWN (resumable)."""
@@ -543,4 +392,4 @@ class LocalRunService:
         _, pending = await asyncio.wait(tasks, timeout=self._defaults.shutdown_grace_s)
         for active in running:
             if active.task in pending:
-                await self._cancel(active, TerminationReason.SHUTDOWN)
+                await self._live.stop(active, TerminationReason.SHUTDOWN)

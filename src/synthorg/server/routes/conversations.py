@@ -9,7 +9,6 @@ from fastapi.responses import JSONResponse
 
 from synthorg.domain import ConversationStatus
 from synthorg.domain.ids import Identifier
-from synthorg.errors import ConflictError
 from synthorg.forge.links import ConversationForge
 from synthorg.forge.triggers import TRIGGER_EVENTS, TriggerName
 from synthorg.server.auth import Principal
@@ -177,11 +176,6 @@ async def delete_conversation(
 ) -> Deleted:
     """Remove the conversation, its events and its worktree (a root: its whole delegation tree);
     refused while a run is active. The ledger keeps every run's spend."""
-    record = await state.conversation(conversation_id, principal)
-    if state.service.is_active(conversation_id) or record.status.is_active:
-        raise ConflictError(
-            f"conversation {conversation_id} is {record.status.value}: cancel or interrupt "
-            "it before deleting"
-        )
+    await state.conversation(conversation_id, principal)  # 404 for what the key cannot see
     await state.service.delete(conversation_id, delete_branch=delete_branch)
     return Deleted(id=conversation_id, deleted=True)
