@@ -217,6 +217,11 @@ def _replace(dst_dir: int, name: str, tmp: str) -> None:
     os.rename(tmp, name, src_dir_fd=dst_dir, dst_dir_fd=dst_dir)
 
 
+def _tmp_name() -> str:
+    """A fresh name beside the target (never derived from it: a 255-byte name has no room)."""
+    return f".synthorg-{secrets.token_hex(8)}"
+
+
 class _Applier:
     def __init__(self, upper: Path, worktree_fd: int) -> None:
         self.upper = upper
@@ -257,13 +262,13 @@ class _Applier:
 
     def _link(self, dst_dir: int, name: str, entry: _Entry) -> None:
         target = os.readlink(f"{self.upper}/{entry.rel}")
-        tmp = f".{name}.{secrets.token_hex(4)}"
+        tmp = _tmp_name()
         os.symlink(target, tmp, dir_fd=dst_dir)
         os.chown(tmp, entry.st.st_uid, entry.st.st_gid, dir_fd=dst_dir, follow_symlinks=False)
         _replace(dst_dir, name, tmp)
 
     def _file(self, dst_dir: int, name: str, entry: _Entry) -> None:
-        tmp = f".{name}.{secrets.token_hex(4)}"
+        tmp = _tmp_name()
         key = (entry.st.st_dev, entry.st.st_ino)
         first = self.linked.get(key) if entry.st.st_nlink > 1 else None
         if first is not None:  # another name of a file already landed: a link, not a copy
