@@ -6,12 +6,22 @@ ENOSPC; a tmpfs would cost RAM and a watchdog cannot refuse a write. It also giv
 worktree its own superblock, so /proc/self/mountinfo inside shows ``/ /workspace ...
 /dev/loopN``, not the host path (which names the conversation).
 
-At start (host root): a sparse image sized to the worktree's usage plus the allowance is
-made with ``mkfs.ext4 -d <worktree>`` (which copies the tree in), mounted at a private
-directory, and bind-mounted over the worktree path, so host-side code (checkpoints, views)
-sees what the sandbox writes. At release: the bind is removed, what changed is copied back
-onto the real worktree with ``rsync -a -H --checksum --sparse --delete`` (plain edits and
-additions by the host itself: copyback.py), the image unmounted and deleted. The mounts are
+A run's quota is layered (issue 31): an empty image of the allowance (mkfs of an empty image
+takes milliseconds) holds the upper and work dirs of an overlay whose read-only lower layer
+is the worktree itself; the overlay is bound over the worktree path, so host-side code
+(checkpoints, views) sees what the sandbox writes. Nothing of the tree is read or copied at
+start; at release the overlay is unmounted and only its upper is applied back (upper.py), so
+both cost what the run changed, not the repository's size. The mount is the host's, not
+bwrap's: the checkpoints read the run's view from the host during the run (and bwrap 0.8.0,
+installed here, has no ``--overlay``).
+
+A pooled slot's quota is a full copy (its tree is replaced at hand-over, while an overlay's
+lower layer is fixed at mount). At start (host root): a sparse image sized to the worktree's
+usage plus the allowance is made with ``mkfs.ext4 -d <worktree>`` (which copies the tree in),
+mounted at a private directory, and bind-mounted over the worktree path. At release: the
+bind is removed, what changed is copied back onto the real worktree with ``rsync -a -H
+--checksum --sparse --delete`` (plain edits and additions by the host itself: copyback.py),
+the image unmounted and deleted. The mounts are
 system calls made in-process (mounts.py), not mount(8) processes.
 Only what changed: right after the mount, the image's inode numbers are recorded with a time
 mark; at release an entry whose path now holds another inode, or whose ctime is past the mark,

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synthorg.logging import get_logger
+from synthorg.sandbox.copyback import STRIP, open_dir
 from synthorg.sandbox.errors import SandboxStartError
 
 log = get_logger(__name__)
@@ -41,7 +42,6 @@ log = get_logger(__name__)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_STRIP = stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH  # what rsync's --chmod=ug-s,o-w dropped
 _CHUNK = 1 << 20
 #: Longest relative path applied, in bytes (quota.py's _MAX_REL, the same reason): what lies
 #: deeper stays in the image and is deleted with it.
@@ -149,18 +149,6 @@ def _plan(upper: Path, bounds: Bounds) -> _Plan:
     return plan
 
 
-def _open_dir(root: int, rel: str) -> int:
-    """A dir fd for rel under the dir fd root, no component a symlink (``.`` is root)."""
-    fd = os.dup(root)
-    for part in () if rel == "." else rel.split("/"):
-        try:
-            next_fd = os.open(part, _DIR, dir_fd=fd)
-        finally:
-            os.close(fd)
-        fd = next_fd
-    return fd
-
-
 def _lstat(dir_fd: int, name: str) -> os.stat_result | None:
     try:
         return os.lstat(name, dir_fd=dir_fd)
@@ -186,7 +174,7 @@ def _empty(dir_fd: int) -> None:
 
 def _attributes(fd: int, st: os.stat_result) -> None:
     os.fchown(fd, st.st_uid, st.st_gid)
-    os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~_STRIP)
+    os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~STRIP)
     os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
@@ -230,7 +218,7 @@ class _Applier:
 
     def _parent(self, rel: str) -> tuple[int, str]:
         parent, _, name = rel.rpartition("/")
-        return _open_dir(self.dst, parent or "."), name
+        return open_dir(self.dst, parent or "."), name
 
     def apply(self, entry: _Entry) -> None:
         dst_dir, name = self._parent(entry.rel)
@@ -301,7 +289,7 @@ class _Applier:
             self.linked[key] = entry.rel
 
     def dir_attributes(self, entry: _Entry) -> None:
-        fd = _open_dir(self.dst, entry.rel)
+        fd = open_dir(self.dst, entry.rel)
         try:
             _attributes(fd, entry.st)
         finally:
