@@ -87,7 +87,8 @@ def test_concurrent_sweeps_put_the_tree_back_exactly_once(tmp_path: Path, round_
     try:
         _sweep_concurrently(worktree, root)
     finally:  # a failure must not leave mounts behind
-        for leftover in [*sorted(root.glob("*/mnt"), reverse=True), worktree]:
+        mounts = [*sorted(root.glob("*/merged")), *sorted(root.glob("*/mnt"), reverse=True)]
+        for leftover in [worktree, *mounts]:
             while leftover.is_mount():
                 subprocess.run(["umount", "-l", str(leftover)], check=False)
 
@@ -185,7 +186,8 @@ def test_a_covered_quota_never_copies_its_stale_image_over_the_live_tree(tmp_pat
         for pipe in (successor.stdout, successor.stdin):
             if pipe is not None:
                 pipe.close()
-        for leftover in [*sorted(root.glob("*/mnt"), reverse=True), worktree]:
+        mounts = [*sorted(root.glob("*/merged")), *sorted(root.glob("*/mnt"), reverse=True)]
+        for leftover in [worktree, *mounts]:
             while leftover.is_mount():
                 subprocess.run(["umount", "-l", str(leftover)], check=False)
 
