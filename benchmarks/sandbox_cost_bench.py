@@ -1,8 +1,14 @@
-"""A governed native run's fixed costs on repositories of 100 and 10,000 files, this tree vs
-a baseline revision (issue 31: the sandbox's cost must not grow with the repository).
+"""A governed native run's fixed costs on repositories of 100 to 100,000 files, this tree vs
+a baseline revision and vs the same run unsandboxed (issue 31: the sandbox's cost must not
+grow with the repository).
 
-Run: uv run python benchmarks/sandbox_cost_bench.py [--files 100,10000] [--runs 5]
-[--baseline e9d3eaf]
+Run: uv run python benchmarks/sandbox_cost_bench.py [--files 100,10000,100000] [--runs 5]
+[--baseline b287732]
+
+Variants: this tree (the worktree an overlay on an empty quota image), the baseline (main
+before it: the worktree copied into the image by ``mkfs.ext4 -d`` and copied back), and this
+tree with the local backend (``[sandbox] backend = "local"``: no sandbox, no quota), which is
+the same command run unsandboxed: what the sandbox adds is the difference.
 
 Each run is one real `service.run` (bwrap sandbox with the worktree quota, the toolbox, the
 scripted model: one ``echo`` then finish, the commit gate landing the echo's file) in a fresh
@@ -41,17 +47,19 @@ def script(messages, tools):
     MARKS.setdefault("first_ask", time.perf_counter())
     done = [s for s in steps_of(messages) if s.name == "terminal" and s.result is not None]
     if not done:
-        return ScriptedTurn.call("terminal", "Step 1.", command="echo hi > /workspace/hi.txt")
+        return ScriptedTurn.call("terminal", "Step 1.", command="echo hi > hi.txt")
     MARKS["finish"] = time.perf_counter()
     return ScriptedTurn.call("finish", message="done")
 
-async def main(home, repo):
+async def main(home, repo, backend):
     from synthorg.domain import Task, new_id
     from synthorg.service.boot import boot
     from synthorg.service.loops import default_provisioner, default_registry
     from synthorg.service.options import RunOptions
     from tests.support import scripted_settings
-    settings = scripted_settings(Path(home), "run_cost_driver:script", model="bench")
+    sandbox = {"backend": backend, "allow_local": backend == "local"}
+    settings = scripted_settings(Path(home), "run_cost_driver:script", model="bench",
+                                 sandbox=sandbox)
     async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
         task = Task(id=new_id("task"), project_id="p", prompt="echo", repository=repo)
         record = await c.service.create(task, RunOptions(loop="react"))
@@ -62,7 +70,11 @@ async def main(home, repo):
     print(json.dumps({"start_to_first_command": MARKS["first_ask"] - started,
                       "finish_to_landed": ended - MARKS["finish"]}))
 """
-RUN = "import asyncio, sys, run_cost_driver as d; asyncio.run(d.main(sys.argv[1], sys.argv[2]))"
+RUN = (
+    "import asyncio, sys, run_cost_driver as d; "
+    "asyncio.run(d.main(sys.argv[1], sys.argv[2], sys.argv[3]))"
+)
+UNSANDBOXED = "unsandboxed"
 
 
 def make_repo(path: Path, files: int) -> None:
@@ -77,12 +89,14 @@ def make_repo(path: Path, files: int) -> None:
     subprocess.run([*git, "commit", "-qm", "init"], check=True)
 
 
-def one_run(src: Path, driver_dir: Path, tmp: Path, repo: Path, n: int) -> dict[str, float]:
+def one_run(
+    src: Path, driver_dir: Path, tmp: Path, repo: Path, n: int, backend: str
+) -> dict[str, float]:
     home = Path(tempfile.mkdtemp(prefix=f"home-{n}-", dir=tmp))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHORG")}
     env.update(PYTHONPATH=f"{src}:{driver_dir}:{ROOT}", SYNTHORG_HOME=str(home))
     done = subprocess.run(
-        [sys.executable, "-c", RUN, str(home), str(repo)],
+        [sys.executable, "-c", RUN, str(home), str(repo), backend],
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     if done.returncode != 0:
@@ -90,11 +104,35 @@ def one_run(src: Path, driver_dir: Path, tmp: Path, repo: Path, n: int) -> dict[
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+def _p50(runs: list[dict[str, float]], key: str) -> float:
+    return statistics.median(r[key] for r in runs) * 1000
+
+
+def report(
+    spans: dict[tuple[str, int], list[dict[str, float]]], sizes: list[int], runs: int
+) -> None:
+    """p50 of both spans per variant and size; then this tree's cost at the largest size
+    against its cost at the smallest and against the unsandboxed run of the same size."""
+    print(f"\n{'variant':<18} {'files':>7} {'start->1st cmd p50':>19} "
+          f"{'finish->landed p50':>19} {'sum':>9}   ({runs} runs each, interleaved)")  # fmt: skip
+    total: dict[tuple[str, int], float] = {}
+    for (name, n), measured in sorted(spans.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        first = _p50(measured, "start_to_first_command")
+        landed = _p50(measured, "finish_to_landed")
+        total[(name, n)] = first + landed
+        print(f"{name:<18} {n:>7} {first:>16.0f} ms {landed:>16.0f} ms {first + landed:>6.0f} ms")
+    small, large = min(sizes), max(sizes)
+    ours = total[("this tree", large)]
+    print(f"\nthis tree, {large} files vs {small}: {ours / total[('this tree', small)]:.2f}x "
+          f"(target <= 1.2x); over unsandboxed at {large} files: "
+          f"{(ours - total[(UNSANDBOXED, large)]) / 1000:+.2f} s (target <= 0.3 s)")  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--files", default="100,10000")
+    parser.add_argument("--files", default="100,10000,100000")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--baseline", default="e9d3eaf")
+    parser.add_argument("--baseline", default="b287732")
     args = parser.parse_args()
     sizes = [int(n) for n in args.files.split(",")]
     print(f"load average {os.getloadavg()} on {os.cpu_count()} cpus")
@@ -103,24 +141,21 @@ def main() -> int:
         driver_dir = tmp / "driver"
         driver_dir.mkdir()
         (driver_dir / "run_cost_driver.py").write_text(DRIVER)
-        srcs = {"this tree": ROOT / "src", f"baseline {args.baseline}":
-                extract_src(args.baseline, tmp / "baseline")}  # fmt: skip
+        srcs = {"this tree": (ROOT / "src", "bwrap"),
+                f"baseline {args.baseline}": (extract_src(args.baseline, tmp / "baseline"),
+                                              "bwrap"),
+                UNSANDBOXED: (ROOT / "src", "local")}  # fmt: skip
         repos = {n: tmp / f"repo-{n}" for n in sizes}
         for n, repo in repos.items():
             make_repo(repo, n)
         spans: dict[tuple[str, int], list[dict[str, float]]] = {}
         for _ in range(args.runs):
             for n in sizes:
-                for name, src in srcs.items():
+                for name, (src, backend) in srcs.items():
                     spans.setdefault((name, n), []).append(
-                        one_run(src, driver_dir, tmp, repos[n], n)
+                        one_run(src, driver_dir, tmp, repos[n], n, backend)
                     )
-        print(f"\n{'revision':<18} {'files':>7} {'start->1st cmd p50':>19} "
-              f"{'finish->landed p50':>19}   ({args.runs} runs each, interleaved)")  # fmt: skip
-        for (name, n), runs in spans.items():
-            first = statistics.median(r["start_to_first_command"] for r in runs) * 1000
-            landed = statistics.median(r["finish_to_landed"] for r in runs) * 1000
-            print(f"{name:<18} {n:>7} {first:>16.0f} ms {landed:>16.0f} ms")
+        report(spans, sizes, args.runs)
     print(f"\nload average at the end {os.getloadavg()}")
     return 0
 

@@ -87,7 +87,8 @@ def test_concurrent_sweeps_put_the_tree_back_exactly_once(tmp_path: Path, round_
     try:
         _sweep_concurrently(worktree, root)
     finally:  # a failure must not leave mounts behind
-        for leftover in [*sorted(root.glob("*/mnt"), reverse=True), worktree]:
+        mounts = [*sorted(root.glob("*/merged")), *sorted(root.glob("*/mnt"), reverse=True)]
+        for leftover in [worktree, *mounts]:
             while leftover.is_mount():
                 subprocess.run(["umount", "-l", str(leftover)], check=False)
 
@@ -185,7 +186,8 @@ def test_a_covered_quota_never_copies_its_stale_image_over_the_live_tree(tmp_pat
         for pipe in (successor.stdout, successor.stdin):
             if pipe is not None:
                 pipe.close()
-        for leftover in [*sorted(root.glob("*/mnt"), reverse=True), worktree]:
+        mounts = [*sorted(root.glob("*/merged")), *sorted(root.glob("*/mnt"), reverse=True)]
+        for leftover in [worktree, *mounts]:
             while leftover.is_mount():
                 subprocess.run(["umount", "-l", str(leftover)], check=False)
 
@@ -227,7 +229,7 @@ def test_an_edit_in_the_second_of_the_mount_comes_back_under_an_old_mke2fs_conf(
         worktree, root = tmp_path / f"wt{attempt}", tmp_path / f"quota{attempt}"
         worktree.mkdir()
         (worktree / "calc.py").write_text("return a - b\n")
-        quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+        quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root, layered=False)
         try:
             (worktree / "calc.py").write_text("return a + b\n")  # at once: the same second
             ctime = (worktree / "calc.py").stat().st_ctime_ns
@@ -293,7 +295,7 @@ def test_every_kind_of_change_comes_back_and_nothing_else(tmp_path: Path) -> Non
     (worktree / "keep/a/still").write_text("s\n")
     untouched = {p: (worktree / p).stat().st_mtime_ns for p in ("keep/a/still", "keep/a")}
     _settle(worktree)
-    quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+    quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root, layered=False)
     try:
         (worktree / "x").rename(worktree / "tmp")  # swap two dirs: same paths, other inodes
         (worktree / "y").rename(worktree / "x")
@@ -333,7 +335,7 @@ def test_type_changes_under_untouched_parents_come_back(tmp_path: Path) -> None:
     (worktree / "a/d/x").write_text("x\n")
     outside.mkdir()
     (worktree / "a/l").symlink_to(outside)
-    quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root)
+    quota = WorkspaceQuota.mount(worktree, 8 * 1024**2, root=root, layered=False)
     try:
         (worktree / "a/l").unlink()
         (worktree / "a/l").mkdir()
@@ -413,7 +415,7 @@ def test_a_sweep_follows_a_worktree_moved_while_mounted_and_deletes_no_mounted_i
         assert (moved / "a.txt").read_text() == "a\n"
         assert _emptied(root)
     finally:
-        _unmount_all(*sorted(root.glob("*/mnt")), moved)
+        _unmount_all(moved, *sorted(root.glob("*/merged")), *sorted(root.glob("*/mnt")))
 
 
 def test_a_leftover_mount_in_use_keeps_its_image_until_a_later_sweep(tmp_path: Path) -> None:
@@ -427,7 +429,7 @@ def test_a_leftover_mount_in_use_keeps_its_image_until_a_later_sweep(tmp_path: P
             assert sweep_stale(root) == 0
         assert [e for e in logs if e["event"] == "sandbox.quota_sweep_failed"], logs
         assert moved.is_mount() and image.exists()
-        assert str(moved) in _mount_points_of(image)
+        assert _mount_points_of(image), "the image was unmounted from under the overlay"
         assert (moved / "written-inside.txt").read_text() == "kept\n"
         assert user.stdin is not None
         user.stdin.close()
@@ -441,4 +443,4 @@ def test_a_leftover_mount_in_use_keeps_its_image_until_a_later_sweep(tmp_path: P
         user.wait()
         if user.stdin is not None:
             user.stdin.close()
-        _unmount_all(*sorted(root.glob("*/mnt")), moved)
+        _unmount_all(moved, *sorted(root.glob("*/merged")), *sorted(root.glob("*/mnt")))

@@ -19,6 +19,7 @@ import pytest
 from synthorg.sandbox import copyback, quota
 from synthorg.sandbox.bwrap import python_in_sandbox
 from synthorg.sandbox.quota import ROOT_ENV, unavailable_reason
+from synthorg.sandbox.upper import Bounds
 from synthorg.service.demo import create_demo_repo
 
 from .test_redteam_more import attack, booted, git
@@ -31,16 +32,17 @@ async def test_plain_changes_copied_in_process_land_no_set_id_or_world_writable_
 ) -> None:
     """set-id and world-writable files and dirs, a mode-only change of a tracked file (same
     content: only its attributes are copied), an edit keeping size and mtime, odd names:
-    all plain, so copied in-process; none may land set-id or writable by any host user."""
+    all applied from the overlay's upper (upper.py); none may land set-id or writable by any
+    host user."""
     monkeypatch.setenv(ROOT_ENV, str(tmp_path / "quota"))
-    taken: list[bool] = []
-    plain = quota.copy_back_plain
+    taken: list[int] = []
+    applied = quota.apply_upper
 
-    def spy(image: Path, worktree: Path, changed: list[str]) -> bool:
-        taken.append(plain(image, worktree, changed))
+    def spy(upper: Path, worktree: Path, bounds: Bounds) -> int:
+        taken.append(applied(upper, worktree, bounds))
         return taken[-1]
 
-    monkeypatch.setattr(quota, "copy_back_plain", spy)
+    monkeypatch.setattr(quota, "apply_upper", spy)
     repo = create_demo_repo(tmp_path / "calc")
     plan = [
         "cd /workspace && cp /bin/true suid && chmod 6777 suid"
@@ -55,7 +57,7 @@ async def test_plain_changes_copied_in_process_land_no_set_id_or_world_writable_
     async with booted(tmp_path / "home") as components:
         cid, out, result = await attack(components, repo, plan)
     assert "planted" in out[0], out
-    assert taken == [True], "the changes went to rsync: this test no longer covers copyback.py"
+    assert len(taken) == 1 and taken[0] > 0, "no upper applied: this test no longer covers upper.py"
     worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
     for path in [worktree, *worktree.rglob("*")]:
         st = path.lstat()

@@ -227,14 +227,16 @@ async def test_a_quota_filled_to_the_last_block_still_copies_every_edit_back(
     tmp_path: Path, quotas: Path
 ) -> None:
     """The image full (ENOSPC) when the run ends: the host writes nothing into it at release,
-    so in-place edits made at the limit still come back and the image is released."""
+    so in-place edits made at the limit still come back and the image is released. (calc.py
+    is edited once first: in the overlay an edit copies the file up, which takes room.)"""
     repo = create_demo_repo(tmp_path / "calc")
     settings = scripted_settings(
         tmp_path / "home", SCRIPT, model=MODEL, sandbox={"limits": {"disk_bytes": 16 << 20}}
     )
     fill = "dd if=/dev/zero of=fill bs=4k; i=0; while : > f$i; do i=$((i+1)); done"
     plan = [
-        f"cd /workspace && ({fill}) 2>/dev/null; head -c 8192 /dev/zero > big || echo FULL",
+        f"cd /workspace && echo >> calc.py && ({fill}) 2>/dev/null;"
+        " head -c 8192 /dev/zero > big || echo FULL",
         "cd /workspace && printf 'return a * b\\n' | dd of=calc.py conv=notrunc 2>/dev/null"
         " && rm -f fill f* && echo done",
     ]

@@ -187,7 +187,7 @@ class BwrapSandbox:
     async def stream(
         self, request: SandboxRequest, first_line: str
     ) -> AsyncIterator[SandboxProcess]:
-        process = await start_uncancellable(self._start(request))
+        process = await start_uncancellable(self._start(request, layered=True))
         try:
             with contextlib.suppress(
                 SandboxIOError
@@ -197,7 +197,7 @@ class BwrapSandbox:
         finally:
             await process.close()
 
-    async def _start(self, request: SandboxRequest) -> ManagedProcess:
+    async def _start(self, request: SandboxRequest, *, layered: bool) -> ManagedProcess:
         control = BwrapControl(None)
         if request.endpoints:  # a dir per run for the sockets' neutral hard links
             control.links = self._overlay / "links" / secrets.token_hex(8)
@@ -206,10 +206,13 @@ class BwrapSandbox:
             allowance = request.limits.disk_bytes
             if not request.workspace.is_dir():
                 raise SandboxStartError(f"workspace {request.workspace} is not a directory")
+            # Before the quota: chowned through an overlay, every file would be copied up.
+            await asyncio.to_thread(grant_tree, request.workspace, self.identity, keep_top=True)
             if allowance is not None and self.quota_unavailable is None:
                 control.quota = await asyncio.to_thread(
-                    WorkspaceQuota.mount, request.workspace, allowance, self.quotas
-                )
+                    WorkspaceQuota.mount, request.workspace, allowance, self.quotas,
+                    layered=layered,
+                )  # fmt: skip
             views = await asyncio.to_thread(self._views, request, control)
         except BaseException:
             control.cleanup()
@@ -281,7 +284,8 @@ class BwrapSandbox:
 
     async def start_waiting(self, request: SandboxRequest) -> ManagedProcess:
         """Start a sandbox and send it nothing: a pool's slot, handed its run later."""
-        return await start_uncancellable(self._start(request))
+        # A full copy, not an overlay: the slot's tree is replaced by the run's (adopt).
+        return await start_uncancellable(self._start(request, layered=False))
 
     def hand_over(
         self, process: ManagedProcess, workspace: Path, state_dir: Path, allowance: int

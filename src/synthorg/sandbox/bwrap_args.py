@@ -162,8 +162,7 @@ class BwrapArgs:
             args += ["--ro-bind", str(source), f"{RUNTIME_DIR}/{index}"]
         if not request.workspace.is_dir():
             raise SandboxStartError(f"workspace {request.workspace} is not a directory")
-        grant_tree(request.workspace, self.identity, keep_top=True)
-        args += ["--bind", str(request.workspace), WORKSPACE]
+        args += ["--bind", str(request.workspace), WORKSPACE]  # handed over by the caller
         args += self._dotgit_cover(request.workspace, fds)
         if request.state_dir is not None:
             state = views.state or request.state_dir

@@ -23,7 +23,7 @@ from pathlib import Path
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_STRIP = stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH  # --chmod=ug-s,o-w
+STRIP = stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH  # --chmod=ug-s,o-w
 _COMPARE_MAX = 1 << 20  # same size: compare content up to this, else rewrite
 _CHUNK = 1 << 20
 #: More changes than this go to rsync: past a few hundred files its one pass beats a
@@ -35,7 +35,7 @@ class _NotSimple(Exception):
     """A change only rsync copies back faithfully."""
 
 
-def _open_dir(root: int, rel: str) -> int:
+def open_dir(root: int, rel: str) -> int:
     """A dir fd for rel under the dir fd root, no component a symlink (``.`` is root)."""
     fd = os.dup(root)
     for part in () if rel == "." else rel.split("/"):
@@ -49,7 +49,7 @@ def _open_dir(root: int, rel: str) -> int:
 
 def _lstat(root: int, parent: str, name: str) -> os.stat_result:
     """lstat of parent/name under the dir fd root, no parent component a symlink."""
-    fd = _open_dir(root, parent)
+    fd = open_dir(root, parent)
     try:
         return os.lstat(name, dir_fd=fd)
     finally:
@@ -100,7 +100,7 @@ def _plan(src: int, dst: int, changed: list[str]) -> list[tuple[str, bool]]:
 
 def _only_additions(src: int, dst: int, rel: str) -> bool:
     """Whether every entry of the worktree's dir is still in the image's dir."""
-    src_fd, dst_fd = _open_dir(src, rel), _open_dir(dst, rel)
+    src_fd, dst_fd = open_dir(src, rel), open_dir(dst, rel)
     try:
         return set(os.listdir(dst_fd)) <= set(os.listdir(src_fd))
     finally:
@@ -116,12 +116,12 @@ def _same_content(a: int, b: int, size: int) -> bool:
 
 def _attributes(fd: int, st: os.stat_result) -> None:
     os.fchown(fd, st.st_uid, st.st_gid)
-    os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~_STRIP)
+    os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~STRIP)
 
 
 def _copy_file(src: int, dst: int, rel: str) -> None:
     parent, _, name = rel.rpartition("/")
-    src_dir, dst_dir = _open_dir(src, parent or "."), _open_dir(dst, parent or ".")
+    src_dir, dst_dir = open_dir(src, parent or "."), open_dir(dst, parent or ".")
     try:
         source = os.open(name, _READ, dir_fd=src_dir)
         try:
@@ -178,7 +178,7 @@ def _make_dir(dst: int, rel: str) -> None:
     if rel == ".":
         return
     parent, _, name = rel.rpartition("/")
-    dst_parent = _open_dir(dst, parent or ".")
+    dst_parent = open_dir(dst, parent or ".")
     try:
         os.mkdir(name, 0o700, dir_fd=dst_parent)
     except FileExistsError:
@@ -188,7 +188,7 @@ def _make_dir(dst: int, rel: str) -> None:
 
 
 def _dir_attributes(src: int, dst: int, rel: str) -> None:
-    src_fd, dst_fd = _open_dir(src, rel), _open_dir(dst, rel)
+    src_fd, dst_fd = open_dir(src, rel), open_dir(dst, rel)
     try:
         st = os.fstat(src_fd)
         _attributes(dst_fd, st)

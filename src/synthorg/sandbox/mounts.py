@@ -142,3 +142,29 @@ def unmount(target: Path, *, lazy: bool = False) -> None:
     flags = _UMOUNT_NOFOLLOW | (_MNT_DETACH if lazy else 0)
     if _LIBC.umount2(os.fsencode(target), flags) != 0:
         raise _fail("unmounting", target, ctypes.get_errno())
+
+
+OVERLAY_DATA = "redirect_dir=nofollow,metacopy=off,index=off,xino=off"
+"""No redirect or metacopy xattr is ever made or followed (a dir rename is EXDEV, tools copy),
+no index: every upper entry is what it looks like (upper.py reads the upper as plain files)."""
+
+
+def mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> None:
+    """``mount -t overlay -o lowerdir=lower,upperdir=upper,workdir=work,nosuid,nodev,noatime``.
+
+    The layers are named through /proc/self/fd (the kernel resolves the magic links at mount
+    time), so no path needs escaping for the option string (a ``,`` or ``:`` in a worktree's
+    name). ``lower`` is resolved before ``target`` is mounted: lower may be a path target's
+    mount (or a later bind of it) covers.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    fds = [os.open(path, flags) for path in (lower, upper, work)]
+    try:
+        lower_fd, upper_fd, work_fd = (f"/proc/self/fd/{fd}" for fd in fds)
+        data = f"lowerdir={lower_fd},upperdir={upper_fd},workdir={work_fd},{OVERLAY_DATA}"
+        if _LIBC.mount(b"overlay", os.fsencode(target), b"overlay", IMAGE_FLAGS,
+                       data.encode()) != 0:  # fmt: skip
+            raise _fail("mounting an overlay at", target, ctypes.get_errno())
+    finally:
+        for fd in fds:
+            os.close(fd)

@@ -6,12 +6,22 @@ ENOSPC; a tmpfs would cost RAM and a watchdog cannot refuse a write. It also giv
 worktree its own superblock, so /proc/self/mountinfo inside shows ``/ /workspace ...
 /dev/loopN``, not the host path (which names the conversation).
 
-At start (host root): a sparse image sized to the worktree's usage plus the allowance is
-made with ``mkfs.ext4 -d <worktree>`` (which copies the tree in), mounted at a private
-directory, and bind-mounted over the worktree path, so host-side code (checkpoints, views)
-sees what the sandbox writes. At release: the bind is removed, what changed is copied back
-onto the real worktree with ``rsync -a -H --checksum --sparse --delete`` (plain edits and
-additions by the host itself: copyback.py), the image unmounted and deleted. The mounts are
+A run's quota is layered (issue 31): an empty image of the allowance (mkfs of an empty image
+takes milliseconds) holds the upper and work dirs of an overlay whose read-only lower layer
+is the worktree itself; the overlay is bound over the worktree path, so host-side code
+(checkpoints, views) sees what the sandbox writes. Nothing of the tree is read or copied at
+start; at release the overlay is unmounted and only its upper is applied back (upper.py), so
+both cost what the run changed, not the repository's size. The mount is the host's, not
+bwrap's: the checkpoints read the run's view from the host during the run (and bwrap 0.8.0,
+installed here, has no ``--overlay``).
+
+A pooled slot's quota is a full copy (its tree is replaced at hand-over, while an overlay's
+lower layer is fixed at mount). At start (host root): a sparse image sized to the worktree's
+usage plus the allowance is made with ``mkfs.ext4 -d <worktree>`` (which copies the tree in),
+mounted at a private directory, and bind-mounted over the worktree path. At release: the
+bind is removed, what changed is copied back onto the real worktree with ``rsync -a -H
+--checksum --sparse --delete`` (plain edits and additions by the host itself: copyback.py),
+the image unmounted and deleted. The mounts are
 system calls made in-process (mounts.py), not mount(8) processes.
 Only what changed: right after the mount, the image's inode numbers are recorded with a time
 mark; at release an entry whose path now holds another inode, or whose ctime is past the mark,
@@ -56,7 +66,8 @@ from synthorg.reaper import run_tied
 from synthorg.sandbox.copyback import copy_back_plain
 from synthorg.sandbox.errors import SandboxStartError
 from synthorg.sandbox.hostlock import lock_dir
-from synthorg.sandbox.mounts import backs, bind, mount_image, unmount
+from synthorg.sandbox.mounts import backs, bind, mount_image, mount_overlay, unmount
+from synthorg.sandbox.upper import Bounds, UpperRefused, apply_upper
 
 log = get_logger(__name__)
 
@@ -185,10 +196,22 @@ class WorkspaceQuota:
         self.size = 0
         self._lock_fd: int | None = None
         self.users = 1  # sandboxes of this process sharing it (see mount)
+        self.layered = False  # an overlay over the worktree (layered.md), else a full copy
+        self.merged = dir / "merged"  # the overlay's mount point (layered)
+        self.upper = self.mnt / "upper"  # on the image: what the run changed (layered)
+
+    @property
+    def cover(self) -> Path:
+        """The mount bound over the worktree: the overlay, or the image itself."""
+        return self.merged if self.layered else self.mnt
 
     @classmethod
-    def mount(cls, worktree: Path, allowance: int, root: Path | None = None) -> WorkspaceQuota:
-        """The quota over worktree: a new image of its size plus allowance, mounted over it.
+    def mount(
+        cls, worktree: Path, allowance: int, root: Path | None = None, *, layered: bool = True
+    ) -> WorkspaceQuota:
+        """The quota over worktree: layered, an overlay whose upper layer is an empty image of
+        the allowance's size; else (a pooled slot, which ``adopt`` fills later) a new image of
+        the worktree's size plus allowance, holding a copy of it. Either is mounted over it.
 
         Sandboxes of one process on the same worktree share one quota (the first one's
         allowance), released by the last: a second image stacked over the first would be
@@ -200,26 +223,29 @@ class WorkspaceQuota:
             if held is not None:
                 held.users += 1
                 return held
-            quota = cls._mount_new(key, allowance, root)
+            quota = cls._mount_new(key, allowance, root, layered)
             _HELD[key] = quota
             return quota
 
     @classmethod
-    def _mount_new(cls, worktree: Path, allowance: int, root: Path | None) -> WorkspaceQuota:
+    def _mount_new(
+        cls, worktree: Path, allowance: int, root: Path | None, layered: bool
+    ) -> WorkspaceQuota:
         base = private_dir(root or quota_root())
         quota = cls(base / secrets.token_hex(8), worktree)  # resolved by mount
+        quota.layered = layered
         quota.dir.mkdir(mode=0o700)
         quota._lock_fd = lock_dir(quota.dir, blocking=True)  # ours until release
         quota._record()
         try:
-            quota._make(allowance)
+            quota._make_layered(allowance) if layered else quota._make(allowance)
         except BaseException:
             quota.release()
             raise
         return quota
 
     def _record(self) -> None:
-        record = {"worktree": str(self.worktree), "pid": os.getpid()}
+        record = {"worktree": str(self.worktree), "pid": os.getpid(), "layered": self.layered}
         (self.dir / "record.json").write_text(json.dumps(record))
 
     def _make(self, allowance: int) -> None:
@@ -243,6 +269,32 @@ class WorkspaceQuota:
         self._record_inodes()
         bind(self.mnt, self.worktree)
 
+    def _make_layered(self, allowance: int) -> None:
+        """An empty image of the allowance (mkfs copies nothing in), the worktree as the
+        overlay's read-only lower layer, its upper and work dirs on the image: nothing of the
+        tree is read or copied, whatever its size. The image bounds what the run writes, in
+        blocks and inodes, as the full copy's allowance did; a file the run edits is copied
+        up whole, so that edit counts against the allowance too."""
+        self.size = max(allowance + _SLACK, _MIN_IMAGE)
+        with open(self.image, "wb") as fh:
+            fh.truncate(self.size)
+        _run(
+            "mkfs.ext4", "-q", "-F", "-m", "0", "-i", "8192", "-I", "256", "-O", "^has_journal",
+            "-E", "nodiscard", str(self.image),
+        )  # fmt: skip
+        self.mnt.mkdir(mode=0o700)
+        mount_image(self.image, self.mnt, fresh=True)
+        st = os.stat(self.worktree)
+        # The merged root shows the upper root's owner and mode: the worktree's own.
+        self.upper.mkdir()
+        os.chown(self.upper, st.st_uid, st.st_gid)
+        os.chmod(self.upper, st.st_mode & 0o7777)
+        (self.mnt / "work").mkdir(mode=0o700)
+        (self.mnt / "lost+found").rmdir()
+        self.merged.mkdir(mode=0o700)
+        mount_overlay(self.worktree, self.upper, self.mnt / "work", self.merged)
+        bind(self.merged, self.worktree)
+
     def adopt(self, worktree: Path, allowance: int) -> None:
         """Move this quota, mounted over a pooled sandbox's empty slot dir, onto worktree.
 
@@ -256,6 +308,8 @@ class WorkspaceQuota:
         nothing changed, when the worktree does not fit.
         """
         slot, worktree = self.worktree, worktree.resolve()
+        if self.layered:  # its lower layer is the slot dir, fixed at mount
+            raise SandboxStartError("a layered quota cannot be handed another worktree")
         with _path_lock(worktree):
             if worktree in _HELD:
                 raise SandboxStartError(f"{worktree} already has a quota in this process")
@@ -371,10 +425,10 @@ class WorkspaceQuota:
     def _release(self) -> None:
         self._follow_worktree()
         if self.worktree.is_mount():
-            if _mounted_from(self.worktree, self.mnt):
+            if _mounted_from(self.worktree, self.cover):
                 unmount(self.worktree)
                 pause_here("quota-unbound")  # the fault suite's kill point: work not back yet
-            elif self.mnt.is_mount():
+            elif self.cover.is_mount():
                 # Another run's quota covers ours (a successor took the run over while this
                 # process was stopped), so our image is stale: copying it back would overwrite
                 # the live tree, unmounting would remove theirs. Keep ours and its record;
@@ -384,11 +438,17 @@ class WorkspaceQuota:
                     f"quota {self.dir} is covered by another quota on {self.worktree}; "
                     "left for a later sweep"
                 )
+        if self.layered and self.merged.is_mount():
+            unmount(self.merged)  # the lower layer must not change under a live overlay
         if not self.mnt.is_mount() and self.image.exists() and self.mnt.exists():
             mount_image(self.image, self.mnt)
+        refused: UpperRefused | None = None
         if self.mnt.is_mount():
             if self.worktree.is_dir():  # a worktree deleted meanwhile gets nothing back
-                self._copy_back()
+                if self.layered:
+                    refused = self._apply_upper()
+                else:
+                    self._copy_back()
             unmount(self.mnt)
         still = [str(point) for point, _ in _mounts_of(self.image)]
         if still:  # deleting it would lose what is written there, and leave a dead mount
@@ -397,6 +457,22 @@ class WorkspaceQuota:
                 "kept for a later sweep"
             )
         _discard(self.dir)
+        if refused is not None:  # discarded all the same: a later sweep would refuse it again
+            raise refused
+
+    def _apply_upper(self) -> UpperRefused | None:
+        """The run's changes (the overlay's upper) onto the worktree, within what the image
+        could hold; the refusal, with nothing applied, when the upper is past that."""
+        if not self.upper.is_dir():  # died before the overlay was made: nothing was written
+            return None
+        vfs = os.statvfs(self.mnt)
+        bounds = Bounds(entries=vfs.f_files, data_bytes=vfs.f_blocks * vfs.f_frsize)
+        try:
+            apply_upper(self.upper, self.worktree, bounds)
+        except UpperRefused as exc:
+            log.error("sandbox.quota_upper_refused", dir=str(self.dir), error=str(exc))
+            return exc
+        return None
 
     def _follow_worktree(self) -> None:
         """Point ``worktree`` at where the image's bind is now, or refuse to release.
@@ -407,8 +483,8 @@ class WorkspaceQuota:
         recorded path, the image was deleted while mounted there. A mount of the image that
         is not a whole bind of it is none of ours: the image stays.
         """
-        mounts = _mounts_of(self.image)
-        mnt, recorded = Path(os.path.realpath(self.mnt)), Path(os.path.realpath(self.worktree))
+        mounts = self._cover_mounts()
+        mnt, recorded = Path(os.path.realpath(self.cover)), Path(os.path.realpath(self.worktree))
         elsewhere = [(point, top) for point, top in mounts if point != mnt]
         if not elsewhere or any(point == recorded for point, _ in elsewhere):
             return
@@ -421,6 +497,15 @@ class WorkspaceQuota:
             f"quota image {self.image} is mounted at {', '.join(str(p) for p, _ in elsewhere)}, "
             f"not over its worktree {self.worktree}; left mounted for a later sweep"
         )
+
+    def _cover_mounts(self) -> list[tuple[Path, str]]:
+        """Every mount of the cover's filesystem: the image's, or the live overlay's."""
+        if not self.layered:
+            return _mounts_of(self.image)
+        if not self.merged.is_mount():
+            return []
+        dev = os.stat(self.merged).st_dev
+        return _mounts_on(f"{os.major(dev)}:{os.minor(dev)}")
 
     def _copy_back(self) -> None:
         # --checksum: compare content, never size+mtime, which the sandbox sets (a same-size
@@ -489,7 +574,7 @@ def _mounted_from(path: Path, source: Path) -> bool:
 def _mounts_of(image: Path) -> list[tuple[Path, str]]:
     """(mount point, root inside the filesystem) of every mount of ``image`` in this mount
     namespace: /proc/self/mountinfo's lines on a loop device whose backing file it is."""
-    lines = [line.split(b" ") for line in Path("/proc/self/mountinfo").read_bytes().splitlines()]
+    lines = _mountinfo()
     # Only mounted loop devices (block major 7) are asked for their backing file (sysfs by
     # major:minor): a scan of every loop device cost ~1.5 ms on a host with a few dozen.
     mounted = {fields[2].decode() for fields in lines if fields[2].startswith(b"7:")}
@@ -501,13 +586,27 @@ def _mounts_of(image: Path) -> list[tuple[Path, str]]:
     ]
 
 
+def _mountinfo() -> list[list[bytes]]:
+    return [line.split(b" ") for line in Path("/proc/self/mountinfo").read_bytes().splitlines()]
+
+
+def _mounts_on(device: str) -> list[tuple[Path, str]]:
+    """(mount point, root inside the filesystem) of every mount of the device ``major:minor``."""
+    return [
+        (Path(_unescape(fields[4])), _unescape(fields[3]))
+        for fields in _mountinfo()
+        if fields[2].decode() == device
+    ]
+
+
 def _unescape(field: bytes) -> str:
     """A mountinfo path: the kernel writes space, tab, newline and backslash as ``\\ooo``."""
     return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), field))
 
 
-def _claim_stale(entry: Path) -> tuple[int, Path] | None:
-    """Lock a dead owner's quota for release: (lock fd, worktree), or None to leave it be."""
+def _claim_stale(entry: Path) -> tuple[int, Path, bool] | None:
+    """Lock a dead owner's quota for release: (lock fd, worktree, layered), or None to leave
+    it be."""
     try:
         fd = lock_dir(entry, blocking=False)
         if fd is None:
@@ -521,11 +620,12 @@ def _claim_stale(entry: Path) -> tuple[int, Path] | None:
     except (OSError, ValueError, KeyError):
         return None
     try:  # read under the lock: a sweeper that went first deleted it
-        worktree = Path(json.loads((entry / "record.json").read_text())["worktree"])
-    except (OSError, ValueError, KeyError):
+        record = json.loads((entry / "record.json").read_text())
+        worktree, layered = Path(record["worktree"]), bool(record.get("layered", False))
+    except (OSError, ValueError, KeyError, TypeError):
         os.close(fd)
         return None
-    return fd, worktree
+    return fd, worktree, layered
 
 
 def settle(entry: Path) -> bool:
@@ -537,7 +637,7 @@ def settle(entry: Path) -> bool:
     if claimed is None:
         return False
     quota = WorkspaceQuota(entry, claimed[1])
-    quota._lock_fd = claimed[0]
+    quota._lock_fd, quota.layered = claimed[0], claimed[2]
     try:
         quota.release()
     except SandboxStartError as exc:
