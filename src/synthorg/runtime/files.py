@@ -9,6 +9,7 @@ then the source checkout. Nothing is duplicated in git, so the two can never dri
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from synthorg.errors import ConfigError
@@ -24,22 +25,36 @@ REQUIRED = (
 )
 """What the directory must hold; the sandbox binds the whole directory read-only."""
 
-_PACKAGE_DATA = Path(__file__).resolve().parent / "openhands_files"
-_SOURCE_TREE = Path(__file__).resolve().parents[3] / "runtimes" / "openhands"
+_RUNTIME_PACKAGE = Path(__file__).resolve().parent
+_SOURCE_RUNTIMES = Path(__file__).resolve().parents[3] / "runtimes"
+
+
+def shipped_dir(name: str, *, env: str, required: Sequence[str], what: str) -> Path:
+    """The directory of runtime ``name``'s shipped files (``runtimes/<name>/`` in a source
+    checkout, ``synthorg/runtime/<name>_files/`` in a wheel): the one lookup order for every
+    runtime, ``env`` first when set; ConfigError naming where it looked when none holds all
+    of ``required``."""
+    override = os.environ.get(env)
+    candidates = (
+        [Path(override)]
+        if override
+        else [_RUNTIME_PACKAGE / f"{name}_files", _SOURCE_RUNTIMES / name]
+    )
+    for candidate in candidates:
+        if all((candidate / file).is_file() for file in required):
+            return candidate
+    tried = ", ".join(str(c) for c in candidates)
+    raise ConfigError(
+        f"{what} ({', '.join(required)}) not found in: {tried}. Install synthorg from a "
+        f"wheel that ships them, run from a source checkout, or set {env} to the "
+        f"runtimes/{name} directory."
+    )
 
 
 def runtime_files_dir() -> Path:
     """The directory holding the OpenHands lockfile and entrypoint."""
-    override = os.environ.get(FILES_ENV)
-    candidates = [Path(override)] if override else [_PACKAGE_DATA, _SOURCE_TREE]
-    for candidate in candidates:
-        if all((candidate / name).is_file() for name in REQUIRED):
-            return candidate
-    tried = ", ".join(str(c) for c in candidates)
-    raise ConfigError(
-        f"OpenHands runtime files ({', '.join(REQUIRED)}) not found in: {tried}. "
-        f"Install synthorg from a wheel that ships them, run from a source checkout, "
-        f"or set {FILES_ENV} to the runtimes/openhands directory."
+    return shipped_dir(
+        "openhands", env=FILES_ENV, required=REQUIRED, what="OpenHands runtime files"
     )
 
 

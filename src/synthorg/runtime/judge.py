@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from synthorg.errors import ConfigError
 from synthorg.paths import synthorg_home
+from synthorg.runtime.files import shipped_dir
 from synthorg.runtime.installer import OutputCallback
 from synthorg.runtime.venvbuild import build_lock, build_venv
 
@@ -28,9 +27,6 @@ REQUIRED = ("requirements.lock", "pytest.ini")
 
 MARKER_NAME = ".synthorg-judge.json"
 """Written inside the venv only after a successful build: its presence means 'built'."""
-
-_PACKAGE_DATA = Path(__file__).resolve().parent / "judge_files"
-_SOURCE_TREE = Path(__file__).resolve().parents[3] / "runtimes" / "judge"
 
 
 class JudgeRuntime(BaseModel):
@@ -52,16 +48,7 @@ class JudgeRuntime(BaseModel):
 
 def files_dir() -> Path:
     """The directory holding the judge's lockfile and pytest.ini."""
-    override = os.environ.get(FILES_ENV)
-    candidates = [Path(override)] if override else [_PACKAGE_DATA, _SOURCE_TREE]
-    for candidate in candidates:
-        if all((candidate / name).is_file() for name in REQUIRED):
-            return candidate
-    tried = ", ".join(str(c) for c in candidates)
-    raise ConfigError(
-        f"the judge's files ({', '.join(REQUIRED)}) were not found in: {tried}; run from a "
-        f"source checkout or a wheel that ships them, or set {FILES_ENV} to runtimes/judge"
-    )
+    return shipped_dir("judge", env=FILES_ENV, required=REQUIRED, what="the judge's files")
 
 
 def lock_hash() -> str:
