@@ -151,8 +151,16 @@ async def test_pause_resume_and_steer(
     await page.wait_for_selector("#ctl-resume:enabled")
     await page.click("#ctl-resume")
     await page.wait_for_selector("#conv-meta:has-text('running')")
-    # Delete is refused while running, and the page says why.
+    # Delete is refused while running, and the page says why. The running run's updates
+    # redraw the controls between the two clicks: the armed Delete stays armed across that.
     await page.click("#ctl-delete")
+    await page.evaluate("document.querySelector('#ctl-delete').dataset.drawn = 'before'")
+    redrawn = "() => !document.querySelector('#ctl-delete').dataset.drawn"
+    for _ in range(1200):  # polled: the console's CSP refuses wait_for_function's eval
+        if await page.evaluate(redrawn):
+            break
+        await asyncio.sleep(0.1)
+    assert await page.evaluate(redrawn), "the controls were never redrawn"
     await page.click("#ctl-delete:has-text('Confirm delete')")
     await page.wait_for_selector("#toast:has-text('Delete refused')")
     await page.wait_for_selector("#ctl-cancel:enabled")

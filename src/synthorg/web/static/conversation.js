@@ -100,6 +100,7 @@ export function showConversation(main, id, tab) {
     recordTimer = setTimeout(() => { recordTimer = null; if (view.alive) loadRecord(); }, 300);
   }
 
+  let deleteArmed = false; // see the Delete button in renderControls
   function renderControls() {
     clear(controls);
     if (!can("operator")) return; // the server refuses these for viewers all the same
@@ -138,14 +139,17 @@ export function showConversation(main, id, tab) {
       }
     });
     // Delete asks twice (the second click deletes); the server refuses it while running.
-    const remove = h("button", { id: "ctl-delete", type: "button", class: "danger" }, "Delete");
+    // The armed state outlives a re-render (a usage or status update redraws these controls
+    // between the user's two clicks: the confirm would else only arm it again).
+    const remove = h("button", { id: "ctl-delete", type: "button", class: "danger" },
+      deleteArmed ? "Confirm delete" : "Delete");
     remove.addEventListener("click", async () => {
-      if (remove.dataset.armed !== "yes") {
-        remove.dataset.armed = "yes";
+      if (!deleteArmed) {
+        deleteArmed = true;
         remove.textContent = "Confirm delete";
         return;
       }
-      remove.dataset.armed = "";
+      deleteArmed = false;
       remove.textContent = "Delete";
       try {
         await del(base);
