@@ -28,7 +28,14 @@ pytestmark = [pytest.mark.postgres, pytest.mark.bwrap, pytest.mark.faults]
 
 @pytest.fixture
 def world(tmp_path: Path, pg_schema: str, temporal_server: TemporalServer) -> TemporalWorld:
-    return TemporalWorld(tmp_path, pg_schema, address=temporal_server.address, extra_toml=PRICES)
+    # The holder stays frozen until the retry has checked the conversation: under load that
+    # takes longer than the default lease (2 x heartbeat), and the holder would then be swept
+    # as dead and its run taken over (tests/distributed/test_zombie_fence.py's case, not this
+    # one). A long lease keeps this test on the path it names.
+    lease = "owner_lease_s = 300\n"  # a key of [distributed], the last table before PRICES
+    return TemporalWorld(
+        tmp_path, pg_schema, address=temporal_server.address, extra_toml=lease + PRICES
+    )
 
 
 async def _ended_and_let_go(world: TemporalWorld, conversation: str) -> None:

@@ -40,6 +40,15 @@ class DistributedConfig(BaseModel):
         le=600.0,
         description="A run-loop activity silent this long is retried on another worker.",
     )
+    owner_lease_s: float | None = Field(
+        default=None,
+        ge=1.0,
+        le=3600.0,
+        description="How long a worker's hold on a run outlives its last renewal (renewed "
+        "every third of it); past it the run is swept as its owner's death and taken over. "
+        "Default: twice heartbeat_timeout_s, so a frozen or cut-off worker's run is taken "
+        "over soon after Temporal moved its activity.",
+    )
     health_file: Path | None = Field(
         default=None,
         description="Where a worker renews its health signal (default SYNTHORG_HOME/run/"

@@ -73,9 +73,11 @@ async def serve_worker(
         # applies the server's rule ([server] repository_roots, [mcp] projects), not the
         # terminal's, at creation and at every start.
         repositories=section(settings, "server", ServerSettings).repository_policy(settings),
-        # The lease follows the heartbeat timeout: a frozen or cut-off worker's run is taken
-        # over soon after Temporal moved its activity, not 30 s later.
-        ownership=OwnershipPolicy(lease_s=2 * config.heartbeat_timeout_s, fence=True),
+        # The lease follows the heartbeat timeout unless set: a frozen or cut-off worker's
+        # run is taken over soon after Temporal moved its activity, not 30 s later.
+        ownership=OwnershipPolicy(
+            lease_s=config.owner_lease_s or 2 * config.heartbeat_timeout_s, fence=True
+        ),
         # Like serve: [openhands] pool_size sandboxes wait with the SDK imported, each used
         # one replaced (a worker's runs arrive over its lifetime, as a server's do).
         openhands_pool="kept",

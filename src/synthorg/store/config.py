@@ -83,7 +83,8 @@ class StoreConfig(BaseModel):
         le=3600,
         description="A run's owner lease: renewed every third of it (and dead-owner sweeps "
         "run as often); a killed run's bearer is refused at most this long after its last "
-        "renewal. Workers use twice their heartbeat timeout instead.",
+        "renewal. Workers use [distributed] owner_lease_s instead (default: twice their "
+        "heartbeat timeout).",
     )
 
     @model_validator(mode="after")
