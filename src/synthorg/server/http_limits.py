@@ -49,22 +49,26 @@ def _documented(doc: dict[str, Any]) -> tuple[_Paths, _Queries]:
     return _last[1], _last[2]
 
 
+def _most_specific(paths: _Paths, path: str) -> list[tuple[str, set[str]]]:
+    """(template, methods) of the documented templates ``path`` is routed to: the most
+    specific ones, as in routing (/api/conversations/count is not
+    /api/conversations/{conversation_id}, whose DELETE it must not advertise)."""
+    matches = [
+        (params, template, documented)
+        for (pattern, params, documented), (template, _) in zip(_table(paths), paths, strict=True)
+        if pattern.fullmatch(path)
+    ]
+    fewest = min((params for params, _, _ in matches), default=0)
+    return [(template, documented) for params, template, documented in matches if params == fewest]
+
+
 def allowed_methods(openapi: Callable[[], dict[str, Any]], path: str) -> list[str]:
     """Every method the API documents for this path, plus HEAD and OPTIONS (empty: no such
     path). Read from the OpenAPI document, so ``Allow`` and the schema always agree."""
     paths, _ = _documented(openapi()["paths"])
-    # The most specific templates win, as in routing: /api/conversations/count is not
-    # /api/conversations/{conversation_id} (whose DELETE it must not advertise).
-    matches = [
-        (params, documented)
-        for pattern, params, documented in _table(paths)
-        if pattern.fullmatch(path)
-    ]
-    fewest = min((params for params, _ in matches), default=0)
     methods: set[str] = set()
-    for params, documented in matches:
-        if params == fewest:
-            methods |= documented
+    for _, documented in _most_specific(paths, path):
+        methods |= documented
     if not methods:
         return []
     return sorted(methods | {"OPTIONS"} | ({"HEAD"} if "GET" in methods else set()))
@@ -79,17 +83,14 @@ def undocumented_query(openapi: Callable[[], dict[str, Any]], scope: Scope) -> l
         return []
     paths, declared = _documented(openapi()["paths"])
     method = "GET" if scope["method"] == "HEAD" else scope["method"]
-    matches = [
-        (params, template)
-        for (pattern, params, _), (template, _m) in zip(_table(paths), paths, strict=True)
-        if pattern.fullmatch(scope["path"]) and (template, method) in declared
+    operations = [
+        declared[(template, method)]
+        for template, _ in _most_specific(paths, scope["path"])
+        if (template, method) in declared
     ]
-    if not matches:
+    if not operations:
         return []
-    fewest = min(params for params, _ in matches)
-    known = frozenset().union(
-        *(declared[(template, method)] for params, template in matches if params == fewest)
-    )
+    known = frozenset().union(*operations)
     names = dict.fromkeys(
         name for name, _ in parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
     )
