@@ -87,11 +87,15 @@ class World:
         return app.gateway
 
     async def die(self, gateway: Gateway) -> None:
-        """The gateway's process dies: no more renewals, its connections closed."""
+        """The gateway's process dies: no more renewals, its connections closed.
+
+        Several abandoned requests die at once: the pair leaves the lists before the first
+        await, so another death cannot shift the index this one found."""
         index = self.gateways.index(gateway)
+        store = self.stores.pop(index)
+        del self.gateways[index]
         await gateway.aclose()
-        await self.stores[index].close()
-        del self.gateways[index], self.stores[index]
+        await store.close()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
