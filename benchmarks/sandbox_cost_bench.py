@@ -3,10 +3,14 @@ a baseline revision and vs the same run unsandboxed (issue 31: the sandbox's cos
 grow with the repository).
 
 Run: uv run python benchmarks/sandbox_cost_bench.py [--files 100,10000,100000] [--runs 5]
-[--baseline b287732]
+[--baseline 1400bb4] [--real GIT_DIR]
 
-Variants: this tree (the worktree an overlay on an empty quota image), the baseline (main
-before it: the worktree copied into the image by ``mkfs.ext4 -d`` and copied back), and this
+``--real``: a real repository too (a local clone or mirror, e.g. one brought by the library's
+``fetch``), cloned once into the bench's dir and run like the generated ones.
+
+Variants: this tree (the worktree an overlay on an empty quota image, its lower layer an
+idmapped clone of the worktree), the baseline (by default main before the idmap: the same
+overlay over a worktree chowned to the sandbox user at every start), and this
 tree with the local backend (``[sandbox] backend = "local"``: no sandbox, no quota), which is
 the same command run unsandboxed: what the sandbox adds is the difference.
 
@@ -104,8 +108,19 @@ def one_run(
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+_SPANS = ("start_to_first_command", "finish_to_landed")
+
+
 def _p50(runs: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in runs) * 1000
+
+
+def clone_real(source: str, path: Path) -> int:
+    """A checkout of a real repository's HEAD at path; its number of files."""
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", source, str(path)], check=True)
+    listed = subprocess.run(["git", "-C", str(path), "ls-files", "-z"], check=True,
+                            capture_output=True).stdout  # fmt: skip
+    return listed.count(b"\0")
 
 
 def report(
@@ -132,9 +147,11 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", default="100,10000,100000")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--baseline", default="b287732")
+    parser.add_argument("--baseline", default="1400bb4")
+    parser.add_argument("--real", help="a real repository's git dir or URL, cloned once")
     args = parser.parse_args()
     sizes = [int(n) for n in args.files.split(",")]
+    generated = list(sizes)
     print(f"load average {os.getloadavg()} on {os.cpu_count()} cpus")
     with tempfile.TemporaryDirectory(dir="/var/tmp") as raw:
         tmp = Path(raw)
@@ -148,6 +165,12 @@ def main() -> int:
         repos = {n: tmp / f"repo-{n}" for n in sizes}
         for n, repo in repos.items():
             make_repo(repo, n)
+        if args.real:
+            real = tmp / "repo-real"
+            n = clone_real(args.real, real)
+            print(f"real repository {args.real}: {n} files at HEAD")
+            repos[n] = real
+            sizes.append(n)
         spans: dict[tuple[str, int], list[dict[str, float]]] = {}
         for _ in range(args.runs):
             for n in sizes:
@@ -155,7 +178,17 @@ def main() -> int:
                     spans.setdefault((name, n), []).append(
                         one_run(src, driver_dir, tmp, repos[n], n, backend)
                     )
-        report(spans, sizes, args.runs)
+        report(spans, generated, args.runs)
+        if args.real:
+            real_n = sizes[-1]
+            ours, bare, small = (
+                sum(_p50(spans[key], k) for k in _SPANS)
+                for key in (("this tree", real_n), (UNSANDBOXED, real_n),
+                            ("this tree", min(generated)))
+            )  # fmt: skip
+            print(f"real repository ({real_n} files): this tree {ours:.0f} ms, "
+                  f"{ours / small:.2f}x of {min(generated)} files, "
+                  f"{(ours - bare) / 1000:+.2f} s over unsandboxed")  # fmt: skip
     print(f"\nload average at the end {os.getloadavg()}")
     return 0
 

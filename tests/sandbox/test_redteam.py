@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from synthorg.sandbox import BwrapSandbox, ExitReason, LocalSandbox, SandboxLimits
-from synthorg.sandbox.identity import resolve_identity
+from synthorg.sandbox.identity import host_owner, resolve_identity
 from synthorg.sandbox.quota import unavailable_reason
 from synthorg.service.demo import create_demo_repo
 
@@ -393,8 +393,9 @@ results = {{"secret": probe(read, {str(secret)!r}), "create": probe(create, "/wo
     results = run_probes(bwrap, workspace, body, read_only_binds=[secret.parent])
     assert results["secret"].startswith("BLOCKED"), results  # root read it before the drop
     made = (workspace / "made.txt").stat()
-    assert made.st_uid == bwrap.identity.uid != 0 and made.st_gid == bwrap.identity.gid
-    assert results["create"] == f"LEAKED:{made.st_uid}"
+    assert results["create"] == f"LEAKED:{bwrap.identity.uid}" and bwrap.identity.uid != 0
+    # What it made lands as the host's (upper.py), not as the uid it ran as (idmap.py).
+    assert (made.st_uid, made.st_gid) == host_owner()
     # Control: the same probe under the explicit root mode reads the secret.
     as_root = BwrapSandbox(identity=resolve_identity("", allow_root=True))
     again = run_probes(as_root, workspace, body, read_only_binds=[secret.parent])
@@ -483,7 +484,7 @@ def test_the_attacks_fail_through_a_real_synthorg_run(tmp_path: Path) -> None:
     assert report["fill_workspace"]["error"] == "ENOSPC" and report["fill_tmp"]["error"] == "ENOSPC"
     assert report["core_limit"] == [0, 0] and report["core_files"] == []
     owned = (worktree / "redteam-owned.txt").stat()
-    assert report["uid"] != 0 and owned.st_uid == report["uid"] != 0
+    assert report["uid"] != 0 and (owned.st_uid, owned.st_gid) == host_owner()
     seen = json.dumps([report[k] for k in ("cmdline_1", "cmdlines", "mountinfo", "cgroup")])
     for secret in (str(home), str(worktree), conversation.group(1)):
         assert secret not in seen and secret not in report["environ_1"], secret

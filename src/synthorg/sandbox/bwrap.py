@@ -46,9 +46,12 @@ from synthorg.sandbox.errors import SandboxIOError, SandboxStartError, SandboxUn
 from synthorg.sandbox.identity import (
     IdentityMode,
     SandboxIdentity,
+    grant_top,
     grant_tree,
+    reclaim_tree,
     resolve_identity,
 )
+from synthorg.sandbox.idmap import IdmapUnsupported
 from synthorg.sandbox.process import STREAM_LIMIT, ManagedProcess, start_uncancellable
 from synthorg.sandbox.protocol import (
     BoundaryDeclaration,
@@ -56,7 +59,13 @@ from synthorg.sandbox.protocol import (
     SandboxProcess,
     SandboxRequest,
 )
-from synthorg.sandbox.quota import WorkspaceQuota, owner_root, stale_over, unavailable_reason
+from synthorg.sandbox.quota import (
+    WorkspaceQuota,
+    held,
+    owner_root,
+    stale_over,
+    unavailable_reason,
+)
 from synthorg.sandbox.quota import settle as settle_quota
 from synthorg.sandbox.quota import sweep_stale as sweep_quotas
 from synthorg.sandbox.seccomp import filter_program, program_fd
@@ -206,13 +215,12 @@ class BwrapSandbox:
             allowance = request.limits.disk_bytes
             if not request.workspace.is_dir():
                 raise SandboxStartError(f"workspace {request.workspace} is not a directory")
-            # Before the quota: chowned through an overlay, every file would be copied up.
-            await asyncio.to_thread(grant_tree, request.workspace, self.identity, keep_top=True)
             if allowance is not None and self.quota_unavailable is None:
                 control.quota = await asyncio.to_thread(
-                    WorkspaceQuota.mount, request.workspace, allowance, self.quotas,
-                    layered=layered,
-                )  # fmt: skip
+                    self._mount_quota, request.workspace, allowance, layered
+                )
+            else:
+                await asyncio.to_thread(grant_tree, request.workspace, self.identity, keep_top=True)
             views = await asyncio.to_thread(self._views, request, control)
         except BaseException:
             control.cleanup()
@@ -281,6 +289,31 @@ class BwrapSandbox:
                 os.close(block_w)
         log.debug("sandbox.started", conversation_id=request.conversation_id, pid=proc.pid)
         return process
+
+    def _mount_quota(self, workspace: Path, allowance: int, layered: bool) -> WorkspaceQuota:
+        """The run's quota over workspace, the tree handed to the sandbox user (blocking).
+
+        Layered, as root: the overlay reads an idmapped clone of the worktree (idmap.py), so
+        no file is chowned and nothing is walked (a tree an earlier walk handed over is taken
+        back first: ``reclaim_tree``). Otherwise, or where the kernel cannot idmap, the tree
+        is chowned before the quota is mounted (chowned through an overlay, every file would
+        be copied up). A quota this process already holds on workspace is shared as it is.
+        """
+        identity = self.identity
+        if held(workspace):
+            return WorkspaceQuota.mount(workspace, allowance, self.quotas, layered=layered)
+        if layered and identity.mode is IdentityMode.DROPPED:
+            grant_top(workspace, identity)
+            reclaim_tree(workspace, identity)
+            try:
+                return WorkspaceQuota.mount(
+                    workspace, allowance, self.quotas, layered=True,
+                    idmap=(identity.uid, identity.gid),
+                )  # fmt: skip
+            except IdmapUnsupported as exc:  # the same outcome as before idmaps, one walk slower
+                log.warning("sandbox.idmap_unavailable", error=str(exc), fallback="chown walk")
+        grant_tree(workspace, identity, keep_top=True)
+        return WorkspaceQuota.mount(workspace, allowance, self.quotas, layered=layered)
 
     async def start_waiting(self, request: SandboxRequest) -> ManagedProcess:
         """Start a sandbox and send it nothing: a pool's slot, handed its run later."""

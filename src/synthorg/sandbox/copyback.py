@@ -21,6 +21,8 @@ import secrets
 import stat
 from pathlib import Path
 
+from synthorg.sandbox.identity import host_owner
+
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 STRIP = stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH  # --chmod=ug-s,o-w
@@ -115,7 +117,7 @@ def _same_content(a: int, b: int, size: int) -> bool:
 
 
 def _attributes(fd: int, st: os.stat_result) -> None:
-    os.fchown(fd, st.st_uid, st.st_gid)
+    os.fchown(fd, *host_owner())  # as rsync --no-owner: what lands is the host's
     os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~STRIP)
 
 

@@ -66,6 +66,7 @@ from synthorg.reaper import run_tied
 from synthorg.sandbox.copyback import copy_back_plain
 from synthorg.sandbox.errors import SandboxStartError
 from synthorg.sandbox.hostlock import lock_dir
+from synthorg.sandbox.idmap import bind_idmapped
 from synthorg.sandbox.mounts import backs, bind, mount_image, mount_overlay, unmount
 from synthorg.sandbox.upper import Bounds, UpperRefused, apply_upper
 
@@ -199,6 +200,7 @@ class WorkspaceQuota:
         self.layered = False  # an overlay over the worktree (layered.md), else a full copy
         self.merged = dir / "merged"  # the overlay's mount point (layered)
         self.upper = self.mnt / "upper"  # on the image: what the run changed (layered)
+        self.lower = dir / "lower"  # an idmapped clone of the worktree, if any (idmap.py)
 
     @property
     def cover(self) -> Path:
@@ -207,7 +209,13 @@ class WorkspaceQuota:
 
     @classmethod
     def mount(
-        cls, worktree: Path, allowance: int, root: Path | None = None, *, layered: bool = True
+        cls,
+        worktree: Path,
+        allowance: int,
+        root: Path | None = None,
+        *,
+        layered: bool = True,
+        idmap: tuple[int, int] | None = None,
     ) -> WorkspaceQuota:
         """The quota over worktree: layered, an overlay whose upper layer is an empty image of
         the allowance's size; else (a pooled slot, which ``adopt`` fills later) a new image of
@@ -215,7 +223,9 @@ class WorkspaceQuota:
 
         Sandboxes of one process on the same worktree share one quota (the first one's
         allowance), released by the last: a second image stacked over the first would be
-        unmounted out of order and leak mounts.
+        unmounted out of order and leak mounts. ``idmap`` (layered only): the overlay's lower
+        layer shows the host owner's files as owned by that (uid, gid), the sandbox user's;
+        IdmapUnsupported, with nothing mounted, where the kernel or filesystem cannot.
         """
         key = worktree.resolve()
         with _path_lock(key):
@@ -223,13 +233,18 @@ class WorkspaceQuota:
             if held is not None:
                 held.users += 1
                 return held
-            quota = cls._mount_new(key, allowance, root, layered)
+            quota = cls._mount_new(key, allowance, root, layered, idmap)
             _HELD[key] = quota
             return quota
 
     @classmethod
     def _mount_new(
-        cls, worktree: Path, allowance: int, root: Path | None, layered: bool
+        cls,
+        worktree: Path,
+        allowance: int,
+        root: Path | None,
+        layered: bool,
+        idmap: tuple[int, int] | None,
     ) -> WorkspaceQuota:
         base = private_dir(root or quota_root())
         quota = cls(base / secrets.token_hex(8), worktree)  # resolved by mount
@@ -238,7 +253,7 @@ class WorkspaceQuota:
         quota._lock_fd = lock_dir(quota.dir, blocking=True)  # ours until release
         quota._record()
         try:
-            quota._make_layered(allowance) if layered else quota._make(allowance)
+            quota._make_layered(allowance, idmap) if layered else quota._make(allowance)
         except BaseException:
             quota.release()
             raise
@@ -269,12 +284,19 @@ class WorkspaceQuota:
         self._record_inodes()
         bind(self.mnt, self.worktree)
 
-    def _make_layered(self, allowance: int) -> None:
+    def _make_layered(self, allowance: int, idmap: tuple[int, int] | None) -> None:
         """An empty image of the allowance (mkfs copies nothing in), the worktree as the
         overlay's read-only lower layer, its upper and work dirs on the image: nothing of the
         tree is read or copied, whatever its size. The image bounds what the run writes, in
         blocks and inodes, as the full copy's allowance did; a file the run edits is copied
-        up whole, so that edit counts against the allowance too."""
+        up whole, so that edit counts against the allowance too. With ``idmap`` the lower
+        layer is an idmapped clone of the worktree (first: nothing else is made if the
+        kernel cannot), so nothing of the tree is chowned either."""
+        lower = self.worktree
+        if idmap is not None:
+            self.lower.mkdir(mode=0o700)
+            bind_idmapped(self.worktree, self.lower, idmap)
+            lower = self.lower
         self.size = max(allowance + _SLACK, _MIN_IMAGE)
         with open(self.image, "wb") as fh:
             fh.truncate(self.size)
@@ -292,7 +314,7 @@ class WorkspaceQuota:
         (self.mnt / "work").mkdir(mode=0o700)
         (self.mnt / "lost+found").rmdir()
         self.merged.mkdir(mode=0o700)
-        mount_overlay(self.worktree, self.upper, self.mnt / "work", self.merged)
+        mount_overlay(lower, self.upper, self.mnt / "work", self.merged)
         bind(self.merged, self.worktree)
 
     def adopt(self, worktree: Path, allowance: int) -> None:
@@ -440,6 +462,8 @@ class WorkspaceQuota:
                 )
         if self.layered and self.merged.is_mount():
             unmount(self.merged)  # the lower layer must not change under a live overlay
+        if _is_mount_point(self.lower):  # before the dir is discarded: rmtree would walk in
+            unmount(self.lower)
         if not self.mnt.is_mount() and self.image.exists() and self.mnt.exists():
             mount_image(self.image, self.mnt)
         refused: UpperRefused | None = None
@@ -451,6 +475,8 @@ class WorkspaceQuota:
                     self._copy_back()
             unmount(self.mnt)
         still = [str(point) for point, _ in _mounts_of(self.image)]
+        if _is_mount_point(self.lower):
+            still.append(str(self.lower))
         if still:  # deleting it would lose what is written there, and leave a dead mount
             raise SandboxStartError(
                 f"quota image {self.image} is still mounted at {', '.join(still)}; "
@@ -518,8 +544,10 @@ class WorkspaceQuota:
         # --no-specials --no-devices: a FIFO (or socket) the sandbox made stays in the image;
         # copied back, every host reader of the worktree (the gate's scan, an editor) blocked
         # on it. _changed logs which were left.
+        # --no-owner --no-group: what lands is the host's, not the sandbox user's (a later
+        # idmapped run maps only the host's ids; identity.host_owner).
         rsync = ["rsync", "-a", "-H", "--checksum", "--sparse", "--delete", "--chmod=ug-s,o-w",
-                 "--no-specials", "--no-devices"]  # fmt: skip
+                 "--no-specials", "--no-devices", "--no-owner", "--no-group"]  # fmt: skip
         changed = self._changed()
         if changed is None:
             _run(*rsync, f"{self.mnt}/", f"{self.worktree}/")
@@ -584,6 +612,13 @@ def _mounts_of(image: Path) -> list[tuple[Path, str]]:
         for fields in lines
         if fields[2].decode() in ours
     ]
+
+
+def _is_mount_point(path: Path) -> bool:
+    """Whether something is mounted at path, from mountinfo: ``Path.is_mount`` compares
+    devices, and a bind of the same filesystem (the idmapped lower) has its parent's."""
+    target = os.path.realpath(path)
+    return any(_unescape(fields[4]) == target for fields in _mountinfo())
 
 
 def _mountinfo() -> list[list[bytes]]:

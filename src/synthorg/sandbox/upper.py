@@ -15,7 +15,8 @@ unmounted, the upper holds exactly what the run changed, in overlayfs' own encod
 The upper was written by the kernel on the sandbox's behalf; its names, modes, owners, link
 targets and sizes are the agent's. So: sizes and counts are checked before anything is
 copied, nothing is followed (every worktree path is opened one component at a time with
-O_NOFOLLOW relative to its parent), set-id bits and world write are stripped, FIFOs,
+O_NOFOLLOW relative to its parent), everything lands owned by the host (``host_owner``), set-id
+bits and world write are stripped, FIFOs,
 sockets and devices stay behind, and an overlay xattr that would make the kernel read
 anything but the upper entry itself (redirect, metacopy, xwhiteout) refuses the whole apply.
 ``trusted.*`` xattrs need CAP_SYS_ADMIN on the host: the agent cannot set them (the kernel
@@ -36,6 +37,7 @@ from pathlib import Path
 from synthorg.logging import get_logger
 from synthorg.sandbox.copyback import STRIP, open_dir
 from synthorg.sandbox.errors import SandboxStartError
+from synthorg.sandbox.identity import host_owner
 
 log = get_logger(__name__)
 
@@ -173,7 +175,7 @@ def _empty(dir_fd: int) -> None:
 
 
 def _attributes(fd: int, st: os.stat_result) -> None:
-    os.fchown(fd, st.st_uid, st.st_gid)
+    os.fchown(fd, *host_owner())  # not the sandbox user's: the next run's idmap maps the host's
     os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~STRIP)
     os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
 
@@ -252,7 +254,7 @@ class _Applier:
         target = os.readlink(f"{self.upper}/{entry.rel}")
         tmp = _tmp_name()
         os.symlink(target, tmp, dir_fd=dst_dir)
-        os.chown(tmp, entry.st.st_uid, entry.st.st_gid, dir_fd=dst_dir, follow_symlinks=False)
+        os.chown(tmp, *host_owner(), dir_fd=dst_dir, follow_symlinks=False)
         _replace(dst_dir, name, tmp)
 
     def _file(self, dst_dir: int, name: str, entry: _Entry) -> None:
