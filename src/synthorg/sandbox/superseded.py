@@ -66,11 +66,30 @@ def stop_sandboxes(worktree: Path) -> int:
     for pid in _below(tree, 0):  # every process, outermost first
         if pid in spared or not _is_sandbox_of(pid, worktree):
             continue
-        # Deepest first: pid-1 of the namespace takes the rest with it, the outer bwrap last.
-        victims = [*reversed(_below(tree, pid)), pid]
+        victims = _freeze(pid)
         for victim in victims:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(victim, signal.SIGKILL)
         spared.update(victims)  # a nested bwrap below it is gone with it
         stopped += 1
     return stopped
+
+
+def _freeze(pid: int) -> list[int]:
+    """SIGSTOP ``pid`` and everything below it, listed again until nothing new appears (a
+    process not yet stopped may fork); the stopped pids, outermost first.
+
+    Every one is stopped before any is killed: killed one by one, a shell whose child died
+    first ran its next command (``sleep 60; echo late >> late.txt`` wrote late.txt after
+    the takeover, tests/distributed/test_zombie_fence.py under load)."""
+    stopped: list[int] = []
+    seen: set[int] = set()
+    while True:
+        fresh = [p for p in (pid, *_below(_children(), pid)) if p not in seen]
+        if not fresh:
+            return stopped
+        for victim in fresh:
+            seen.add(victim)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(victim, signal.SIGSTOP)
+                stopped.append(victim)
