@@ -52,7 +52,7 @@ from synthorg.distributed.worker import connect
 from synthorg.domain import ActionEvent, Task, new_id
 from synthorg.logging import configure_logging
 from synthorg.sandbox.quota import ROOT_ENV as QUOTA_ROOT_ENV
-from synthorg.sandbox.quota import sweep_stale
+from synthorg.sandbox.quota_sweep import sweep_stale
 from synthorg.server import KeyStore, Role
 from synthorg.service.boot import boot
 from synthorg.service.demo import DEMO_TASK, create_demo_repo

@@ -31,13 +31,14 @@ def _settle_this_sessions_quotas(tmp_path_factory: pytest.TempPathFactory) -> It
     (a mounted worktree cannot be deleted). Nothing outside this session's tmp is touched.
     """
     yield
-    from synthorg.sandbox import quota
+    from synthorg.sandbox.quota import quota_root
+    from synthorg.sandbox.quota_sweep import settle
 
     base = tmp_path_factory.getbasetemp().resolve()
-    for entry in quota.quota_root().glob("owner-*/*/record.json"):
+    for entry in quota_root().glob("owner-*/*/record.json"):
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             if Path(json.loads(entry.read_text())["worktree"]).is_relative_to(base):
-                quota.settle(entry.parent)
+                settle(entry.parent)
 
 
 @pytest.fixture(autouse=True)

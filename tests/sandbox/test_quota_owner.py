@@ -21,7 +21,8 @@ import psutil
 import pytest
 
 from synthorg.sandbox import BwrapSandbox
-from synthorg.sandbox.quota import ROOT_ENV, settle, stale_over, sweep_stale, unavailable_reason
+from synthorg.sandbox.quota import ROOT_ENV, unavailable_reason
+from synthorg.sandbox.quota_sweep import settle, stale_over, sweep_stale
 from synthorg.service.boot import boot
 from synthorg.service.loops import default_provisioner, default_registry
 from tests.support import scripted_settings

@@ -21,12 +21,8 @@ import pytest
 import structlog
 
 from synthorg.sandbox.errors import SandboxStartError
-from synthorg.sandbox.quota import (
-    _MARK_MARGIN_NS,
-    WorkspaceQuota,
-    sweep_stale,
-    unavailable_reason,
-)
+from synthorg.sandbox.quota import _MARK_MARGIN_NS, WorkspaceQuota, unavailable_reason
+from synthorg.sandbox.quota_sweep import sweep_stale
 
 FILES = 1500
 DIRS = 30

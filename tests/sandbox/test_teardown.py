@@ -24,7 +24,8 @@ from synthorg.sandbox import (
     SandboxStreamer,
 )
 from synthorg.sandbox.cgroups import cgroup_label
-from synthorg.sandbox.quota import owner_root, sweep_stale, unavailable_reason
+from synthorg.sandbox.quota import owner_root, unavailable_reason
+from synthorg.sandbox.quota_sweep import sweep_stale
 
 from .helpers import processes_with, request
 

@@ -59,15 +59,10 @@ from synthorg.sandbox.protocol import (
     SandboxProcess,
     SandboxRequest,
 )
-from synthorg.sandbox.quota import (
-    WorkspaceQuota,
-    held,
-    owner_root,
-    stale_over,
-    unavailable_reason,
-)
-from synthorg.sandbox.quota import settle as settle_quota
-from synthorg.sandbox.quota import sweep_stale as sweep_quotas
+from synthorg.sandbox.quota import WorkspaceQuota, held, owner_root, unavailable_reason
+from synthorg.sandbox.quota_sweep import settle as settle_quota
+from synthorg.sandbox.quota_sweep import stale_over
+from synthorg.sandbox.quota_sweep import sweep_stale as sweep_quotas
 from synthorg.sandbox.seccomp import filter_program, program_fd
 from synthorg.sandbox.views import MovedState, link_farm, same_filesystem
 from synthorg.sandbox.views import sweep_stale as sweep_views

@@ -37,7 +37,7 @@ from synthorg.sandbox.identity import IdentityMode
 from synthorg.sandbox.process import ManagedProcess
 from synthorg.sandbox.protocol import SandboxProcess, SandboxRequest
 from synthorg.sandbox.quota import PoolTooSmall, held
-from synthorg.sandbox.quota import _alive as alive
+from synthorg.sandbox.quota_sweep import alive
 from synthorg.sandbox.views import same_filesystem, view_root
 
 log = get_logger(__name__)

@@ -46,17 +46,14 @@ hostile tree was copied back by another data dir's process.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import re
 import secrets
 import shutil
 import stat
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from synthorg.faultpoints import pause_here
@@ -67,7 +64,9 @@ from synthorg.sandbox.copyback import copy_back_plain
 from synthorg.sandbox.errors import SandboxStartError
 from synthorg.sandbox.hostlock import lock_dir
 from synthorg.sandbox.idmap import bind_idmapped
-from synthorg.sandbox.mounts import backs, bind, mount_image, mount_overlay, unmount
+from synthorg.sandbox.mountinfo import is_mount_point, mounted_from, mounts_of, mounts_on
+from synthorg.sandbox.mounts import bind, mount_image, mount_overlay, unmount
+from synthorg.sandbox.treewalk import by_dir, entries_of, special, usage, walk
 from synthorg.sandbox.upper import Bounds, UpperRefused, apply_upper
 
 log = get_logger(__name__)
@@ -79,17 +78,11 @@ _SLACK = 4 * 1024**2  # ext4's own metadata on a small image
 _OVERHEAD = 1.10  # inode tables and directories on top of the tree's data
 _MIN_IMAGE = 8 * 1024**2
 _TIMEOUT_S = 300.0
-_TRASH = ".trash-"  # a released quota's dir being deleted
+TRASH = ".trash-"  # a released quota's dir being deleted
 _INODES = "inodes.json"  # the image's inode numbers and time mark (see _record_inodes)
 #: Timestamps come from a coarse clock (a tick is 1-10 ms): anything changed this close before
 #: the mark counts as changed (more is copied back, never less).
 _MARK_MARGIN_NS = 50_000_000
-#: Longest relative path walked (and so copied back), in bytes. The sandbox can nest
-#: directories past PATH_MAX with relative mkdir/cd; every path-taking call, scandir's and
-#: rsync's, fails there, and a copy-back that fails keeps the image mounted and on disk,
-#: failing again at every later sweep. What lies deeper stays in the image (no host tool
-#: could name it) and is deleted with it; a listed parent still brings the entry itself.
-_MAX_REL = 3072
 
 
 class PoolTooSmall(SandboxStartError):
@@ -128,62 +121,6 @@ def _run(*argv: str, input: bytes | None = None) -> None:
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).decode(errors="replace").strip()[-500:]
         raise SandboxStartError(f"{' '.join(argv[:2])} failed ({done.returncode}): {detail}")
-
-
-def _walk(root: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """(path relative to root, entry) of everything under root, never following symlinks.
-
-    scandir, not fwalk: the inode number comes with the directory listing, and fwalk's
-    open and stat per directory made recording a 553-file tree cost ~90 ms under load.
-    (Walked only while nothing else writes the tree: before the sandbox starts, after it
-    ended.)
-    """
-    stack = [(".", str(root))]
-    too_deep = False
-    while stack:
-        rel, path = stack.pop()
-        with os.scandir(path) as listing:
-            for entry in listing:
-                child = entry.name if rel == "." else f"{rel}/{entry.name}"
-                if len(os.fsencode(child)) > _MAX_REL:
-                    if not too_deep:  # once: the sandbox could make millions
-                        log.warning("sandbox.quota_path_too_deep", dir=str(root))
-                    too_deep = True
-                    continue
-                yield child, entry
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((child, entry.path))
-
-
-def _entries(root: Path) -> Iterator[tuple[str, os.stat_result]]:
-    """(path relative to root, lstat) of root and everything under it."""
-    yield ".", os.lstat(root)
-    for rel, entry in _walk(root):
-        yield rel, entry.stat(follow_symlinks=False)
-
-
-def _by_dir(paths: Iterable[str]) -> dict[str, set[str]]:
-    """Relative paths (as _entries yields them) grouped by their directory."""
-    grouped: dict[str, set[str]] = {}
-    for path in paths:
-        if path != ".":
-            parent, _, name = path.rpartition("/")
-            grouped.setdefault(parent or ".", set()).add(name)
-    return grouped
-
-
-def _special(st: os.stat_result) -> bool:
-    """A FIFO, socket or device: never copied back (rsync --no-specials --no-devices)."""
-    return not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode))
-
-
-def _usage(root: Path) -> int:
-    """Bytes the tree occupies on disk (never following symlinks)."""
-    total = 0
-    for _, entry in _walk(root):
-        with contextlib.suppress(OSError):
-            total += entry.stat(follow_symlinks=False).st_blocks * 512
-    return total
 
 
 class WorkspaceQuota:
@@ -264,7 +201,7 @@ class WorkspaceQuota:
         (self.dir / "record.json").write_text(json.dumps(record))
 
     def _make(self, allowance: int) -> None:
-        self.size = max(int(_usage(self.worktree) * _OVERHEAD) + allowance + _SLACK, _MIN_IMAGE)
+        self.size = max(int(usage(self.worktree) * _OVERHEAD) + allowance + _SLACK, _MIN_IMAGE)
         with open(self.image, "wb") as fh:
             fh.truncate(self.size)  # sparse: the host disk holds only what is written
         st = os.stat(self.worktree)
@@ -335,7 +272,7 @@ class WorkspaceQuota:
         with _path_lock(worktree):
             if worktree in _HELD:
                 raise SandboxStartError(f"{worktree} already has a quota in this process")
-            want = max(int(_usage(worktree) * _OVERHEAD) + allowance + _SLACK, _MIN_IMAGE)
+            want = max(int(usage(worktree) * _OVERHEAD) + allowance + _SLACK, _MIN_IMAGE)
             if want > self.size:
                 raise PoolTooSmall(
                     f"the worktree needs a {want} B image, the slot has {self.size} B"
@@ -374,7 +311,7 @@ class WorkspaceQuota:
         mark = self.dir / "mark"
         mark.touch()
         since = mark.stat().st_ctime_ns - _MARK_MARGIN_NS
-        inodes = {rel: entry.inode() for rel, entry in _walk(self.mnt)}
+        inodes = {rel: entry.inode() for rel, entry in walk(self.mnt)}
         inodes["."] = os.lstat(self.mnt).st_ino
         tmp = self.dir / f"{_INODES}.tmp"
         tmp.write_text(json.dumps({"since_ns": since, "inodes": inodes}))
@@ -389,19 +326,19 @@ class WorkspaceQuota:
         except (OSError, ValueError, KeyError, TypeError):
             return None
         try:
-            entries = list(_entries(self.mnt))
+            entries = list(entries_of(self.mnt))
         except OSError as exc:  # never skip what could not be read: copy everything
             log.warning("sandbox.quota_walk_failed", dir=str(self.dir), error=str(exc))
             return None
-        before, now = _by_dir(inodes), _by_dir(rel for rel, _ in entries)
+        before, now = by_dir(inodes), by_dir(rel for rel, _ in entries)
         listed: list[str] = []
-        specials = [rel for rel, st in entries if _special(st)]
+        specials = [rel for rel, st in entries if special(st)]
         if specials:
             log.warning("sandbox.quota_specials_not_copied", dir=str(self.dir),
                         count=len(specials), first=specials[:5],
                         reason="FIFOs, sockets and devices stay in the image")  # fmt: skip
         for rel, st in entries:
-            if _special(st):
+            if special(st):
                 continue
             if inodes.get(rel) == st.st_ino and st.st_ctime_ns < since:
                 continue  # as mkfs copied it from the worktree, untouched since
@@ -447,7 +384,7 @@ class WorkspaceQuota:
     def _release(self) -> None:
         self._follow_worktree()
         if self.worktree.is_mount():
-            if _mounted_from(self.worktree, self.cover):
+            if mounted_from(self.worktree, self.cover):
                 unmount(self.worktree)
                 pause_here("quota-unbound")  # the fault suite's kill point: work not back yet
             elif self.cover.is_mount():
@@ -462,7 +399,7 @@ class WorkspaceQuota:
                 )
         if self.layered and self.merged.is_mount():
             unmount(self.merged)  # the lower layer must not change under a live overlay
-        if _is_mount_point(self.lower):  # before the dir is discarded: rmtree would walk in
+        if is_mount_point(self.lower):  # before the dir is discarded: rmtree would walk in
             unmount(self.lower)
         if not self.mnt.is_mount() and self.image.exists() and self.mnt.exists():
             mount_image(self.image, self.mnt)
@@ -474,8 +411,8 @@ class WorkspaceQuota:
                 else:
                     self._copy_back()
             unmount(self.mnt)
-        still = [str(point) for point, _ in _mounts_of(self.image)]
-        if _is_mount_point(self.lower):
+        still = [str(point) for point, _ in mounts_of(self.image)]
+        if is_mount_point(self.lower):
             still.append(str(self.lower))
         if still:  # deleting it would lose what is written there, and leave a dead mount
             raise SandboxStartError(
@@ -527,11 +464,11 @@ class WorkspaceQuota:
     def _cover_mounts(self) -> list[tuple[Path, str]]:
         """Every mount of the cover's filesystem: the image's, or the live overlay's."""
         if not self.layered:
-            return _mounts_of(self.image)
+            return mounts_of(self.image)
         if not self.merged.is_mount():
             return []
         dev = os.stat(self.merged).st_dev
-        return _mounts_on(f"{os.major(dev)}:{os.minor(dev)}")
+        return mounts_on(f"{os.major(dev)}:{os.minor(dev)}")
 
     def _copy_back(self) -> None:
         # --checksum: compare content, never size+mtime, which the sandbox sets (a same-size
@@ -565,7 +502,7 @@ def _discard(dir: Path) -> None:
     """Delete a released quota's dir off the caller's path (unlinking the image costs tens of
     ms under load, before the gate can run): renamed to a trash name first, so no sweeper
     takes it for a quota; one left by a killed process goes at the next sweep."""
-    trash = dir.with_name(f"{_TRASH}{dir.name}")
+    trash = dir.with_name(f"{TRASH}{dir.name}")
     try:
         (dir / "record.json").unlink(missing_ok=True)  # whatever the name, no quota to claim
         dir.rename(trash)
@@ -589,130 +526,3 @@ _PATH_LOCKS_GUARD = threading.Lock()
 def _path_lock(worktree: Path) -> threading.RLock:
     with _PATH_LOCKS_GUARD:
         return _PATH_LOCKS.setdefault(worktree, threading.RLock())
-
-
-def _mounted_from(path: Path, source: Path) -> bool:
-    """True when path's top mount is a bind of source's filesystem (same device)."""
-    try:
-        return os.stat(path).st_dev == os.stat(source).st_dev and source.is_mount()
-    except OSError:
-        return False
-
-
-def _mounts_of(image: Path) -> list[tuple[Path, str]]:
-    """(mount point, root inside the filesystem) of every mount of ``image`` in this mount
-    namespace: /proc/self/mountinfo's lines on a loop device whose backing file it is."""
-    lines = _mountinfo()
-    # Only mounted loop devices (block major 7) are asked for their backing file (sysfs by
-    # major:minor): a scan of every loop device cost ~1.5 ms on a host with a few dozen.
-    mounted = {fields[2].decode() for fields in lines if fields[2].startswith(b"7:")}
-    ours = {dev for dev in mounted if backs(dev, image)}
-    return [
-        (Path(_unescape(fields[4])), _unescape(fields[3]))
-        for fields in lines
-        if fields[2].decode() in ours
-    ]
-
-
-def _is_mount_point(path: Path) -> bool:
-    """Whether something is mounted at path, from mountinfo: ``Path.is_mount`` compares
-    devices, and a bind of the same filesystem (the idmapped lower) has its parent's."""
-    target = os.path.realpath(path)
-    return any(_unescape(fields[4]) == target for fields in _mountinfo())
-
-
-def _mountinfo() -> list[list[bytes]]:
-    return [line.split(b" ") for line in Path("/proc/self/mountinfo").read_bytes().splitlines()]
-
-
-def _mounts_on(device: str) -> list[tuple[Path, str]]:
-    """(mount point, root inside the filesystem) of every mount of the device ``major:minor``."""
-    return [
-        (Path(_unescape(fields[4])), _unescape(fields[3]))
-        for fields in _mountinfo()
-        if fields[2].decode() == device
-    ]
-
-
-def _unescape(field: bytes) -> str:
-    """A mountinfo path: the kernel writes space, tab, newline and backslash as ``\\ooo``."""
-    return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), field))
-
-
-def _claim_stale(entry: Path) -> tuple[int, Path, bool] | None:
-    """Lock a dead owner's quota for release: (lock fd, worktree, layered), or None to leave
-    it be."""
-    try:
-        fd = lock_dir(entry, blocking=False)
-        if fd is None:
-            # Held: by a live owner (leave it), or by another sweeper (wait until it is done,
-            # so this process never mounts over a tree that is still being copied back).
-            pid = int(json.loads((entry / "record.json").read_text())["pid"])
-            if _alive(pid):
-                return None
-            fd = lock_dir(entry, blocking=True)
-        assert fd is not None
-    except (OSError, ValueError, KeyError):
-        return None
-    try:  # read under the lock: a sweeper that went first deleted it
-        record = json.loads((entry / "record.json").read_text())
-        worktree, layered = Path(record["worktree"]), bool(record.get("layered", False))
-    except (OSError, ValueError, KeyError, TypeError):
-        os.close(fd)
-        return None
-    return fd, worktree, layered
-
-
-def settle(entry: Path) -> bool:
-    """Release one quota dir whose owning process died: its image copied back onto its
-    worktree, unmounted and deleted. False when its owner lives, it is no quota (any more),
-    or the release failed (kept for a later sweep). A takeover may call it for the run it
-    inherits; ``sweep_stale`` calls it for every entry of one data dir's root."""
-    claimed = _claim_stale(entry)
-    if claimed is None:
-        return False
-    quota = WorkspaceQuota(entry, claimed[1])
-    quota._lock_fd, quota.layered = claimed[0], claimed[2]
-    try:
-        quota.release()
-    except SandboxStartError as exc:
-        log.warning("sandbox.quota_sweep_failed", dir=str(entry), error=str(exc))
-        return False
-    return True
-
-
-def stale_over(worktree: Path, root: Path | None = None) -> list[Path]:
-    """The quota dirs, of any data dir under the host-wide root, whose record names
-    ``worktree``: for a process taking a run over from a dead owner of another data dir,
-    which then ``settle``s them (its run's worktree is its own now). Nothing is claimed."""
-    target = worktree.resolve()
-    found = []
-    for record in (root or quota_root()).glob("owner-*/*/record.json"):
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            if Path(json.loads(record.read_text())["worktree"]).resolve() == target:
-                found.append(record.parent)
-    return sorted(found)
-
-
-def sweep_stale(root: Path | None = None) -> int:
-    """Release the quotas in root (one data dir's, see ``owner_root``) whose owning process
-    died (a host killed mid-run); returns how many."""
-    base = root or quota_root()
-    released = 0
-    with contextlib.suppress(OSError):
-        for entry in base.iterdir():
-            if entry.name.startswith(_TRASH):  # released; its deleter exited first
-                shutil.rmtree(entry, ignore_errors=True)
-            elif settle(entry):
-                released += 1
-    return released
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

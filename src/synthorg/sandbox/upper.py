@@ -38,6 +38,7 @@ from synthorg.logging import get_logger
 from synthorg.sandbox.copyback import STRIP, open_dir
 from synthorg.sandbox.errors import SandboxStartError
 from synthorg.sandbox.identity import host_owner
+from synthorg.sandbox.treewalk import MAX_REL
 
 log = get_logger(__name__)
 
@@ -45,9 +46,6 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _CHUNK = 1 << 20
-#: Longest relative path applied, in bytes (quota.py's _MAX_REL, the same reason): what lies
-#: deeper stays in the image and is deleted with it.
-MAX_REL = 3072
 _OVERLAY = "trusted.overlay."
 #: Overlay xattrs the kernel writes on an upper entry that change nothing about what the
 #: entry is: where a copy-up came from, a dir holding copied-up entries, the layer's uuid.
