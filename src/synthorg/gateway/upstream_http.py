@@ -297,7 +297,7 @@ class _Http11Pool:
     async def stream(
         self,
         method: str,
-        url: str,
+        url: httpcore.URL,
         *,
         headers: list[tuple[bytes, bytes]],
         content: bytes,
@@ -350,11 +350,15 @@ class UpstreamClient:
             _proxy(proxy, context) if proxy else _Http11Pool(origin, context)
         )
         self._extensions = {"timeout": {"connect": _CONNECT_TIMEOUT_S}}
+        self._urls: dict[str, httpcore.URL] = {}
+        """Each path's URL, parsed once (httpcore parses a string URL on every request)."""
 
     @asynccontextmanager
     async def post(self, path: str, body: bytes) -> AsyncIterator[UpstreamResponse]:
         """POST ``body``; the response is read inside the block, its connection released after."""
-        url = f"{self._origin}{self._prefix}{path}"
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpcore.URL(f"{self._origin}{self._prefix}{path}")
         headers = [*self._headers, (b"content-length", str(len(body)).encode())]
         try:
             async with self._pool.stream(
