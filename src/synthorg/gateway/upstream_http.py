@@ -85,8 +85,11 @@ class _AsyncioStream(httpcore.AsyncNetworkStream):
         data, self._pending = bytes(self._pending), bytearray()
         try:
             self._writer.write(data)
-            async with asyncio.timeout(timeout):
+            if timeout is None:  # the client sets none: no timer per write
                 await self._writer.drain()
+            else:
+                async with asyncio.timeout(timeout):
+                    await self._writer.drain()
         except TimeoutError as exc:
             raise httpcore.WriteTimeout(str(exc)) from exc
         except OSError as exc:
@@ -95,6 +98,8 @@ class _AsyncioStream(httpcore.AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
         await self._flush(timeout)
         try:
+            if timeout is None:  # the provider's own deadline bounds the wait: no timer per read
+                return await self._reader.read(max_bytes)
             async with asyncio.timeout(timeout):
                 return await self._reader.read(max_bytes)
         except TimeoutError as exc:
