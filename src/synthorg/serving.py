@@ -174,6 +174,7 @@ async def serve_asgi(
     keep_alive_s: int = KEEP_ALIVE_S,
     peer_uids: frozenset[int] | None = None,
     head_timeout_s: float = HEAD_TIMEOUT_S,
+    proxy_headers: bool = True,
 ) -> AsyncIterator[Listeners]:
     """Serve ``app`` until the block exits. ``port=None`` (or ``host=None``) means no TCP.
 
@@ -182,6 +183,9 @@ async def serve_asgi(
 
     ``peer_uids``: only processes of these uids may talk on the unix socket (checked with
     SO_PEERCRED at accept); None: whoever the socket's permissions let connect.
+
+    ``proxy_headers``: uvicorn's X-Forwarded-* middleware (the client address from a trusted
+    proxy's headers); off for an app that reads neither the client address nor the scheme.
     """
     serve_tcp = host is not None and port is not None
     if uds is None and not serve_tcp:
@@ -200,6 +204,7 @@ async def serve_asgi(
             lifespan="on",
             log_level=log_level,
             access_log=False,
+            proxy_headers=proxy_headers,
             http=_head_timed(
                 _protocol(http) if peer_uids is None else _peer_checked(_protocol(http), peer_uids),
                 head_timeout_s,

@@ -112,6 +112,23 @@ async def test_a_half_read_response_is_not_reused(server: tuple[Conformance, str
         await client.aclose()
 
 
+async def test_a_connection_is_reused_without_yielding_on_its_state_lock(
+    server: tuple[Conformance, str],
+) -> None:
+    """The kept-alive connection's state lock is asyncio's (httpcore's anyio lock yields to
+    the loop on every acquire); losing the swap on an httpcore upgrade fails here."""
+    app, url = server
+    client = UpstreamClient(url, headers={})
+    try:
+        for n in range(3):
+            assert await _read(client, "/echo", b"%d" % n) == (200, b"%d" % n)
+        assert len(set(map(tuple, app.clients))) == 1
+        (conn,) = client._pool._idle  # type: ignore[union-attr]
+        assert type(conn._state_lock) is asyncio.Lock
+    finally:
+        await client.aclose()
+
+
 def _self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """A server context for 'localhost' and a client context trusting only it."""
     key = ec.generate_private_key(ec.SECP256R1())

@@ -30,8 +30,18 @@ async def serve_embedded(
     host: str = "127.0.0.1",
     log_level: str = "warning",
 ) -> AsyncIterator[Endpoints]:
-    """Serve ``app`` until the block exits; ``tcp_port=0`` picks a free port."""
+    """Serve ``app`` until the block exits; ``tcp_port=0`` picks a free port.
+
+    Without uvicorn's proxy-headers middleware: the gateway reads neither the client's
+    address nor the scheme (a bearer is what identifies a caller), and the middleware is one
+    more coroutine frame on every resumption of every request."""
     async with serve_asgi(
-        app, name="gateway", uds=uds, host=host, port=tcp_port, log_level=log_level
+        app,
+        name="gateway",
+        uds=uds,
+        host=host,
+        port=tcp_port,
+        log_level=log_level,
+        proxy_headers=False,
     ) as listeners:
         yield Endpoints(tcp_base_url=listeners.http_url("/v1"), uds_path=listeners.uds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -11,6 +12,15 @@ if TYPE_CHECKING:
     from synthorg.gateway.ticket import Ticket
 
 _BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
+
+
+@dataclass(frozen=True, slots=True)
+class _Children:
+    requests: Counter
+    latency: Histogram
+    tokens_in: Counter
+    tokens_out: Counter
+    cost: Counter
 
 
 class GatewayMetrics:
@@ -59,19 +69,37 @@ class GatewayMetrics:
             registry=self.registry,
         )
 
+        self._children: dict[tuple[str, str, int], _Children] = {}
+        """The labelled series of each (provider, model, status), looked up once: each
+        ``labels()`` call takes the metric's lock and validates the label values."""
+
+    def _of(self, provider: str, model: str, status: int) -> _Children:
+        key = (provider, model, status)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = _Children(
+                requests=self.requests.labels(provider, model, str(status)),
+                latency=self.latency.labels(model),
+                tokens_in=self.tokens.labels(model, "in"),
+                tokens_out=self.tokens.labels(model, "out"),
+                cost=self.cost.labels(model),
+            )
+        return children
+
     def refused(self, code: str) -> None:
         """Count a refusal."""
         self.refusals.labels(code).inc()
 
     def observe(self, ticket: Ticket, status: int, latency_s: float) -> None:
         """Count an answered request."""
-        self.requests.labels(ticket.claims.provider, ticket.model, str(status)).inc()
-        self.latency.labels(ticket.model).observe(latency_s)
+        children = self._of(ticket.claims.provider, ticket.model, status)
+        children.requests.inc()
+        children.latency.observe(latency_s)
         if ticket.usage is not None:
-            self.tokens.labels(ticket.model, "in").inc(ticket.usage.prompt_tokens)
-            self.tokens.labels(ticket.model, "out").inc(ticket.usage.completion_tokens)
+            children.tokens_in.inc(ticket.usage.prompt_tokens)
+            children.tokens_out.inc(ticket.usage.completion_tokens)
         if ticket.cost:
-            self.cost.labels(ticket.model).inc(float(ticket.cost))
+            children.cost.inc(float(ticket.cost))
         if ticket.overreport:
             self.overreports.labels(ticket.claims.provider).inc()
         elif ticket.killed:

@@ -7,7 +7,7 @@ mid-request: the incomplete bill), reads spend and live holds, and stores its ow
 PostgreSQL (``postgres_budget``); settling deletes the hold and adds the bill in the same
 transaction. Holds are written without an fsync (``durable=False``): they bound what live
 processes admit, and the next bill's sync makes them durable too. A bill is committed unsynced
-and then made durable by an fsync of the WAL outside the write lock (``SqliteWriter.sync``),
+and then made durable by an fsync of the WAL outside the write lock (``synced=True``),
 so admissions never queue behind it.
 """
 
@@ -184,8 +184,7 @@ class SqliteBudget:
 
         # Committed unsynced, then synced outside the write lock: the next admission's hold
         # does not wait for this bill's fsync; the caller returns once the bill is durable.
-        row = await self._writer.submit(work, durable=False)
-        await self._writer.sync()
+        row = await self._writer.submit(work, durable=False, synced=True)
         return codec.execution_from_row(row)
 
     async def overreporting_providers(self) -> dict[str, int]:

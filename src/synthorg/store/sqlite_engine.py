@@ -101,6 +101,8 @@ class _Job:
     wakes: str | None = None
     single_statement: bool = False
     durable: bool = True
+    synced: bool = False
+    """Answered only once its commit is fsynced (by the sync thread, outside the write lock)."""
     result: Any = None
     error: BaseException | None = None
     ran: bool = field(default=False)
@@ -120,6 +122,10 @@ class SqliteWriter:
         self._thread = threading.Thread(
             target=self._run, name=f"synthorg-sqlite-writer:{path.name}", daemon=True
         )
+        self._to_sync: queue.SimpleQueue[tuple[int, list[_Job]] | None] = queue.SimpleQueue()
+        self._syncer = threading.Thread(
+            target=self._sync_loop, name=f"synthorg-sqlite-sync:{path.name}", daemon=True
+        )
         self._closed = False
         self._durable = True
         """The writer connection's synchronous mode: FULL (fsync each commit) or NORMAL."""
@@ -131,6 +137,7 @@ class SqliteWriter:
     async def start(self) -> None:
         """Open the writer connection on its thread."""
         self._thread.start()
+        self._syncer.start()
         await asyncio.wrap_future(self._ready)
 
     async def submit(
@@ -140,6 +147,7 @@ class SqliteWriter:
         wakes: str | None = None,
         single_statement: bool = False,
         durable: bool = True,
+        synced: bool = False,
     ) -> T:
         """Run ``work`` in a write transaction; return its result once committed.
 
@@ -151,11 +159,15 @@ class SqliteWriter:
         cut-off run's open actions) reads it. ``durable=False`` (budget holds) lets a batch
         of only such jobs commit without an fsync: visible to every process at once, lost only
         with the host, and made durable by the next durable commit (the WAL is sequential).
+        ``durable=False, synced=True`` (a bill): committed without an fsync, so the writer
+        goes on with the next jobs, and answered once the WAL is fsynced by the sync thread
+        (shared by the bills committed meanwhile): as durable as ``sync()`` after the
+        submit, in one hand-off instead of two.
         """
         if self._closed:
             raise BoundaryError("the SQLite store is closed")
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._queue.put(_Job(work, future, wakes, single_statement, durable))
+        self._queue.put(_Job(work, future, wakes, single_statement, durable, synced))
         done = asyncio.wrap_future(future)
         try:
             return await asyncio.shield(done)
@@ -165,16 +177,10 @@ class SqliteWriter:
                     await asyncio.shield(done)
             raise
 
-    async def sync(self) -> None:
-        """Make every commit so far durable (an fsync of the WAL outside the write lock).
-
-        For a ``durable=False`` job whose caller still wants it durable before going on (a
-        bill): the writer goes on committing while the file syncs, so the next request's hold
-        never waits for this fsync. Concurrent callers share one fsync.
-        """
-        await asyncio.to_thread(self._fsync, self._commits)
-
     def _fsync(self, wanted: int) -> None:
+        """Make commits up to number ``wanted`` durable (an fsync of the WAL outside the write
+        lock: the writer goes on committing meanwhile, so a hold never waits for a bill's
+        fsync)."""
         with self._sync_lock:
             if self._synced >= wanted:
                 return
@@ -199,6 +205,9 @@ class SqliteWriter:
         self._closed = True
         self._queue.put(None)
         await asyncio.to_thread(self._thread.join)
+        self._to_sync.put(None)  # after the writer: every bill it handed over is synced first
+        if self._syncer.is_alive():
+            await asyncio.to_thread(self._syncer.join)
         with self._sync_lock:
             if self._wal_fd is not None:
                 os.close(self._wal_fd)
@@ -274,14 +283,48 @@ class SqliteWriter:
             for job in live:
                 job.future.set_exception(failure)
             return
+        # A durable batch was fsynced by its commit; otherwise its bills wait for the sync.
+        to_sync: list[_Job] = []
         for job in live:
             if job.error is not None:
                 job.future.set_exception(job.error)
+            elif job.synced and not self._durable:
+                to_sync.append(job)
             else:
                 job.future.set_result(job.result)
+        if to_sync:
+            self._to_sync.put((self._commits, to_sync))
         woken = {job.wakes for job in live if job.ran and job.wakes is not None}
         if woken:
             self._on_commit(woken)
+
+    def _sync_loop(self) -> None:
+        """Fsync the WAL for the bills the writer committed, then answer them (several per
+        fsync when they were committed while the last one ran)."""
+        stop = False
+        while not stop:
+            first = self._to_sync.get()
+            if first is None:
+                return
+            wanted, jobs = first
+            while True:
+                try:
+                    more = self._to_sync.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                wanted = max(wanted, more[0])
+                jobs += more[1]
+            try:
+                self._fsync(wanted)
+            except Exception as exc:  # StoreUnavailableError: the bills are not durable
+                for job in jobs:
+                    job.future.set_exception(exc)
+                continue
+            for job in jobs:
+                job.future.set_result(job.result)
 
     def _sync(self, conn: sqlite3.Connection, durable: bool) -> None:
         # Outside any transaction: the setting applies to the next commit.
@@ -299,7 +342,11 @@ class SqliteWriter:
             job.future.set_exception(exc)
             return
         self._commits += 1
-        job.future.set_result(result)
+        if job.synced and not self._durable:
+            job.result = result
+            self._to_sync.put((self._commits, [job]))
+        else:
+            job.future.set_result(result)
         if job.wakes is not None:
             self._on_commit({job.wakes})
 
