@@ -69,13 +69,16 @@ def _userns(host: tuple[int, int], sandbox: tuple[int, int]) -> int:
 def _make_userns(host: tuple[int, int], sandbox: tuple[int, int]) -> int:
     # A child, not fork(): this process has threads. It says when it has unshared, then
     # waits on stdin until its maps are written and its namespace is held by our fd.
-    child = subprocess.Popen(
-        ["unshare", "--user", "--", "sh", "-c", "echo; exec cat"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={"PATH": "/usr/bin:/bin"},
-    )
+    try:
+        child = subprocess.Popen(
+            ["unshare", "--user", "--", "sh", "-c", "echo; exec cat"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={"PATH": "/usr/bin:/bin"},
+        )
+    except OSError as exc:  # no unshare(1) (util-linux)
+        raise IdmapUnsupported(f"cannot start unshare --user: {exc}") from exc
     assert child.stdin is not None and child.stdout is not None
     try:
         if child.stdout.readline() != b"\n":
