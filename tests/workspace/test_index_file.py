@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.workspace.git import run_git_sync
-from synthorg.workspace.index_file import libgit2_readable
+from synthorg.workspace.index_file import libgit2_readable, reowned
 
 from .gitfixtures import make_repo
 
@@ -45,3 +45,49 @@ def test_split_intent_to_add_truncated_and_foreign_files_are_not(tmp_path: Path)
     other.write_bytes(b"PACK" + bytes(40))
     assert not libgit2_readable(other)
     assert not libgit2_readable(tmp_path / "missing")
+
+
+def _owners(repo: Path, index: Path) -> set[tuple[int, int]]:
+    """The (uid, gid) each entry of index records, as git itself reads them."""
+    out = run_git_sync(["ls-files", "--debug"], repo, env={"GIT_INDEX_FILE": str(index)}).text
+    uids = [int(line.split()[1]) for line in out.splitlines() if line.strip().startswith("uid:")]
+    gids = [int(line.split()[3]) for line in out.splitlines() if line.strip().startswith("uid:")]
+    return set(zip(uids, gids, strict=True))
+
+
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+def test_reowned_records_the_new_owner_and_git_reads_it(tmp_path: Path, version: str) -> None:
+    """Every entry of the host's owner is recorded as the idmapped view's; git verifies the
+    checksum and reads every entry (long names and intent-to-add ones included)."""
+    repo = tmp_path / "proj"
+    long = "/".join(c * 250 for c in "abcde")
+    make_repo(repo, {"a.txt": b"a\n", f"{long}/f.txt": b"f\n", "d/b.txt": b"b\n"})
+    (repo / "new.txt").write_text("n\n")
+    config = ["-c", f"index.version={version}", "-c", "core.splitIndex=false"]
+    path = _index(repo, tmp_path / "idx", *config, "add", "-A")
+    if version != "2":
+        _index(repo, path, *config, "add", "-N", "new.txt")
+    host = _owners(repo, path)
+    assert len(host) == 1
+    (old,) = host
+    new = (old[0] + 999, old[1] + 995)
+    data = reowned(path.read_bytes(), old, new)
+    assert data is not None
+    path.write_bytes(data)
+    assert _owners(repo, path) == {new}
+    listed = run_git_sync(["ls-files"], repo, env={"GIT_INDEX_FILE": str(path)}).text.split()
+    assert f"{long}/f.txt" in listed and "d/b.txt" in listed
+
+
+def test_reowned_leaves_what_it_cannot_rewrite(tmp_path: Path) -> None:
+    """A split index (its entries live in the shared one), a bad checksum, another file:
+    None, and the caller keeps the copy git then refreshes by content."""
+    repo = tmp_path / "proj"
+    make_repo(repo, {"a.txt": b"a\n", "b.txt": b"b\n"})
+    split = _index(repo, tmp_path / "split", "-c", "core.splitIndex=true", "add", "-A")
+    assert reowned(split.read_bytes(), (0, 0), (1, 1)) is None
+    plain = _index(repo, tmp_path / "plain", "-c", "core.splitIndex=false", "add", "-A")
+    tampered = bytearray(plain.read_bytes())
+    tampered[-1] ^= 0xFF
+    assert reowned(bytes(tampered), (0, 0), (1, 1)) is None
+    assert reowned(b"PACK" + bytes(40), (0, 0), (1, 1)) is None

@@ -1,4 +1,5 @@
-"""The layout of a git index file: whether libgit2 can read it (no split, no mandatory extension).
+"""The layout of a git index file: whether libgit2 can read it (no split, no mandatory
+extension), and its stat data's owners translated from one view of the tree to another.
 
 libgit2 refuses an index with an extension it does not know that git marks mandatory (a
 lower-case signature: ``link`` of a split index, ``sdir`` of a sparse one), and pygit2 then
@@ -8,13 +9,61 @@ what they mean: ~the length of the file in small steps, for the private index of
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 _HEADER = 12
 _FIXED = 62  # ctime, mtime, dev, ino, mode, uid, gid, size, oid (20), flags: up to the name
+_UID = 28  # uid then gid, 4 bytes each, from an entry's start
 _EXTENDED = 0x4000  # two more bytes of flags follow (version 3 and later)
 _NAME_MASK = 0xFFF
 _TRAILER = 20
+
+
+class _Layout(ValueError):
+    """Not an index this module reads (version, truncation, a name past the end)."""
+
+
+def _walk(data: bytes) -> tuple[list[tuple[int, int]], int]:
+    """((entry offset, flags) of every entry, offset of the first extension)."""
+    if len(data) < _HEADER + _TRAILER or data[:4] != b"DIRC":
+        raise _Layout("not an index")
+    version = int.from_bytes(data[4:8], "big")
+    count = int.from_bytes(data[8:12], "big")
+    if version not in (2, 3, 4):
+        raise _Layout(f"index version {version}")
+    end = len(data) - _TRAILER
+    pos = _HEADER
+    entries = []
+    try:
+        for _ in range(count):
+            flags = int.from_bytes(data[pos + _FIXED - 2 : pos + _FIXED], "big")
+            entries.append((pos, flags))
+            name = pos + _FIXED + (2 if flags & _EXTENDED else 0)
+            if version == 4:  # a varint (bytes of the previous name to drop), then the suffix
+                while data[name] & 0x80:
+                    name += 1
+                pos = data.index(b"\0", name + 1, end) + 1
+                continue
+            length = flags & _NAME_MASK
+            if length == _NAME_MASK:  # a name this long is found by its NUL
+                length = data.index(b"\0", name, end) - name
+            pos += (name - pos + length + 8) & ~7  # NUL-padded to a multiple of 8
+    except (IndexError, ValueError) as exc:
+        raise _Layout("truncated") from exc
+    return entries, pos
+
+
+def _extensions(data: bytes, pos: int) -> Iterator[bytes]:
+    """The signature of each extension from ``pos``; _Layout when they do not end at the
+    trailer."""
+    end = len(data) - _TRAILER
+    while pos + 8 <= end:
+        yield data[pos : pos + 4]
+        pos += 8 + int.from_bytes(data[pos + 4 : pos + 8], "big")
+    if pos != end:
+        raise _Layout("extensions past the end")
 
 
 def libgit2_readable(path: Path) -> bool:
@@ -26,36 +75,41 @@ def libgit2_readable(path: Path) -> bool:
     """
     try:
         data = path.read_bytes()
-    except OSError:
+        entries, pos = _walk(data)
+        # mandatory (lower case): libgit2 knows none that git writes
+        optional = all(b"A" <= sig[:1] <= b"Z" for sig in _extensions(data, pos))
+    except (OSError, _Layout):
         return False
-    if len(data) < _HEADER + _TRAILER or data[:4] != b"DIRC":
-        return False
-    version = int.from_bytes(data[4:8], "big")
-    count = int.from_bytes(data[8:12], "big")
-    if version not in (2, 3, 4):
-        return False
-    end = len(data) - _TRAILER
-    pos = _HEADER
+    return optional and not any(flags & _EXTENDED for _, flags in entries)
+
+
+def reowned(data: bytes, old: tuple[int, int], new: tuple[int, int]) -> bytes | None:
+    """The index ``data`` with every entry stat-recorded as owned by ``old`` (uid, gid)
+    recorded as owned by ``new`` instead, its checksum made anew; None when it is not one
+    this can rewrite (another layout, a split index whose entries live in a shared one, a
+    hash other than SHA-1, a checksum that does not match).
+
+    For a view of the same files through an idmapped mount (sandbox/idmap.py): only their
+    owners differ there, so the stat cache stays exact and git re-hashes nothing it had not
+    before; every other stat field is kept, so any change to a file still shows.
+    """
     try:
-        for _ in range(count):
-            flags = int.from_bytes(data[pos + _FIXED - 2 : pos + _FIXED], "big")
-            if flags & _EXTENDED:
-                return False
-            name = pos + _FIXED
-            if version == 4:  # a varint (bytes of the previous name to drop), then the suffix
-                while data[name] & 0x80:
-                    name += 1
-                pos = data.index(b"\0", name + 1, end) + 1
-                continue
-            length = flags & _NAME_MASK
-            if length == _NAME_MASK:  # a name this long is found by its NUL
-                length = data.index(b"\0", name, end) - name
-            pos += (_FIXED + length + 8) & ~7  # NUL-padded to a multiple of 8
-    except (IndexError, ValueError):
-        return False
-    while pos + 8 <= end:
-        signature = data[pos : pos + 4]
-        if not b"A" <= signature[:1] <= b"Z":
-            return False  # mandatory: libgit2 knows none that git writes
-        pos += 8 + int.from_bytes(data[pos + 4 : pos + 8], "big")
-    return pos == end
+        entries, pos = _walk(data)
+        if any(sig == b"link" for sig in _extensions(data, pos)):
+            return None
+    except _Layout:
+        return None
+    body = data[:-_TRAILER]
+    if hashlib.sha1(body).digest() != data[-_TRAILER:]:  # noqa: S324 - git's own checksum
+        return None
+    out = bytearray(body)
+    was, now = _ids(old), _ids(new)
+    for start, _ in entries:
+        if out[start + _UID : start + _UID + 8] == was:
+            out[start + _UID : start + _UID + 8] = now
+    out += hashlib.sha1(out).digest()  # noqa: S324
+    return bytes(out)
+
+
+def _ids(owner: tuple[int, int]) -> bytes:
+    return owner[0].to_bytes(4, "big") + owner[1].to_bytes(4, "big")

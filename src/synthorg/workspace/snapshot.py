@@ -19,7 +19,7 @@ from synthorg.workspace.checkout import Checkout, open_checkout
 from synthorg.workspace.errors import NotAGitWorkspaceError
 from synthorg.workspace.git import is_object_id
 from synthorg.workspace.hostlimits import HostLimits, oversize, pending, without
-from synthorg.workspace.index_file import libgit2_readable
+from synthorg.workspace.index_file import libgit2_readable, reowned
 from synthorg.workspace.journal import JOURNALS, Journal
 from synthorg.workspace.locks import exclusive
 from synthorg.workspace.models import Workspace
@@ -122,8 +122,8 @@ class SnapshotIndex:
         self.unhashed: list[tuple[str, int]] = []  # of the last add_all
         self.ws = checkout.ws
         self.dir = state_dir(checkout.dirs.git_dir)
-        view = _view_owner(self.ws.path)
-        name = "snapshot" if view is None else f"snapshot-{view}"
+        self.view = _view_owner(self.ws.path)
+        name = "snapshot" if self.view is None else f"snapshot-{self.view[0]}"
         self.path = self.dir / f"{name}.index"
         self._head_marker = self.dir / f"{name}.head"
         self.env = {"GIT_INDEX_FILE": str(self.path)}
@@ -162,12 +162,26 @@ class SnapshotIndex:
             # copy2 keeps the index's mtime: git's racy-clean check compares entry mtimes
             # against it, and a fresh mtime would hide same-second, same-size edits.
             shutil.copy2(real, tmp)
+            if self.view is not None:
+                self._translate(tmp)
             os.replace(tmp, self.path)
         elif head is not None:
             await self.co.run(["read-tree", head], env=self.env)
         else:
             await self.co.run(["read-tree", "--empty"], env=self.env)
         self._head_marker.write_text(head or "", encoding="utf-8")
+
+    def _translate(self, seed: Path) -> None:
+        """The user's index records the host's view (its files owned by the host): for the
+        idmapped view the same entries are recorded as owned by the ids shown there, so the
+        first scan re-hashes only what changed (else every file: 1.6 s for 38,491 files).
+        Left as copied when the index is not one ``reowned`` rewrites (then git re-hashes)."""
+        stat = seed.stat()
+        assert self.view is not None
+        data = reowned(seed.read_bytes(), (os.geteuid(), os.getegid()), self.view)
+        if data is not None:
+            seed.write_bytes(data)
+            os.utime(seed, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # racy-clean, as above
 
     async def add_all(self, *, full: bool = False) -> str | None:
         """Bring the private index in line with the worktree; returns HEAD's sha.
@@ -357,8 +371,8 @@ _SPLIT: dict[str, bool] = {}
 _NULL_TRAILER = bytes(20)
 
 
-def _view_owner(root: Path) -> int | None:
-    """None for the host's own view of the worktree, else the uid its files show as: a run's
+def _view_owner(root: Path) -> tuple[int, int] | None:
+    """None for the host's own view of the worktree, else the (uid, gid) its files show as: a run's
     overlay reads an idmapped lower layer (sandbox/idmap.py), where every file shows as the
     sandbox user's. Each view keeps its own index: git's stat cache compares owners, so one
     index shared by both re-hashed every file at each switch (a checkpoint in the run, then
@@ -366,10 +380,10 @@ def _view_owner(root: Path) -> int | None:
     replace it, but only as its own uid: at worst a stat cache is cold, never wrong, since
     no entry of one view's index matches a file of the other's)."""
     try:
-        uid = os.lstat(root / ".git").st_uid
+        st = os.lstat(root / ".git")
     except OSError:
         return None
-    return None if uid == os.geteuid() else uid
+    return None if st.st_uid == os.geteuid() else (st.st_uid, st.st_gid)
 
 
 def _index_stamp(path: Path) -> tuple[int, bytes] | None:
