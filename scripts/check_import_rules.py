@@ -39,6 +39,7 @@ BASICS = (
     "synthorg.serving",
     "synthorg.extras",  # which optional extra installs a missing import
     "synthorg.faultpoints",  # where a fault test stops a process on purpose
+    "synthorg.processes",  # whether a recorded pid is alive: one rule
 )
 
 # The store's protocol with the error and watcher types its signatures name.
@@ -57,6 +58,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "lazy": (),
     "githardening": (),
     "faultpoints": (),
+    "processes": (),
     "web": (),  # static console assets; the package holds no code
     "serving": ("synthorg.errors", "synthorg.localsock"),
     "engine": (

@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synthorg.logging import get_logger
+from synthorg.processes import pid_alive
 from synthorg.sandbox.bwrap import NEUTRAL_DOTGIT, BwrapSandbox
 from synthorg.sandbox.errors import SandboxIOError
 from synthorg.sandbox.identity import IdentityMode
 from synthorg.sandbox.process import ManagedProcess
 from synthorg.sandbox.protocol import SandboxProcess, SandboxRequest
 from synthorg.sandbox.quota import PoolTooSmall, held
-from synthorg.sandbox.quota_sweep import alive
 from synthorg.sandbox.views import same_filesystem, view_root
 
 log = get_logger(__name__)
@@ -229,5 +229,5 @@ def _sweep(root: Path) -> None:
     with contextlib.suppress(OSError):
         for entry in root.iterdir():
             pid = entry.name.partition("-")[0]
-            if pid.isdigit() and not alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 shutil.rmtree(entry, ignore_errors=True)

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from synthorg.logging import get_logger
+from synthorg.processes import pid_alive
 from synthorg.sandbox.errors import SandboxStartError
 from synthorg.sandbox.hostlock import lock_dir
 from synthorg.sandbox.quota import TRASH, WorkspaceQuota, quota_root
@@ -28,7 +29,7 @@ def _claim_stale(entry: Path) -> tuple[int, Path, bool] | None:
             # Held: by a live owner (leave it), or by another sweeper (wait until it is done,
             # so this process never mounts over a tree that is still being copied back).
             pid = int(json.loads((entry / "record.json").read_text())["pid"])
-            if alive(pid):
+            if pid_alive(pid):
                 return None
             fd = lock_dir(entry, blocking=True)
         assert fd is not None
@@ -86,13 +87,3 @@ def sweep_stale(root: Path | None = None) -> int:
             elif settle(entry):
                 released += 1
     return released
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from synthorg.store.reconcile import pid_alive
+from synthorg.processes import pid_alive
 
 
 def sweep_dead_run_dirs(run_root: Path) -> list[Path]:

@@ -21,7 +21,6 @@ import secrets
 import socket
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from synthorg.domain import (
@@ -33,6 +32,7 @@ from synthorg.domain import (
     ObservationEvent,
     StatusChangeEvent,
 )
+from synthorg.processes import pid_alive
 from synthorg.store.codec import NEVER_RAN_OBSERVATION, RESTART_OBSERVATION, now
 from synthorg.store.errors import ConversationOwnedError
 from synthorg.store.protocol import (
@@ -67,21 +67,6 @@ def claimant(*, reconciler: bool = False) -> RunClaimant:
     return RunClaimant(
         owner_id=f"{prefix}{secrets.token_hex(8)}", host=socket.gethostname(), pid=os.getpid()
     )
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether the process exists on this host and is not a zombie awaiting its parent."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: alive
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no procfs: the signal probe is all we know
-    return stat.rsplit(")", 1)[-1].split()[0] not in {"Z", "X"}
 
 
 def is_dead(owner: RunOwner) -> bool:
