@@ -14,18 +14,12 @@ from pathlib import Path
 import pytest
 
 from synthorg.store.errors import StoreUnavailableError
-from synthorg.store.sqlite_engine import SqliteWriter, connect
+from synthorg.store.sqlite_engine import SqliteWriter
+from tests.store.test_sqlite_writer_cancel import _writer as started_writer
 
 
 async def _writer(tmp_path: Path) -> SqliteWriter:
-    path = tmp_path / "w.db"
-    setup = connect(path)
-    setup.execute("CREATE TABLE t (v TEXT)")
-    setup.commit()
-    setup.close()
-    writer = SqliteWriter(path, on_commit=lambda _: None)
-    await writer.start()
-    return writer
+    return (await started_writer(tmp_path))[1]
 
 
 def _insert(conn: sqlite3.Connection) -> str:
