@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.sandbox import BwrapSandbox, LocalSandbox
+from synthorg.sandbox.quota import ROOT_ENV
 
 
 @pytest.fixture(scope="session")
@@ -36,3 +37,11 @@ def marker(tmp_path: Path) -> Path:
     path = tmp_path / "markers"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def quotas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own quota root (the default one is shared by every run on the host)."""
+    root = tmp_path / "quota"
+    monkeypatch.setenv(ROOT_ENV, str(root))
+    return root

@@ -15,7 +15,7 @@ import pytest
 
 from synthorg.sandbox import BwrapSandbox, SandboxLimits
 from synthorg.sandbox.identity import IdentityMode, grant_tree, host_owner
-from synthorg.sandbox.quota import ROOT_ENV, unavailable_reason
+from synthorg.sandbox.quota import unavailable_reason
 
 from .helpers import attack
 
@@ -39,8 +39,7 @@ print(json.dumps({"uid": os.getuid(), "seen": seen}))
 
 
 @pytest.fixture
-def tree(workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "quota"))
+def tree(workspace: Path, quotas: Path) -> Path:
     (workspace / "pkg").mkdir()
     (workspace / "a.txt").write_text("a\n")
     (workspace / "pkg" / "b.txt").write_text("b\n")

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from synthorg.sandbox import BwrapSandbox
-from synthorg.sandbox.quota import ROOT_ENV, unavailable_reason
+from synthorg.sandbox.quota import unavailable_reason
 from synthorg.sandbox.quota_sweep import settle, stale_over, sweep_stale
 from synthorg.service.boot import boot
 from synthorg.service.loops import default_provisioner, default_registry
@@ -60,13 +60,6 @@ def _settle_everything(root: Path) -> None:
     """Nothing this test made stays mounted, whatever the layout under its quota root."""
     for base in [root, *(p for p in root.iterdir() if p.is_dir())] if root.exists() else []:
         sweep_stale(base)
-
-
-@pytest.fixture
-def quotas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "quota"
-    monkeypatch.setenv(ROOT_ENV, str(root))
-    return root
 
 
 @pytest.fixture

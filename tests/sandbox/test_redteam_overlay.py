@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from synthorg.sandbox.quota import ROOT_ENV, unavailable_reason
+from synthorg.sandbox.quota import unavailable_reason
 from synthorg.service.boot import boot
 from synthorg.service.demo import create_demo_repo
 from synthorg.service.loops import default_provisioner, default_registry
@@ -27,13 +27,6 @@ pytestmark = [
     pytest.mark.bwrap,
     pytest.mark.skipif(unavailable_reason() is not None, reason=f"{unavailable_reason()}"),
 ]
-
-
-@pytest.fixture
-def quotas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "quota"
-    monkeypatch.setenv(ROOT_ENV, str(root))
-    return root
 
 
 def _commit(repo: Path, outside: Path) -> None:
