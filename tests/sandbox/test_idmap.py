@@ -8,6 +8,7 @@ these failed there, the host's files owned by uid 999 after the first run.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -120,3 +121,18 @@ async def test_an_entry_of_another_owner_is_read_as_a_stranger_would(
     assert got == {"uid": 65534, "read": "1\n", "wrote": False}
     assert stranger.read_text() == "1\n"
     assert (stranger.stat().st_uid, stranger.stat().st_gid) == (4242, 4242)
+
+
+async def test_two_sandboxes_of_one_process_share_the_idmapped_tree(
+    bwrap: BwrapSandbox, tree: Path
+) -> None:
+    """The second sandbox on a worktree shares the first's quota: nothing is walked through
+    the live overlay (there every file shows as the sandbox user's, and a walk taking the
+    tree back would copy each one up), and both see the tree as the sandbox user's."""
+    _dropped(bwrap)
+    before = {p: p.lstat().st_ctime_ns for p in tree.rglob("*")}
+    code = "import json, os\nprint(json.dumps({'seen': os.stat('/workspace/pkg/f3').st_uid}))"
+    got = await asyncio.gather(*(attack(bwrap, tree, code, limits=_limits()) for _ in range(2)))
+    assert [g["seen"] for g in got] == [bwrap.identity.uid] * 2
+    assert _owners(tree) == {host_owner()}
+    assert {p: p.lstat().st_ctime_ns for p in tree.rglob("*")} == before  # nothing landed

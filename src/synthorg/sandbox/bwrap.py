@@ -59,7 +59,7 @@ from synthorg.sandbox.protocol import (
     SandboxProcess,
     SandboxRequest,
 )
-from synthorg.sandbox.quota import WorkspaceQuota, held, owner_root, unavailable_reason
+from synthorg.sandbox.quota import WorkspaceQuota, owner_root, unavailable_reason
 from synthorg.sandbox.quota_sweep import settle as settle_quota
 from synthorg.sandbox.quota_sweep import stale_over
 from synthorg.sandbox.quota_sweep import sweep_stale as sweep_quotas
@@ -295,20 +295,23 @@ class BwrapSandbox:
         be copied up). A quota this process already holds on workspace is shared as it is.
         """
         identity = self.identity
-        if held(workspace):
-            return WorkspaceQuota.mount(workspace, allowance, self.quotas, layered=layered)
-        if layered and identity.mode is IdentityMode.DROPPED:
+
+        def take_back() -> None:
             grant_top(workspace, identity)
             reclaim_tree(workspace, identity)
+
+        if layered and identity.mode is IdentityMode.DROPPED:
             try:
                 return WorkspaceQuota.mount(
                     workspace, allowance, self.quotas, layered=True,
-                    idmap=(identity.uid, identity.gid),
+                    idmap=(identity.uid, identity.gid), prepare=take_back,
                 )  # fmt: skip
             except IdmapUnsupported as exc:  # the same outcome as before idmaps, one walk slower
                 log.warning("sandbox.idmap_unavailable", error=str(exc), fallback="chown walk")
-        grant_tree(workspace, identity, keep_top=True)
-        return WorkspaceQuota.mount(workspace, allowance, self.quotas, layered=layered)
+        return WorkspaceQuota.mount(
+            workspace, allowance, self.quotas, layered=layered,
+            prepare=lambda: grant_tree(workspace, identity, keep_top=True),
+        )  # fmt: skip
 
     async def start_waiting(self, request: SandboxRequest) -> ManagedProcess:
         """Start a sandbox and send it nothing: a pool's slot, handed its run later."""

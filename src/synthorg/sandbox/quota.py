@@ -54,6 +54,7 @@ import shutil
 import stat
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from synthorg.faultpoints import pause_here
@@ -153,6 +154,7 @@ class WorkspaceQuota:
         *,
         layered: bool = True,
         idmap: tuple[int, int] | None = None,
+        prepare: Callable[[], object] | None = None,
     ) -> WorkspaceQuota:
         """The quota over worktree: layered, an overlay whose upper layer is an empty image of
         the allowance's size; else (a pooled slot, which ``adopt`` fills later) a new image of
@@ -163,6 +165,8 @@ class WorkspaceQuota:
         unmounted out of order and leak mounts. ``idmap`` (layered only): the overlay's lower
         layer shows the host owner's files as owned by that (uid, gid), the sandbox user's;
         IdmapUnsupported, with nothing mounted, where the kernel or filesystem cannot.
+        ``prepare`` runs under the worktree's lock when this call mounts a new quota, not when
+        it shares one (whose overlay then covers the tree: a walk would copy every file up).
         """
         key = worktree.resolve()
         with _path_lock(key):
@@ -170,6 +174,8 @@ class WorkspaceQuota:
             if held is not None:
                 held.users += 1
                 return held
+            if prepare is not None:
+                prepare()
             quota = cls._mount_new(key, allowance, root, layered, idmap)
             _HELD[key] = quota
             return quota
