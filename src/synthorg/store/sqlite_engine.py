@@ -231,16 +231,7 @@ class SqliteWriter:
                 first = self._queue.get()
                 if first is None:
                     break
-                batch = [first]
-                while len(batch) < _MAX_BATCH:
-                    try:
-                        job = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if job is None:
-                        stop = True
-                        break
-                    batch.append(job)
+                batch, stop = _drain(self._queue, first, _MAX_BATCH)
                 self._commit(conn, batch)
         finally:
             conn.close()
@@ -306,17 +297,9 @@ class SqliteWriter:
             first = self._to_sync.get()
             if first is None:
                 return
-            wanted, jobs = first
-            while True:
-                try:
-                    more = self._to_sync.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                wanted = max(wanted, more[0])
-                jobs += more[1]
+            handed, stop = _drain(self._to_sync, first)
+            wanted = max(commits for commits, _ in handed)
+            jobs = [job for _, bills in handed for job in bills]
             try:
                 self._fsync(wanted)
             except Exception as exc:  # StoreUnavailableError: the bills are not durable
@@ -392,3 +375,20 @@ class SqliteReaders:
             for conn in self._conns:
                 conn.close()
             self._conns.clear()
+
+
+def _drain[Item](
+    q: queue.SimpleQueue[Item | None], first: Item, limit: int | None = None
+) -> tuple[list[Item], bool]:
+    """``first`` and whatever else ``q`` holds now (up to ``limit`` items), and whether the
+    stop sentinel (None) came among them: one batch for the writer or the sync thread."""
+    items = [first]
+    while limit is None or len(items) < limit:
+        try:
+            item = q.get_nowait()
+        except queue.Empty:
+            break
+        if item is None:
+            return items, True
+        items.append(item)
+    return items, False
