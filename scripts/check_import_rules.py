@@ -40,6 +40,7 @@ BASICS = (
     "synthorg.extras",  # which optional extra installs a missing import
     "synthorg.faultpoints",  # where a fault test stops a process on purpose
     "synthorg.processes",  # whether a recorded pid is alive: one rule
+    "synthorg.overlaylog",  # what a run's overlay changed: the sandbox writes, the landing reads
 )
 
 # The store's protocol with the error and watcher types its signatures name.
@@ -59,6 +60,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "githardening": (),
     "faultpoints": (),
     "processes": (),
+    "overlaylog": (),
     "web": (),  # static console assets; the package holds no code
     "serving": ("synthorg.errors", "synthorg.localsock"),
     "engine": (

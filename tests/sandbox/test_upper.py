@@ -66,7 +66,10 @@ def test_edits_additions_and_whiteouts_land(trees: tuple[Path, Path, Path]) -> N
     (upper / "edited").write_text("new\n")
     (upper / "added").mkdir()
     (upper / "added" / "f").write_text("f\n")
-    assert apply_upper(upper, worktree, WIDE) == 7  # whiteouts count, applied or not
+    applied = apply_upper(upper, worktree, WIDE)
+    assert applied.entries == 7  # whiteouts count, applied or not
+    # The parent of an edit ("d", copied up) is not a change; a new directory is.
+    assert applied.changed == {"d/gone", "tree", "never-there", "edited", "added", "added/f"}
     assert _listing(worktree) == {
         "d": "dir", "d/kept": "k\n", "edited": "new\n", "added": "dir", "added/f": "f\n"
     }  # fmt: skip
@@ -80,7 +83,7 @@ def test_an_opaque_dir_replaces_the_host_dir(trees: tuple[Path, Path, Path]) -> 
     (upper / "d").mkdir()
     os.setxattr(upper / "d", "trusted.overlay.opaque", b"y")
     (upper / "d" / "new").write_text("n\n")
-    apply_upper(upper, worktree, WIDE)
+    assert apply_upper(upper, worktree, WIDE).changed == {"d", "d/new"}  # all of d
     assert _listing(worktree) == {"d": "dir", "d/new": "n\n"}
 
 

@@ -57,6 +57,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from synthorg import overlaylog
 from synthorg.faultpoints import pause_here
 from synthorg.localsock import private_dir
 from synthorg.logging import get_logger
@@ -259,6 +260,7 @@ class WorkspaceQuota:
         self.merged.mkdir(mode=0o700)
         mount_overlay(lower, self.upper, self.mnt / "work", self.merged)
         bind(self.merged, self.worktree)
+        overlaylog.mounted(self.worktree, self.dir.name)
 
     def adopt(self, worktree: Path, allowance: int) -> None:
         """Move this quota, mounted over a pooled sandbox's empty slot dir, onto worktree.
@@ -410,13 +412,15 @@ class WorkspaceQuota:
         if not self.mnt.is_mount() and self.image.exists() and self.mnt.exists():
             mount_image(self.image, self.mnt)
         refused: UpperRefused | None = None
+        changed: frozenset[str] | None = None  # what the landing may trust, once applied
         if self.mnt.is_mount():
             if self.worktree.is_dir():  # a worktree deleted meanwhile gets nothing back
                 if self.layered:
-                    refused = self._apply_upper()
+                    refused, changed = self._apply_upper()
                 else:
                     self._copy_back()
             unmount(self.mnt)
+        overlaylog.released(self.worktree, self.dir.name, changed)
         still = [str(point) for point, _ in mounts_of(self.image)]
         if is_mount_point(self.lower):
             still.append(str(self.lower))
@@ -429,19 +433,20 @@ class WorkspaceQuota:
         if refused is not None:  # discarded all the same: a later sweep would refuse it again
             raise refused
 
-    def _apply_upper(self) -> UpperRefused | None:
+    def _apply_upper(self) -> tuple[UpperRefused | None, frozenset[str] | None]:
         """The run's changes (the overlay's upper) onto the worktree, within what the image
-        could hold; the refusal, with nothing applied, when the upper is past that."""
+        could hold, and the paths they changed; the refusal, with nothing applied, when the
+        upper is past that."""
         if not self.upper.is_dir():  # died before the overlay was made: nothing was written
-            return None
+            return None, None
         vfs = os.statvfs(self.mnt)
         bounds = Bounds(entries=vfs.f_files, data_bytes=vfs.f_blocks * vfs.f_frsize)
         try:
-            apply_upper(self.upper, self.worktree, bounds)
+            applied = apply_upper(self.upper, self.worktree, bounds)
         except UpperRefused as exc:
             log.error("sandbox.quota_upper_refused", dir=str(self.dir), error=str(exc))
-            return exc
-        return None
+            return exc, None
+        return None, applied.changed
 
     def _follow_worktree(self) -> None:
         """Point ``worktree`` at where the image's bind is now, or refuse to release.

@@ -210,11 +210,23 @@ def _tmp_name() -> str:
     return f".synthorg-{secrets.token_hex(8)}"
 
 
+@dataclass(frozen=True)
+class Applied:
+    """What an apply did: the upper's entries, and the worktree paths they changed."""
+
+    entries: int
+    changed: frozenset[str] | None
+    """Every path whose entry may differ from before: files, links and deletions, and the
+    directories made or replaced whole (an edit's parent, copied up, is not one). None when
+    some entry was left out (too deep), so the list is not the whole change."""
+
+
 class _Applier:
     def __init__(self, upper: Path, worktree_fd: int) -> None:
         self.upper = upper
         self.dst = worktree_fd
         self.linked: dict[tuple[int, int], str] = {}  # upper inode -> first name landed
+        self.changed: set[str] = set()
 
     def _parent(self, rel: str) -> tuple[int, str]:
         parent, _, name = rel.rpartition("/")
@@ -222,6 +234,8 @@ class _Applier:
 
     def apply(self, entry: _Entry) -> None:
         dst_dir, name = self._parent(entry.rel)
+        if entry.kind != "dir":
+            self.changed.add(entry.rel)
         try:
             if entry.kind == "whiteout":
                 _remove(dst_dir, name)
@@ -239,6 +253,8 @@ class _Applier:
         if there is not None and not stat.S_ISDIR(there.st_mode):
             os.unlink(name, dir_fd=dst_dir)  # a file or symlink the dir replaces
             there = None
+        if there is None or entry.opaque:
+            self.changed.add(entry.rel)  # all of it is new
         if there is None:
             os.mkdir(name, 0o700, dir_fd=dst_dir)  # its attributes once its entries are in
         elif entry.opaque:
@@ -296,10 +312,11 @@ class _Applier:
             os.close(fd)
 
 
-def apply_upper(upper: Path, worktree: Path, bounds: Bounds) -> int:
+def apply_upper(upper: Path, worktree: Path, bounds: Bounds) -> Applied:
     """Apply the upper layer onto worktree (the overlay unmounted, the sandbox ended);
-    returns how many entries were applied. UpperRefused, with nothing applied, when the upper
-    is past bounds or holds an entry overlayfs would not read as itself. Idempotent: a
+    returns how many entries were applied and the paths they changed. UpperRefused, with
+    nothing applied, when the upper is past bounds or holds an entry overlayfs would not read
+    as itself. Idempotent: a
     release killed half-way applies the same upper again."""
     plan = _plan(upper, bounds)
     if plan.specials:
@@ -318,7 +335,9 @@ def apply_upper(upper: Path, worktree: Path, bounds: Bounds) -> int:
                 applier.dir_attributes(entry)
     finally:
         os.close(dst)
-    return len(plan.entries)
+    # Specials stay behind, but the path's entry may still be gone (a FIFO over a file).
+    changed = None if plan.too_deep else frozenset(applier.changed.union(plan.specials))
+    return Applied(len(plan.entries), changed)
 
 
 def upper_is_empty(upper: Path) -> bool:

@@ -40,7 +40,10 @@ async def workspace_changed(
     if not workspace.is_git:
         return None
     try:
-        snapshot, found = await views.scan_changes(workspace, limits)
+        # Right after the run's sandbox (and its overlay) is gone: nothing else has written
+        # the worktree since, so the overlay's record of the run's changes may stand in for a
+        # scan of every file (workspace/snapshot.py, SnapshotIndex._from_overlay).
+        snapshot, found = await views.scan_changes(workspace, limits, overlay=True)
     except (GateRefusedError, HostWorkExceeded):
         return True  # tampered, too many files, over budget: not NO_OP; landing says why
     if scan is not None:

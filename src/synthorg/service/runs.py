@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
+from synthorg import overlaylog
 from synthorg.domain import (
     ConversationRecord,
     ErrorEvent,
@@ -295,6 +296,8 @@ class LocalRunService:
             shutdown=flag_checker(self._shutdown),
             budget=budget_checker(usage, binding.cost_ceiling),
         )
+        # A landing takes an overlay's record of what changed only from this run's own.
+        overlaylog.forget(workspace.path)
         try:
             async with self._provision(setup) as (deps, endpoints):
                 await pause_point("sandbox-started")

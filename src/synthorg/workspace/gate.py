@@ -23,7 +23,7 @@ from synthorg.workspace.hostlimits import (
 )
 from synthorg.workspace.locks import in_process_lock
 from synthorg.workspace.mirror import Mirrors
-from synthorg.workspace.models import GateResult, GateSummary, Workspace
+from synthorg.workspace.models import FileChange, GateResult, GateSummary, Workspace
 from synthorg.workspace.objects import InProcessUnavailable, gitlink_paths, write_commit
 from synthorg.workspace.snapshot import Snapshot, SnapshotIndex, head_sha, open_git
 from synthorg.workspace.views import tree_changes
@@ -158,12 +158,13 @@ class CommitGate:
                 raise OversizeFileError(snap.unhashed, self.max_file_bytes)
             base = snap.head or _EMPTY_TREE
             changed = await tree_changes(checkout, base, snap.tree)
-            nested = await _gitlinks(checkout, snap.tree)
+            added = [c.path for c in changed if c.status != "deleted"]
+            nested = await _gitlinks(checkout, snap.tree, added)
             if nested:  # an agent's `git init sub` or planted .gitmodules: never a commit
                 raise NestedRepositoryError(nested)
             if not changed:
                 return GateResult(committed=False, branch=branch, reason="no changes")
-            secrets = self.secret_files([c.path for c in changed if c.status != "deleted"])
+            secrets = self.secret_files(added)
             if secrets:
                 raise SecretFileError(secrets, self.secret_patterns)
             blobs = await new_blobs(checkout, base, snap.tree)
@@ -178,10 +179,13 @@ class CommitGate:
             reflog = f"synthorg gate: {summary.task_id}"
             await checkout.run_retrying(["update-ref", "-m", reflog, "HEAD", sha, snap.head or ""])
             # The index now lags HEAD; make it match (stat data of unchanged files is kept):
-            # the scan's own index is that, when it still holds exactly the landed tree.
+            # the scan's own index is that, when it still holds exactly the landed tree; a
+            # scan that read only the overlay's changes brings only the changed paths up.
             async with SnapshotIndex(checkout, self.limits).locked() as index:
-                adopted = index.adopt_as_index(snap.tree)
-            if not adopted:
+                adopted = not snap.from_overlay and index.adopt_as_index(snap.tree)
+            if snap.from_overlay:
+                await _reset_paths(checkout, changed)
+            elif not adopted:
                 await checkout.run_retrying(["reset", "--quiet", "--mixed", "HEAD"])
             stat = ""
             if self.diffstat:
@@ -235,13 +239,37 @@ async def _head_ref(checkout: Checkout) -> str:
     return symbolic.text.strip()
 
 
-async def _gitlinks(checkout: Checkout, tree: str) -> list[str]:
-    """Paths of the tree that are gitlinks (mode 160000): nested repositories."""
+async def _reset_paths(checkout: Checkout, changed: Sequence[FileChange]) -> None:
+    """The checkout's index entries of the changed paths made HEAD's, the rest left as they
+    are (HEAD's too, as only these paths moved): no scan of every file. Their stat data is
+    left unset, so git hashes those files once more at its next look."""
+    paths = sorted({p for c in changed for p in (c.path, c.old_path) if p is not None})
+    await checkout.run_retrying(
+        [
+            "--literal-pathspecs",
+            "reset",
+            "--quiet",
+            "--no-refresh",
+            "HEAD",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+        ],
+        stdin=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
+    )
+
+
+async def _gitlinks(checkout: Checkout, tree: str, among: Sequence[str]) -> list[str]:
+    """Those of the paths ``among`` that are gitlinks (mode 160000) in the tree: nested
+    repositories the run added (a submodule the base already had is the user's)."""
+    if not among:
+        return []
     try:  # object reads in-process (workspace.objects); git when libgit2 cannot
-        return gitlink_paths(checkout.dirs.common_dir, tree)
+        return gitlink_paths(checkout.dirs.common_dir, tree, among)
     except InProcessUnavailable:
         pass
-    listing = await checkout.run(["ls-tree", "-r", "-z", "--full-tree", tree])
+    listing = await checkout.run(
+        ["--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", tree, "--", *among]
+    )
     found = []
     for entry in filter(None, listing.text.split("\0")):
         meta, _, path = entry.partition("\t")

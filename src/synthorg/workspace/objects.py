@@ -18,7 +18,7 @@ fall back to the git processes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -303,14 +303,26 @@ def object_sizes(common_dir: Path, shas: list[str]) -> dict[str, int]:
         repo.free()
 
 
-def gitlink_paths(common_dir: Path, tree: str) -> list[str]:
-    """Paths of ``tree`` (recursively) that are gitlinks: nested repositories."""
+def _mode_at(root: pygit2.Tree, path: str) -> int | None:
+    """The file mode of ``path`` in ``root`` (a lookup by path, no walk); None if absent."""
+    try:
+        return root[path].filemode
+    except KeyError:
+        return None
+
+
+def gitlink_paths(common_dir: Path, tree: str, among: Sequence[str] | None = None) -> list[str]:
+    """Paths of ``tree`` that are gitlinks (nested repositories): of all its entries,
+    recursively, or only of the paths ``among`` names (a landing's changed paths)."""
     import pygit2
 
     repo = _open_bare(common_dir)
     try:
+        root = repo.revparse_single(tree).peel(pygit2.Tree)
+        if among is not None:
+            return sorted(p for p in among if _mode_at(root, p) == _GITLINK)
         found = []
-        stack: list[tuple[str, pygit2.Tree]] = [("", repo.revparse_single(tree).peel(pygit2.Tree))]
+        stack: list[tuple[str, pygit2.Tree]] = [("", root)]
         while stack:
             prefix, current = stack.pop()
             for entry in current:

@@ -15,6 +15,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from synthorg import overlaylog
+from synthorg.logging import get_logger
 from synthorg.workspace.checkout import Checkout, open_checkout
 from synthorg.workspace.errors import NotAGitWorkspaceError
 from synthorg.workspace.git import is_object_id
@@ -24,6 +26,8 @@ from synthorg.workspace.journal import JOURNALS, Journal
 from synthorg.workspace.locks import exclusive
 from synthorg.workspace.models import Workspace
 from synthorg.workspace.objects import InProcessUnavailable, write_index_tree
+
+_log = get_logger("synthorg.workspace")
 
 # Settings that make our index cheap on big trees and independent of the user's config:
 # preloading lstat()s in threads; no fsmonitor hook may run (slow, or absent here). A big
@@ -59,6 +63,10 @@ class Snapshot:
     unhashed: tuple[tuple[str, int], ...] = ()
     """Files left out of the tree, never hashed: (path, apparent size) over the size limit
     (hostlimits). The tree holds their last hashed content, or none; the gate refuses them."""
+    from_overlay: bool = False
+    """Taken from the run's last scan under its overlay plus the paths the overlay changed
+    (``SnapshotIndex._from_overlay``), not from a scan of every file: the checkout's index
+    then needs only those paths brought up to date."""
 
 
 def require_git(ws: Workspace) -> tuple[Path, Path]:
@@ -120,6 +128,7 @@ class SnapshotIndex:
         self.co = checkout
         self.limits = limits or HostLimits()
         self.unhashed: list[tuple[str, int]] = []  # of the last add_all
+        self.scanned_all = False  # whether the last add_all scanned every file
         self.ws = checkout.ws
         self.dir = state_dir(checkout.dirs.git_dir)
         self.view = _view_owner(self.ws.path)
@@ -191,6 +200,7 @@ class SnapshotIndex:
         """
         self.dir.mkdir(parents=True, exist_ok=True)
         self.unhashed = []
+        self.scanned_all = False
         scan_asked = full
         head = await head_sha(self.co)
         try:
@@ -219,6 +229,7 @@ class SnapshotIndex:
             await self._start_journal()  # before the scan, so nothing falls in between
         if full or restart:
             await self._add_everything()
+            self.scanned_all = True
         return head
 
     async def _add_everything(self) -> None:
@@ -234,8 +245,10 @@ class SnapshotIndex:
             stdin=_nul(without(["."], big)),
         )
 
-    async def _add_paths(self, paths: set[str]) -> bool:
-        """``git add -A`` limited to ``paths``; False when only a full scan will do."""
+    async def _add_paths(self, paths: set[str], env: dict[str, str] | None = None) -> bool:
+        """``git add -A`` limited to ``paths`` (in the index ``env`` names, else this one);
+        False when only a full scan will do."""
+        env = env or self.env
         specs = _pathspecs(self.ws.path, paths)
         if specs is None:
             return False
@@ -243,7 +256,7 @@ class SnapshotIndex:
         dirs = [s for s in specs if not (root / s).is_symlink() and (root / s).is_dir()]
         listed = [s for s in specs if s not in dirs]
         if dirs:  # what add would hash inside them, by git's ignore rules
-            listed += await pending(self.co, self.env, dirs)
+            listed += await pending(self.co, env, dirs)
         big = oversize(root, listed, self.limits)
         self.unhashed = big
         literal = () if big else ("--literal-pathspecs",)  # exclusions need pathspec magic
@@ -258,7 +271,7 @@ class SnapshotIndex:
                 "--pathspec-from-file=-",
                 "--pathspec-file-nul",
             ],
-            env=self.env,
+            env=env,
             stdin=_nul(without(specs, big) if big else specs),
             check=False,
         )
@@ -346,10 +359,107 @@ class SnapshotIndex:
             raise
         return True
 
-    async def snapshot(self, *, full: bool = False) -> Snapshot:
-        """Capture the worktree (tracked and untracked, not ignored) as a tree."""
+    async def snapshot(self, *, full: bool = False, overlay: bool = False) -> Snapshot:
+        """Capture the worktree (tracked and untracked, not ignored) as a tree.
+
+        ``overlay``: when the worktree's last overlay was just released (its run ended) and
+        this checkout's index scanned the tree whole under that overlay, that scan plus what
+        the overlay changed is the tree (``_from_overlay``); else, or when unsure, the
+        scan ``full`` asks for."""
+        if overlay:
+            landed = await self._from_overlay()
+            if landed is not None:
+                return landed
+        elif full:
+            overlaylog.forget(self.ws.path)  # a scan of everything: the record is not needed
+        token = overlaylog.live_token(self.ws.path)
+        before = _index_stamp(self.path)
         head = await self.add_all(full=full)
-        return Snapshot(tree=await self.write_tree(), head=head, unhashed=tuple(self.unhashed))
+        tree = await self.write_tree()
+        self._note_overlay_scan(token, before, head)
+        return Snapshot(tree=tree, head=head, unhashed=tuple(self.unhashed))
+
+    def _note_overlay_scan(
+        self, token: str | None, before: tuple[int, bytes] | None, head: str | None
+    ) -> None:
+        """Remember a scan that saw the whole tree while one overlay covered it: every file
+        it did not see changed since then is in that overlay's record of its changes.
+
+        Whole: it scanned every file, or added to such a scan under the same overlay with
+        nothing else writing the index in between. Hashed all: a file too big to hash kept
+        an older entry, which only a scan by the gate's rules may judge."""
+        key = self._journal_key
+        prior = _OVERLAY_SCANS.get(key)
+        stamp = _index_stamp(self.path)
+        whole = self.scanned_all or (
+            prior is not None
+            and prior.index == self.path
+            and prior.token == token
+            and prior.stamp == before
+        )
+        if (
+            token is not None
+            and whole
+            and stamp is not None
+            and not self.unhashed
+            and overlaylog.live_token(self.ws.path) == token
+        ):
+            _OVERLAY_SCANS[key] = _OverlayScan(token, self.path, stamp, head)
+        elif prior is not None and prior.index == self.path:
+            del _OVERLAY_SCANS[key]
+
+    async def _from_overlay(self) -> Snapshot | None:
+        """The tree as the run's last whole scan under its overlay saw it, with the paths the
+        overlay changed (sandbox/upper.py names them as it applies them) scanned again;
+        None when either record is missing, from another overlay, or the index, HEAD or a
+        rule file (.gitignore, .gitattributes, anything in .git) changed since.
+
+        Why it is the whole tree: while the overlay covered the worktree every write to it
+        went into the overlay's upper layer, and the tree under it did not change (a write
+        reaching the real directory by another path, such as a second bind mount or a hard
+        link from outside, is one overlayfs itself leaves undefined). So a path the upper
+        does not name holds what the scan saw; the paths it names are scanned here. Both
+        records are taken once: the landing they serve is the next reader of the tree."""
+        released = overlaylog.take_released(self.ws.path)
+        scan = _OVERLAY_SCANS.pop(self._journal_key, None)
+        why = _not_from_overlay(released, scan)
+        head = await head_sha(self.co)
+        if why is None and scan is not None and head != scan.head:
+            why = "HEAD moved since the scan"
+        if why is not None or released is None or scan is None:
+            _log.info("workspace.landing_scans_all", worktree=str(self.ws.path), why=why)
+            return None
+        changed = released.changed
+        landing = self.dir / "snapshot-landing.index"
+        shutil.copy2(scan.index, landing)  # its mtime too: git's racy-clean check reads it
+        env = {"GIT_INDEX_FILE": str(landing)}
+        root = self.ws.path
+        gone = sorted(p for p in changed if not (root / p).exists(follow_symlinks=False))
+        present = changed.difference(gone)
+        self.unhashed = []
+        if gone:
+            await self.co.run_retrying(
+                [
+                    *self.config,
+                    "--literal-pathspecs",
+                    "rm",
+                    "--cached",
+                    "-r",
+                    "-q",
+                    "--ignore-unmatch",
+                    "--pathspec-from-file=-",
+                    "--pathspec-file-nul",
+                ],
+                env=env,
+                stdin=_nul(gone),
+            )
+        if present and not await self._add_paths(set(present), env):
+            return None
+        out = await self.co.run_retrying([*self.config, "write-tree"], env=env)
+        _log.info("workspace.landing_from_overlay", worktree=str(self.ws.path), paths=len(changed))
+        return Snapshot(
+            tree=out.text.strip(), head=head, unhashed=tuple(self.unhashed), from_overlay=True
+        )
 
     async def restore(self, tree: str) -> None:
         """Make the worktree's non-ignored files exactly ``tree``'s; ignored files stay.
@@ -358,6 +468,7 @@ class SnapshotIndex:
         deletes the ones ``tree`` lacks and writes the rest; ignored files are not in the
         index and are therefore left alone.
         """
+        overlaylog.forget(self.ws.path)  # a host-side write no overlay recorded
         await self.add_all()
         await self.co.run_retrying([*self.config, "read-tree", "--reset", "-u", tree], env=self.env)
 
@@ -368,6 +479,22 @@ _TREES: dict[str, tuple[tuple[int, bytes], str]] = {}
 _MAX_TREES = 1024
 # Per private index: whether it is kept split (its tree was big when first seen here).
 _SPLIT: dict[str, bool] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _OverlayScan:
+    """A whole scan of a checkout taken under one overlay (``_note_overlay_scan``)."""
+
+    token: str
+    index: Path
+    stamp: tuple[int, bytes]
+    head: str | None
+
+
+# Per checkout: its last whole scan under a live overlay, until a landing takes it.
+_OVERLAY_SCANS: dict[str, _OverlayScan] = {}
+#: Past this many changed paths a full scan costs about as much as naming them.
+_MAX_OVERLAY_PATHS = 20_000
 _NULL_TRAILER = bytes(20)
 
 
@@ -446,6 +573,31 @@ def journal_key(ws: Workspace) -> str:
     return f"{state_dir(ws.git_dir) / 'snapshot.index'}\0{ws.path}\0{ws.repo_identity}"
 
 
+def _not_from_overlay(
+    released: overlaylog.Released | None, scan: _OverlayScan | None
+) -> str | None:
+    """Why an overlay's record cannot stand in for a full scan; None when it can."""
+    if released is None:
+        return "no record of the overlay's changes"
+    if scan is None or released.token != scan.token:
+        return "no whole scan under that overlay"
+    if len(released.changed) > _MAX_OVERLAY_PATHS:
+        return f"more than {_MAX_OVERLAY_PATHS} changed paths"
+    rules = sorted(filter(_is_rule_path, released.changed))
+    if rules:
+        return f"a rule file changed ({rules[0]})"
+    if _index_stamp(scan.index) != scan.stamp:
+        return "the scan's index changed since"
+    return None
+
+
+def _is_rule_path(path: str) -> bool:
+    """A path whose change changes how other paths are read: ignore and attribute files
+    (what is left out, how content is converted), and anything in or named ``.git``."""
+    parts = path.split("/")
+    return ".git" in parts or parts[-1] in (".gitignore", ".gitattributes")
+
+
 def _is_ignore_file(path: str) -> bool:
     # A changed .gitignore can un-ignore directories the journal does not watch.
     return path == ".gitignore" or path.endswith("/.gitignore")
@@ -473,16 +625,19 @@ def forget(ws: Workspace) -> None:
         JOURNALS.discard(journal_key(ws))
 
 
-async def snapshot_tree(checkout: Checkout, limits: HostLimits | None = None) -> Snapshot:
+async def snapshot_tree(
+    checkout: Checkout, limits: HostLimits | None = None, *, overlay: bool = False
+) -> Snapshot:
     """Snapshot a checkout under its lock, scanning every file (for one-shot callers: the
-    changes and diff views, the NO_OP check).
+    changes and diff views, the NO_OP check; ``overlay``, the NO_OP check of a run that has
+    just ended: its overlay's record of what it changed may stand in for the full scan).
 
     Never from the journal alone: a sandbox's disk quota mounts an image over the worktree,
     so a watch set before the mount sees none of the run's writes (a completed run was
     judged NO_OP with its work in the worktree). What decides an outcome reads the content.
     """
     async with SnapshotIndex(checkout, limits).locked() as index:
-        return await index.snapshot(full=True)
+        return await index.snapshot(full=True, overlay=overlay)
 
 
 async def open_git(ws: Workspace) -> Checkout:

@@ -104,12 +104,13 @@ async def changes(ws: Workspace) -> list[FileChange]:
 
 
 async def scan_changes(
-    ws: Workspace, limits: HostLimits | None = None
+    ws: Workspace, limits: HostLimits | None = None, *, overlay: bool = False
 ) -> tuple[Snapshot, list[FileChange]]:
     """The worktree scanned by content, and every path in which it differs from the base ref
-    (``limits``: what the scan hashes at most; the gate's, when it lands the scan)."""
+    (``limits``: what the scan hashes at most; the gate's, when it lands the scan;
+    ``overlay``: a run's overlay was just released, see ``snapshot_tree``)."""
     checkout = await open_git(ws)
-    snap = await snapshot_tree(checkout, limits)
+    snap = await snapshot_tree(checkout, limits, overlay=overlay)
     return snap, await tree_changes(checkout, _base(ws), snap.tree)
 
 
