@@ -19,7 +19,7 @@ import pytest
 from synthorg.sandbox import copyback, quota
 from synthorg.sandbox.bwrap import python_in_sandbox
 from synthorg.sandbox.quota import ROOT_ENV, unavailable_reason
-from synthorg.sandbox.upper import Bounds
+from synthorg.sandbox.upper import Applied, Bounds
 from synthorg.service.demo import create_demo_repo
 
 from .test_redteam_more import attack, booted, git
@@ -35,10 +35,10 @@ async def test_plain_changes_copied_in_process_land_no_set_id_or_world_writable_
     all applied from the overlay's upper (upper.py); none may land set-id or writable by any
     host user."""
     monkeypatch.setenv(ROOT_ENV, str(tmp_path / "quota"))
-    taken: list[int] = []
+    taken: list[Applied] = []
     applied = quota.apply_upper
 
-    def spy(upper: Path, worktree: Path, bounds: Bounds) -> int:
+    def spy(upper: Path, worktree: Path, bounds: Bounds) -> Applied:
         taken.append(applied(upper, worktree, bounds))
         return taken[-1]
 
@@ -57,7 +57,7 @@ async def test_plain_changes_copied_in_process_land_no_set_id_or_world_writable_
     async with booted(tmp_path / "home") as components:
         cid, out, result = await attack(components, repo, plan)
     assert "planted" in out[0], out
-    assert len(taken) == 1 and taken[0] > 0, "no upper applied: this test no longer covers upper.py"
+    assert len(taken) == 1 and taken[0].entries > 0, "no upper applied: upper.py not covered"
     worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
     for path in [worktree, *worktree.rglob("*")]:
         st = path.lstat()

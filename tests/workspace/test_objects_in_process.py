@@ -10,9 +10,9 @@ import pytest
 
 from synthorg.workspace.objects import (
     InProcessUnavailable,
+    added_gitlinks,
     changed_regular_files,
     commit_and_create_ref,
-    gitlink_paths,
     object_sizes,
 )
 
@@ -46,8 +46,8 @@ def test_changed_files_sizes_and_gitlinks_match_git(tmp_path: Path) -> None:
     sizes = object_sizes(common, [sha for _, sha in found])
     for _, sha in found:
         assert sizes[sha] == int(git(repo, "cat-file", "-s", sha))
-    assert gitlink_paths(common, tree) == ["vendor/sub"]
-    assert gitlink_paths(common, base) == []
+    assert added_gitlinks(common, base, tree) == ["vendor/sub"]
+    assert added_gitlinks(common, tree, tree) == []  # the base's own submodule is the user's
 
 
 def _mapped(under: Path) -> list[str]:

@@ -24,7 +24,7 @@ from synthorg.workspace.hostlimits import (
 from synthorg.workspace.locks import in_process_lock
 from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import FileChange, GateResult, GateSummary, Workspace
-from synthorg.workspace.objects import InProcessUnavailable, gitlink_paths, write_commit
+from synthorg.workspace.objects import InProcessUnavailable, added_gitlinks, write_commit
 from synthorg.workspace.snapshot import Snapshot, SnapshotIndex, head_sha, open_git
 from synthorg.workspace.views import tree_changes
 
@@ -158,13 +158,12 @@ class CommitGate:
                 raise OversizeFileError(snap.unhashed, self.max_file_bytes)
             base = snap.head or _EMPTY_TREE
             changed = await tree_changes(checkout, base, snap.tree)
-            added = [c.path for c in changed if c.status != "deleted"]
-            nested = await _gitlinks(checkout, snap.tree, added)
+            nested = await _added_gitlinks(checkout, base, snap.tree)
             if nested:  # an agent's `git init sub` or planted .gitmodules: never a commit
                 raise NestedRepositoryError(nested)
             if not changed:
                 return GateResult(committed=False, branch=branch, reason="no changes")
-            secrets = self.secret_files(added)
+            secrets = self.secret_files([c.path for c in changed if c.status != "deleted"])
             if secrets:
                 raise SecretFileError(secrets, self.secret_patterns)
             blobs = await new_blobs(checkout, base, snap.tree)
@@ -258,21 +257,20 @@ async def _reset_paths(checkout: Checkout, changed: Sequence[FileChange]) -> Non
     )
 
 
-async def _gitlinks(checkout: Checkout, tree: str, among: Sequence[str]) -> list[str]:
-    """Those of the paths ``among`` that are gitlinks (mode 160000) in the tree: nested
-    repositories the run added (a submodule the base already had is the user's)."""
-    if not among:
-        return []
+async def _added_gitlinks(checkout: Checkout, base: str, tree: str) -> list[str]:
+    """Paths that are gitlinks (mode 160000) in the tree and not in the base: nested
+    repositories the run made (a submodule the base already had is the user's)."""
     try:  # object reads in-process (workspace.objects); git when libgit2 cannot
-        return gitlink_paths(checkout.dirs.common_dir, tree, among)
+        return added_gitlinks(checkout.dirs.common_dir, base, tree)
     except InProcessUnavailable:
         pass
-    listing = await checkout.run(
-        ["--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", tree, "--", *among]
-    )
     found = []
-    for entry in filter(None, listing.text.split("\0")):
-        meta, _, path = entry.partition("\t")
-        if meta.startswith("160000 "):
-            found.append(path)
-    return found
+    for rev in (base, tree):
+        listing = await checkout.run(["ls-tree", "-r", "-z", "--full-tree", rev])
+        links = set()
+        for entry in filter(None, listing.text.split("\0")):
+            meta, _, path = entry.partition("\t")
+            if meta.startswith("160000 "):
+                links.add(meta.split()[2] + "\0" + path)
+        found.append(links)
+    return sorted(link.split("\0", 1)[1] for link in found[1] - found[0])

@@ -274,6 +274,20 @@ def changed_regular_files(common_dir: Path, base: str, tree: str) -> list[tuple[
     """(path, blob sha) of the regular files of ``tree`` added or modified since ``base``
     (no rename detection), as ``git diff-tree -r --raw --no-renames`` lists them. Only
     object reads on the recorded shared git dir: no work tree, attributes or drivers."""
+    return _changed_of_modes(common_dir, base, tree, _REGULAR)
+
+
+def added_gitlinks(common_dir: Path, base: str, tree: str) -> list[str]:
+    """Paths that are gitlinks (nested repositories) in ``tree`` and were not the same
+    gitlink in ``base``: what a run added, found by comparing the two trees (subtrees of
+    one id are skipped, so it costs what changed, not the tree's size). A submodule the base
+    already had is the user's. No repository of a gitlink is opened."""
+    return sorted(path for path, _ in _changed_of_modes(common_dir, base, tree, (_GITLINK,)))
+
+
+def _changed_of_modes(
+    common_dir: Path, base: str, tree: str, modes: Sequence[int]
+) -> list[tuple[str, str]]:
     import pygit2
 
     repo = _open_bare(common_dir)
@@ -281,7 +295,7 @@ def changed_regular_files(common_dir: Path, base: str, tree: str) -> list[tuple[
         old, new = (repo.revparse_single(rev).peel(pygit2.Tree) for rev in (base, tree))
         found = []
         for delta in old.diff_to_tree(new).deltas:
-            if delta.status_char() != "D" and delta.new_file.mode in _REGULAR:
+            if delta.status_char() != "D" and delta.new_file.mode in modes:
                 found.append((delta.new_file.path, str(delta.new_file.id)))
         return found
     except (pygit2.GitError, KeyError, ValueError) as exc:
@@ -297,41 +311,6 @@ def object_sizes(common_dir: Path, shas: list[str]) -> dict[str, int]:
     repo = _open_bare(common_dir)
     try:
         return {sha: repo.odb.read_header(pygit2.Oid(hex=sha))[1] for sha in shas}
-    except (pygit2.GitError, KeyError, ValueError) as exc:
-        raise InProcessUnavailable(str(exc)) from exc
-    finally:
-        repo.free()
-
-
-def _mode_at(root: pygit2.Tree, path: str) -> int | None:
-    """The file mode of ``path`` in ``root`` (a lookup by path, no walk); None if absent."""
-    try:
-        return root[path].filemode
-    except KeyError:
-        return None
-
-
-def gitlink_paths(common_dir: Path, tree: str, among: Sequence[str] | None = None) -> list[str]:
-    """Paths of ``tree`` that are gitlinks (nested repositories): of all its entries,
-    recursively, or only of the paths ``among`` names (a landing's changed paths)."""
-    import pygit2
-
-    repo = _open_bare(common_dir)
-    try:
-        root = repo.revparse_single(tree).peel(pygit2.Tree)
-        if among is not None:
-            return sorted(p for p in among if _mode_at(root, p) == _GITLINK)
-        found = []
-        stack: list[tuple[str, pygit2.Tree]] = [("", root)]
-        while stack:
-            prefix, current = stack.pop()
-            for entry in current:
-                path = f"{prefix}{entry.name}"
-                if entry.filemode == _GITLINK:
-                    found.append(path)
-                elif entry.type_str == "tree":
-                    stack.append((f"{path}/", repo[entry.id].peel(pygit2.Tree)))
-        return sorted(found)
     except (pygit2.GitError, KeyError, ValueError) as exc:
         raise InProcessUnavailable(str(exc)) from exc
     finally:
