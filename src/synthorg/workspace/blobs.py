@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from synthorg.workspace.checkout import Checkout
-from synthorg.workspace.objects import InProcessUnavailable, changed_regular_files, object_sizes
+from synthorg.workspace.objects import InProcessUnavailable, object_sizes
+from synthorg.workspace.views import EntryChange
 
 _CORE_NAME = re.compile(r"core(\.\d+)?|vgcore\.\d+")
 _ELF_HEADER = 20
@@ -39,23 +41,14 @@ def is_elf_core(header: bytes) -> bool:
     return int.from_bytes(header[16:18], "big") == _ET_CORE
 
 
-async def new_blobs(checkout: Checkout, base: str, tree: str) -> list[NewBlob]:
-    """Regular files of ``tree`` that are new or changed since ``base`` (no renames)."""
-    try:  # in-process object reads (workspace.objects); git when libgit2 cannot
-        found = changed_regular_files(checkout.dirs.common_dir, base, tree)
-        return [NewBlob(path=path, sha=sha) for path, sha in found]
-    except InProcessUnavailable:
-        pass
-    out = await checkout.run(
-        ["diff-tree", "--ignore-submodules=all", "-r", "-z", "--raw", "--no-renames", base, tree]
-    )
-    tokens = out.text.split("\0")
-    blobs = []
-    for meta, path in zip(tokens[0::2], tokens[1::2], strict=False):
-        fields = meta.lstrip(":").split()
-        if len(fields) == 5 and fields[4] != "D" and fields[1] in _REGULAR_MODES:
-            blobs.append(NewBlob(path=path, sha=fields[3]))
-    return blobs
+def new_blobs(entries: Sequence[EntryChange]) -> list[NewBlob]:
+    """The regular files among a tree diff's changed entries that are new or changed (a
+    renamed or copied file's new path included): what the gate checks by size and kind."""
+    return [
+        NewBlob(path=e.path, sha=e.sha)
+        for e in entries
+        if e.letter != "D" and e.mode in _REGULAR_MODES
+    ]
 
 
 async def oversize_and_cores(

@@ -24,9 +24,9 @@ from synthorg.workspace.hostlimits import (
 from synthorg.workspace.locks import in_process_lock
 from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import FileChange, GateResult, GateSummary, Workspace
-from synthorg.workspace.objects import InProcessUnavailable, added_gitlinks, write_commit
+from synthorg.workspace.objects import InProcessUnavailable, write_commit
 from synthorg.workspace.snapshot import Snapshot, SnapshotIndex, head_sha, open_git
-from synthorg.workspace.views import tree_changes
+from synthorg.workspace.views import tree_delta
 
 DEFAULT_SECRET_PATTERNS = (
     ".env",
@@ -51,6 +51,7 @@ DEFAULT_ALLOWED_PATTERNS = (".env.example", ".env.sample", ".env.template", "*.p
 """Exceptions to the secret patterns: templates and public keys are meant to be shared."""
 
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+_GITLINK = "160000"  # a nested repository's entry
 
 
 def _matches(path: str, patterns: Sequence[str]) -> bool:
@@ -157,8 +158,9 @@ class CommitGate:
             if snap.unhashed:  # refused by apparent size, before host git read them
                 raise OversizeFileError(snap.unhashed, self.max_file_bytes)
             base = snap.head or _EMPTY_TREE
-            changed = await tree_changes(checkout, base, snap.tree)
-            nested = await _added_gitlinks(checkout, base, snap.tree)
+            changed, entries = await tree_delta(checkout, base, snap.tree)
+            # Gitlinks the run added or changed (the base's own submodules are the user's).
+            nested = sorted(e.path for e in entries if e.mode == _GITLINK and e.letter != "D")
             if nested:  # an agent's `git init sub` or planted .gitmodules: never a commit
                 raise NestedRepositoryError(nested)
             if not changed:
@@ -166,7 +168,7 @@ class CommitGate:
             secrets = self.secret_files([c.path for c in changed if c.status != "deleted"])
             if secrets:
                 raise SecretFileError(secrets, self.secret_patterns)
-            blobs = await new_blobs(checkout, base, snap.tree)
+            blobs = new_blobs(entries)
             oversize, cores = await oversize_and_cores(checkout, blobs, self.max_file_bytes)
             if cores:
                 raise CoreFileError(cores)
@@ -255,22 +257,3 @@ async def _reset_paths(checkout: Checkout, changed: Sequence[FileChange]) -> Non
         ],
         stdin=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
     )
-
-
-async def _added_gitlinks(checkout: Checkout, base: str, tree: str) -> list[str]:
-    """Paths that are gitlinks (mode 160000) in the tree and not in the base: nested
-    repositories the run made (a submodule the base already had is the user's)."""
-    try:  # object reads in-process (workspace.objects); git when libgit2 cannot
-        return added_gitlinks(checkout.dirs.common_dir, base, tree)
-    except InProcessUnavailable:
-        pass
-    found = []
-    for rev in (base, tree):
-        listing = await checkout.run(["ls-tree", "-r", "-z", "--full-tree", rev])
-        links = set()
-        for entry in filter(None, listing.text.split("\0")):
-            meta, _, path = entry.partition("\t")
-            if meta.startswith("160000 "):
-                links.add(meta.split()[2] + "\0" + path)
-        found.append(links)
-    return sorted(link.split("\0", 1)[1] for link in found[1] - found[0])

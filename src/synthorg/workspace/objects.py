@@ -18,7 +18,7 @@ fall back to the git processes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -255,10 +255,6 @@ def refs_in_process(cwd: Path, question: Callable[[RefReader], object]) -> objec
         repo.free()
 
 
-_REGULAR = (0o100644, 0o100755)
-_GITLINK = 0o160000
-
-
 def _open_bare(common_dir: Path) -> pygit2.Repository:
     import pygit2
     from pygit2.enums import RepositoryOpenFlag
@@ -268,40 +264,6 @@ def _open_bare(common_dir: Path) -> pygit2.Repository:
         return pygit2.Repository(str(common_dir), flags)
     except (pygit2.GitError, KeyError, ValueError) as exc:
         raise InProcessUnavailable(str(exc)) from exc
-
-
-def changed_regular_files(common_dir: Path, base: str, tree: str) -> list[tuple[str, str]]:
-    """(path, blob sha) of the regular files of ``tree`` added or modified since ``base``
-    (no rename detection), as ``git diff-tree -r --raw --no-renames`` lists them. Only
-    object reads on the recorded shared git dir: no work tree, attributes or drivers."""
-    return _changed_of_modes(common_dir, base, tree, _REGULAR)
-
-
-def added_gitlinks(common_dir: Path, base: str, tree: str) -> list[str]:
-    """Paths that are gitlinks (nested repositories) in ``tree`` and were not the same
-    gitlink in ``base``: what a run added, found by comparing the two trees (subtrees of
-    one id are skipped, so it costs what changed, not the tree's size). A submodule the base
-    already had is the user's. No repository of a gitlink is opened."""
-    return sorted(path for path, _ in _changed_of_modes(common_dir, base, tree, (_GITLINK,)))
-
-
-def _changed_of_modes(
-    common_dir: Path, base: str, tree: str, modes: Sequence[int]
-) -> list[tuple[str, str]]:
-    import pygit2
-
-    repo = _open_bare(common_dir)
-    try:
-        old, new = (repo.revparse_single(rev).peel(pygit2.Tree) for rev in (base, tree))
-        found = []
-        for delta in old.diff_to_tree(new).deltas:
-            if delta.status_char() != "D" and delta.new_file.mode in modes:
-                found.append((delta.new_file.path, str(delta.new_file.id)))
-        return found
-    except (pygit2.GitError, KeyError, ValueError) as exc:
-        raise InProcessUnavailable(str(exc)) from exc
-    finally:
-        repo.free()
 
 
 def object_sizes(common_dir: Path, shas: list[str]) -> dict[str, int]:

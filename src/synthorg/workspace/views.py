@@ -6,6 +6,7 @@ SynthOrg's private index, so untracked files count and the user's index is never
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from synthorg.workspace.checkout import Checkout
@@ -29,24 +30,46 @@ def _base(ws: Workspace) -> str:
     return ws.base_ref or _EMPTY_TREE
 
 
+@dataclass(frozen=True, slots=True)
+class EntryChange:
+    """One changed entry as git's raw diff gives it: what the gate checks of the new side."""
+
+    path: str
+    """The new path (the old one, for a deletion)."""
+    mode: str
+    """The new mode, octal ("160000": a gitlink; "000000": deleted)."""
+    sha: str
+    """The new object id."""
+    letter: str
+    """git's status letter: A, M, T, D, R or C."""
+
+
 def parse_raw_numstat(payload: str) -> list[FileChange]:
     """Parse ``git diff-tree -r -z -M --raw --numstat`` output into file changes."""
+    return _parse_raw_numstat(payload)[0]
+
+
+def _parse_raw_numstat(payload: str) -> tuple[list[FileChange], list[EntryChange]]:
     tokens = payload.split("\0")
     if tokens and tokens[-1] == "":
         tokens.pop()
     raw: list[tuple[str, str, str | None]] = []  # (status letter, path, old path)
+    entries: list[EntryChange] = []
     counts: dict[str, tuple[int | None, int | None]] = {}
     i = 0
     while i < len(tokens):
         token = tokens[i]
         if token.startswith(":"):
-            letter = token.split()[-1][0]
+            fields = token[1:].split()
+            letter = fields[-1][0]
             if letter in "RC":
                 raw.append((letter, tokens[i + 2], tokens[i + 1]))
                 i += 3
             else:
                 raw.append((letter, tokens[i + 1], None))
                 i += 2
+            if len(fields) == 5:
+                entries.append(EntryChange(raw[-1][1], fields[1], fields[3], letter))
             continue
         added, deleted, path = token.split("\t", 2)
         if path == "":  # a rename: old and new path follow as their own tokens
@@ -72,30 +95,42 @@ def parse_raw_numstat(payload: str) -> list[FileChange]:
                 deletions=deleted_n,
             )
         )
-    return sorted(changes, key=lambda c: c.path)
+    return sorted(changes, key=lambda c: c.path), entries
 
 
 # (repository, base, tree) -> the changes between the two. Both are immutable objects, so
 # the answer never goes stale: a run's NO_OP check and its commit gate usually ask the same
 # question one after the other, and the second asks no git process.
-_CHANGES: dict[tuple[str, str, str], tuple[FileChange, ...]] = {}
+_CHANGES: dict[tuple[str, str, str], tuple[tuple[FileChange, ...], tuple[EntryChange, ...]]] = {}
 _MAX_CHANGES = 256
 
 
 async def tree_changes(checkout: Checkout, base: str, tree: str) -> list[FileChange]:
     """Every path that differs between the tree-ish ``base`` and ``tree`` (renames found)."""
+    return (await tree_delta(checkout, base, tree))[0]
+
+
+async def tree_delta(
+    checkout: Checkout, base: str, tree: str
+) -> tuple[list[FileChange], list[EntryChange]]:
+    """The changes between ``base`` and ``tree``, and each changed entry's new mode and id.
+
+    One ``git diff-tree``, which skips subtrees of one id: it costs what changed, where a
+    libgit2 tree diff walked every entry (48 ms at 100,000 files). Gitlinks are listed
+    (``--ignore-submodules=none``, which also keeps git from reading the tree's
+    ``.gitmodules``): a nested repository a run made is a change the gate refuses, never
+    one hidden from it. No submodule's repository is opened for a raw diff of two trees."""
     key = (f"{checkout.dirs.common_dir}\0{checkout.ws.repo_identity}", base, tree)
     known = _CHANGES.get(key)
-    if known is not None:
-        return list(known)
-    out = await checkout.run(
-        ["diff-tree", "--ignore-submodules=all", "-r", "-z", "-M", "--raw", "--numstat", base, tree]
-    )
-    found = parse_raw_numstat(out.text)
-    if len(_CHANGES) >= _MAX_CHANGES:
-        _CHANGES.clear()
-    _CHANGES[key] = tuple(found)
-    return found
+    if known is None:
+        args = ["diff-tree", "--ignore-submodules=none", "-r", "-z", "-M", "--raw", "--numstat"]
+        out = await checkout.run([*args, base, tree])
+        found, entries = _parse_raw_numstat(out.text)
+        known = (tuple(found), tuple(entries))
+        if len(_CHANGES) >= _MAX_CHANGES:
+            _CHANGES.clear()
+        _CHANGES[key] = known
+    return list(known[0]), list(known[1])
 
 
 async def changes(ws: Workspace) -> list[FileChange]:
