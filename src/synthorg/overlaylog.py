@@ -29,8 +29,15 @@ class Released:
     changed: frozenset[str]
 
 
+@dataclass(frozen=True, slots=True)
+class _Live:
+    token: str
+    lower: Path | None  # a mount of the tree under the overlay, reachable by path (or None)
+    upper: Path
+
+
 _LOCK = threading.Lock()
-_LIVE: dict[str, str] = {}  # worktree -> token of the overlay mounted over it now
+_LIVE: dict[str, _Live] = {}  # worktree -> the overlay mounted over it now
 _RELEASED: dict[str, Released] = {}  # worktree -> its last overlay's release, until taken
 
 
@@ -38,24 +45,48 @@ def _key(worktree: Path) -> str:
     return os.path.realpath(worktree)
 
 
-def mounted(worktree: Path, token: str) -> None:
-    """An overlay now covers ``worktree``: an earlier release's record no longer says it all."""
+def mounted(worktree: Path, token: str, *, upper: Path, lower: Path | None = None) -> None:
+    """An overlay now covers ``worktree`` (``upper``: its upper layer; ``lower``: where the
+    tree under it can be read, when it can): an earlier release's record no longer says it
+    all."""
     with _LOCK:
-        _LIVE[_key(worktree)] = token
+        _LIVE[_key(worktree)] = _Live(token, lower, upper)
         _RELEASED.pop(_key(worktree), None)
 
 
 def live_token(worktree: Path) -> str | None:
     """The token of the overlay covering ``worktree`` now, if one of this process does."""
     with _LOCK:
-        return _LIVE.get(_key(worktree))
+        live = _LIVE.get(_key(worktree))
+    return None if live is None else live.token
+
+
+def unchanged_lower(worktree: Path) -> Path | None:
+    """Where the tree under the overlay covering ``worktree`` can be read while the overlay
+    has changed nothing (its upper is empty, so the two read the same), else None.
+
+    Read there, a scan of every file makes no overlay inode per file: the overlay's unmount
+    at release then frees a few instead of one per file (243 ms for 100,000 files scanned
+    through the overlay, 5 ms without), and the scan itself skips the overlay's lookups. The
+    caller checks again after its scan: a write meanwhile makes the upper non-empty."""
+    with _LOCK:
+        live = _LIVE.get(_key(worktree))
+    if live is None or live.lower is None:
+        return None
+    try:
+        with os.scandir(live.upper) as listing:
+            if next(listing, None) is not None:
+                return None
+    except OSError:
+        return None
+    return live.lower
 
 
 def released(worktree: Path, token: str, changed: frozenset[str] | None) -> None:
     """The overlay ``token`` is gone and its upper applied; ``changed`` None when what it
     changed is not exactly known (then nothing is recorded)."""
     with _LOCK:
-        for path in [path for path, live in _LIVE.items() if live == token]:
+        for path in [path for path, live in _LIVE.items() if live.token == token]:
             del _LIVE[path]  # under the path it was mounted at, even if the tree moved since
         if changed is None:
             _RELEASED.pop(_key(worktree), None)

@@ -91,7 +91,7 @@ async def _one(tmp: Path, changes: list[tuple[str, str]]) -> tuple[str, str, boo
     repo = tmp / "proj"
     make_repo(repo, BASE)
     ws = await WorktreeManager(tmp / "home").create(repo, "conv-prop")
-    overlaylog.mounted(ws.path, "token-1")
+    overlaylog.mounted(ws.path, "token-1", upper=tmp / "no-upper")
     await CheckpointStore().create(ws)  # the run's whole scan, under the overlay
     named: set[str] = set()
     for op, rel in changes:
@@ -121,7 +121,7 @@ async def test_a_write_after_the_release_is_never_hidden_by_the_record(
     repo = tmp_path / "proj"
     make_repo(repo, BASE)
     ws = await WorktreeManager(home).create(repo, "conv-once")
-    overlaylog.mounted(ws.path, "token-2")
+    overlaylog.mounted(ws.path, "token-2", upper=tmp_path / "no-upper")
     await CheckpointStore().create(ws)
     (ws.path / "a.txt").write_text("run\n")
     overlaylog.released(ws.path, "token-2", frozenset({"a.txt"}))

@@ -236,11 +236,11 @@ class WorkspaceQuota:
         up whole, so that edit counts against the allowance too. With ``idmap`` the lower
         layer is an idmapped clone of the worktree (first: nothing else is made if the
         kernel cannot), so nothing of the tree is chowned either."""
-        lower = self.worktree
+        lower, readable = self.worktree, None  # the worktree itself: covered by the bind below
         if idmap is not None:
             self.lower.mkdir(mode=0o700)
             bind_idmapped(self.worktree, self.lower, idmap)
-            lower = self.lower
+            lower = readable = self.lower
         self.size = max(allowance + _SLACK, _MIN_IMAGE)
         with open(self.image, "wb") as fh:
             fh.truncate(self.size)
@@ -260,7 +260,7 @@ class WorkspaceQuota:
         self.merged.mkdir(mode=0o700)
         mount_overlay(lower, self.upper, self.mnt / "work", self.merged)
         bind(self.merged, self.worktree)
-        overlaylog.mounted(self.worktree, self.dir.name)
+        overlaylog.mounted(self.worktree, self.dir.name, upper=self.upper, lower=readable)
 
     def adopt(self, worktree: Path, allowance: int) -> None:
         """Move this quota, mounted over a pooled sandbox's empty slot dir, onto worktree.

@@ -233,15 +233,28 @@ class SnapshotIndex:
         return head
 
     async def _add_everything(self) -> None:
-        """``git add -A`` of the whole tree, but for what the host limits leave out."""
-        big = oversize(self.ws.path, await pending(self.co, self.env), self.limits)
+        """``git add -A`` of the whole tree, but for what the host limits leave out.
+
+        Under a run's overlay that has changed nothing yet (its first checkpoint, before any
+        action), the tree is read below the overlay, where it is the same (``overlaylog.
+        unchanged_lower``): no overlay inode per file. Checked again after: a write during
+        the scan means it is read again through the overlay."""
+        lower = overlaylog.unchanged_lower(self.ws.path)
+        if lower is not None:
+            await self._add_everything_in(lower, {**self.env, "GIT_WORK_TREE": str(lower)})
+            if overlaylog.unchanged_lower(self.ws.path) == lower:
+                return
+        await self._add_everything_in(self.ws.path, self.env)
+
+    async def _add_everything_in(self, root: Path, env: dict[str, str]) -> None:
+        big = oversize(root, await pending(self.co, env), self.limits)
         self.unhashed = big
         if not big:
-            await self.co.run_retrying([*self.config, "add", "-A"], env=self.env)
+            await self.co.run_retrying([*self.config, "add", "-A"], env=env)
             return
         await self.co.run_retrying(
             [*self.config, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"],
-            env=self.env,
+            env=env,
             stdin=_nul(without(["."], big)),
         )
 
