@@ -134,3 +134,29 @@ async def test_a_changed_ignore_file_makes_the_landing_scan_everything(
     )
     assert "run.log" in _git(worktree, "ls-tree", "-r", "--name-only", sha).split()
     assert "snapshot.index" in full_scans
+
+
+async def test_the_first_checkpoint_reads_the_tree_below_the_unchanged_overlay(
+    tmp_path: Path, quotas: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before any action the overlay has changed nothing, so the run's first whole scan reads
+    the idmapped tree under it: every file scanned through the overlay is an overlay inode
+    its unmount must free (224 ms at 100,000 files on 806547a, 4 ms after)."""
+    roots: list[tuple[str, Path]] = []
+    real = snapshot.SnapshotIndex._add_everything_in
+
+    async def spy(self: snapshot.SnapshotIndex, root: Path, env: dict[str, str]) -> None:
+        roots.append((self.path.name, root))
+        await real(self, root, env)
+
+    monkeypatch.setattr(snapshot.SnapshotIndex, "_add_everything_in", spy)
+    repo = _repo(tmp_path)
+    async with boot(
+        _settings(tmp_path), registry=default_registry(), provisioner=default_provisioner
+    ) as c:
+        cid, out, result = await attack(c, repo, ["cd /workspace && echo x > x.txt && echo ok"])
+    assert getattr(result, "commit_sha", None), (out, result)
+    worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
+    in_run = [root for name, root in roots if name != "snapshot.index"]
+    assert in_run and in_run[0] != worktree, roots  # read below the overlay
+    assert in_run[0].name == "lower", roots
