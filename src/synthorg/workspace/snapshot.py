@@ -19,7 +19,7 @@ from synthorg import overlaylog
 from synthorg.logging import get_logger
 from synthorg.workspace.checkout import Checkout, open_checkout
 from synthorg.workspace.errors import NotAGitWorkspaceError
-from synthorg.workspace.git import is_object_id
+from synthorg.workspace.git import GitError, is_object_id
 from synthorg.workspace.hostlimits import HostLimits, oversize, pending, without
 from synthorg.workspace.index_file import libgit2_readable, reowned
 from synthorg.workspace.journal import JOURNALS, Journal
@@ -442,9 +442,22 @@ class SnapshotIndex:
         if why is not None or released is None or scan is None:
             _log.info("workspace.landing_scans_all", worktree=str(self.ws.path), why=why)
             return None
-        changed = released.changed
+        try:
+            tree = await self._landing_tree(scan.index, released.changed)
+        except GitError as exc:  # an odd path git refuses: the full scan decides
+            _log.info("workspace.landing_scans_all", worktree=str(self.ws.path), why=str(exc))
+            return None
+        if tree is None:
+            return None
+        _log.info("workspace.landing_from_overlay", worktree=str(self.ws.path),
+                  paths=len(released.changed))  # fmt: skip
+        return Snapshot(tree=tree, head=head, unhashed=tuple(self.unhashed), from_overlay=True)
+
+    async def _landing_tree(self, scanned: Path, changed: frozenset[str]) -> str | None:
+        """The tree of a copy of the ``scanned`` index with the ``changed`` paths scanned
+        again (None when git would not add them one by one)."""
         landing = self.dir / "snapshot-landing.index"
-        shutil.copy2(scan.index, landing)  # its mtime too: git's racy-clean check reads it
+        shutil.copy2(scanned, landing)  # its mtime too: git's racy-clean check reads it
         env = {"GIT_INDEX_FILE": str(landing)}
         root = self.ws.path
         gone = sorted(p for p in changed if not (root / p).exists(follow_symlinks=False))
@@ -469,10 +482,7 @@ class SnapshotIndex:
         if present and not await self._add_paths(set(present), env):
             return None
         out = await self.co.run_retrying([*self.config, "write-tree"], env=env)
-        _log.info("workspace.landing_from_overlay", worktree=str(self.ws.path), paths=len(changed))
-        return Snapshot(
-            tree=out.text.strip(), head=head, unhashed=tuple(self.unhashed), from_overlay=True
-        )
+        return out.text.strip()
 
     async def restore(self, tree: str) -> None:
         """Make the worktree's non-ignored files exactly ``tree``'s; ignored files stay.
