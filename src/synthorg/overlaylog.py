@@ -61,14 +61,17 @@ def live_token(worktree: Path) -> str | None:
     return None if live is None else live.token
 
 
-def unchanged_lower(worktree: Path) -> Path | None:
-    """Where the tree under the overlay covering ``worktree`` can be read while the overlay
-    has changed nothing (its upper is empty, so the two read the same), else None.
+def unchanged_lower(worktree: Path) -> tuple[str, Path] | None:
+    """(token, path) of the tree under the overlay covering ``worktree``, when it can be
+    read there and the overlay has changed nothing yet (its upper is empty, so both read the
+    same); else None.
 
     Read there, a scan of every file makes no overlay inode per file: the overlay's unmount
     at release then frees a few instead of one per file (243 ms for 100,000 files scanned
     through the overlay, 5 ms without), and the scan itself skips the overlay's lookups. The
-    caller checks again after its scan: a write meanwhile makes the upper non-empty."""
+    caller checks again after its scan: a write meanwhile makes the upper non-empty. What it
+    read is the tree under the overlay whatever happened meanwhile: that layer does not
+    change while the overlay is mounted."""
     with _LOCK:
         live = _LIVE.get(_key(worktree))
     if live is None or live.lower is None:
@@ -79,7 +82,7 @@ def unchanged_lower(worktree: Path) -> Path | None:
                 return None
     except OSError:
         return None
-    return live.lower
+    return live.token, live.lower
 
 
 def released(worktree: Path, token: str, changed: frozenset[str] | None) -> None:

@@ -70,9 +70,9 @@ def full_scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = snapshot.SnapshotIndex._add_everything
 
-    async def spy(self: snapshot.SnapshotIndex) -> None:
+    async def spy(self: snapshot.SnapshotIndex, head: str | None) -> None:
         seen.append(self.path.name)
-        await real(self)
+        await real(self, head)
 
     monkeypatch.setattr(snapshot.SnapshotIndex, "_add_everything", spy)
     return seen

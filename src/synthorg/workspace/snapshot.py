@@ -128,7 +128,6 @@ class SnapshotIndex:
         self.co = checkout
         self.limits = limits or HostLimits()
         self.unhashed: list[tuple[str, int]] = []  # of the last add_all
-        self.scanned_all = False  # whether the last add_all scanned every file
         self.ws = checkout.ws
         self.dir = state_dir(checkout.dirs.git_dir)
         self.view = _view_owner(self.ws.path)
@@ -200,7 +199,6 @@ class SnapshotIndex:
         """
         self.dir.mkdir(parents=True, exist_ok=True)
         self.unhashed = []
-        self.scanned_all = False
         scan_asked = full
         head = await head_sha(self.co)
         try:
@@ -228,23 +226,38 @@ class SnapshotIndex:
         elif restart:
             await self._start_journal()  # before the scan, so nothing falls in between
         if full or restart:
-            await self._add_everything()
-            self.scanned_all = True
+            await self._add_everything(head)
         return head
 
-    async def _add_everything(self) -> None:
+    async def _add_everything(self, head: str | None) -> None:
         """``git add -A`` of the whole tree, but for what the host limits leave out.
 
         Under a run's overlay that has changed nothing yet (its first checkpoint, before any
         action), the tree is read below the overlay, where it is the same (``overlaylog.
         unchanged_lower``): no overlay inode per file. Checked again after: a write during
         the scan means it is read again through the overlay."""
-        lower = overlaylog.unchanged_lower(self.ws.path)
-        if lower is not None:
+        below = overlaylog.unchanged_lower(self.ws.path)
+        if below is not None:
+            token, lower = below
             await self._add_everything_in(lower, {**self.env, "GIT_WORK_TREE": str(lower)})
-            if overlaylog.unchanged_lower(self.ws.path) == lower:
+            self._keep_lower_scan(token, head)
+            if overlaylog.unchanged_lower(self.ws.path) == below:
                 return
         await self._add_everything_in(self.ws.path, self.env)
+
+    def _keep_lower_scan(self, token: str, head: str | None) -> None:
+        """Keep this scan of the tree under an overlay for the landing (``_from_overlay``):
+        a copy of the index as it now is, the layer's content exactly. Not when a file was
+        too big to hash (its entry is older: only a scan by the gate's rules may judge it).
+        A split index's copy names the same shared index, which git keeps (weeks)."""
+        _LOWER_SCANS.pop(self._journal_key, None)
+        if self.unhashed:
+            return
+        kept = self.path.with_name(self.path.name.removesuffix(".index") + "-lower.index")
+        shutil.copy2(self.path, kept)  # its mtime too: git's racy-clean check reads it
+        stamp = _index_stamp(kept)
+        if stamp is not None:
+            _LOWER_SCANS[self._journal_key] = _LowerScan(token, kept, stamp, head)
 
     async def _add_everything_in(self, root: Path, env: dict[str, str]) -> None:
         big = oversize(root, await pending(self.co, env), self.limits)
@@ -385,56 +398,28 @@ class SnapshotIndex:
                 return landed
         elif full:
             overlaylog.forget(self.ws.path)  # a scan of everything: the record is not needed
-        token = overlaylog.live_token(self.ws.path)
-        before = _index_stamp(self.path)
         head = await self.add_all(full=full)
-        tree = await self.write_tree()
-        self._note_overlay_scan(token, before, head)
-        return Snapshot(tree=tree, head=head, unhashed=tuple(self.unhashed))
-
-    def _note_overlay_scan(
-        self, token: str | None, before: tuple[int, bytes] | None, head: str | None
-    ) -> None:
-        """Remember a scan that saw the whole tree while one overlay covered it: every file
-        it did not see changed since then is in that overlay's record of its changes.
-
-        Whole: it scanned every file, or added to such a scan under the same overlay with
-        nothing else writing the index in between. Hashed all: a file too big to hash kept
-        an older entry, which only a scan by the gate's rules may judge."""
-        key = self._journal_key
-        prior = _OVERLAY_SCANS.get(key)
-        stamp = _index_stamp(self.path)
-        whole = self.scanned_all or (
-            prior is not None
-            and prior.index == self.path
-            and prior.token == token
-            and prior.stamp == before
-        )
-        if (
-            token is not None
-            and whole
-            and stamp is not None
-            and not self.unhashed
-            and overlaylog.live_token(self.ws.path) == token
-        ):
-            _OVERLAY_SCANS[key] = _OverlayScan(token, self.path, stamp, head)
-        elif prior is not None and prior.index == self.path:
-            del _OVERLAY_SCANS[key]
+        return Snapshot(tree=await self.write_tree(), head=head, unhashed=tuple(self.unhashed))
 
     async def _from_overlay(self) -> Snapshot | None:
-        """The tree as the run's last whole scan under its overlay saw it, with the paths the
-        overlay changed (sandbox/upper.py names them as it applies them) scanned again;
-        None when either record is missing, from another overlay, or the index, HEAD or a
-        rule file (.gitignore, .gitattributes, anything in .git) changed since.
+        """The tree as a scan of the layer under the run's overlay saw it (the run's first
+        checkpoint, ``_keep_lower_scan``), with the paths the overlay changed (sandbox/
+        upper.py names them as it applies them) scanned again; None when either record is
+        missing, from another overlay, or the kept index, HEAD or a rule file (.gitignore,
+        .gitattributes, anything in .git) changed since.
 
         Why it is the whole tree: while the overlay covered the worktree every write to it
-        went into the overlay's upper layer, and the tree under it did not change (a write
+        went into the overlay's upper layer, and the layer under it did not change (a write
         reaching the real directory by another path, such as a second bind mount or a hard
-        link from outside, is one overlayfs itself leaves undefined). So a path the upper
-        does not name holds what the scan saw; the paths it names are scanned here. Both
-        records are taken once: the landing they serve is the next reader of the tree."""
+        link from outside, is one overlayfs itself leaves undefined). At release the upper
+        names every path where the tree now differs from that layer: what it holds, and a
+        whiteout for each of the layer's entries deleted. So a path it does not name holds
+        what the scan saw. It must be a scan of that layer, not of the overlay: a file made
+        in the upper, scanned, then deleted leaves no whiteout (nothing under it to hide),
+        and a scan of the overlay would still hold it. Both records are taken once: the
+        landing they serve is the next reader of the tree."""
         released = overlaylog.take_released(self.ws.path)
-        scan = _OVERLAY_SCANS.pop(self._journal_key, None)
+        scan = _LOWER_SCANS.pop(self._journal_key, None)
         why = _not_from_overlay(released, scan)
         head = await head_sha(self.co)
         if why is None and scan is not None and head != scan.head:
@@ -505,8 +490,8 @@ _SPLIT: dict[str, bool] = {}
 
 
 @dataclass(frozen=True, slots=True)
-class _OverlayScan:
-    """A whole scan of a checkout taken under one overlay (``_note_overlay_scan``)."""
+class _LowerScan:
+    """A whole scan of the layer under one overlay: a copy of its index (``_keep_lower_scan``)."""
 
     token: str
     index: Path
@@ -514,8 +499,8 @@ class _OverlayScan:
     head: str | None
 
 
-# Per checkout: its last whole scan under a live overlay, until a landing takes it.
-_OVERLAY_SCANS: dict[str, _OverlayScan] = {}
+# Per checkout: its last scan of the layer under a live overlay, until a landing takes it.
+_LOWER_SCANS: dict[str, _LowerScan] = {}
 #: Past this many changed paths a full scan costs about as much as naming them.
 _MAX_OVERLAY_PATHS = 20_000
 _NULL_TRAILER = bytes(20)
@@ -596,21 +581,19 @@ def journal_key(ws: Workspace) -> str:
     return f"{state_dir(ws.git_dir) / 'snapshot.index'}\0{ws.path}\0{ws.repo_identity}"
 
 
-def _not_from_overlay(
-    released: overlaylog.Released | None, scan: _OverlayScan | None
-) -> str | None:
+def _not_from_overlay(released: overlaylog.Released | None, scan: _LowerScan | None) -> str | None:
     """Why an overlay's record cannot stand in for a full scan; None when it can."""
     if released is None:
         return "no record of the overlay's changes"
     if scan is None or released.token != scan.token:
-        return "no whole scan under that overlay"
+        return "no scan of the layer under that overlay"
     if len(released.changed) > _MAX_OVERLAY_PATHS:
         return f"more than {_MAX_OVERLAY_PATHS} changed paths"
     rules = sorted(filter(_is_rule_path, released.changed))
     if rules:
         return f"a rule file changed ({rules[0]})"
     if _index_stamp(scan.index) != scan.stamp:
-        return "the scan's index changed since"
+        return "the kept index changed since"
     return None
 
 
