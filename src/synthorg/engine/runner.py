@@ -167,21 +167,33 @@ class LoopRunner:
         cancel CANCELLED): then the result is returned. A cancellation nobody requested is
         finished here as CANCELLED and propagated.
         """
-        started = await transition(
-            self._store,
-            context.conversation_id,
-            ConversationStatus.RUNNING,
-            "run started",
-            clock=self._clock,
-            update=lambda record: {
-                "execution_id": context.execution_id,
-                "runs": record.runs + 1,
-                "usage": record.usage if context.prior_usage is None else context.prior_usage,
-            },
+        mark = asyncio.ensure_future(
+            transition(
+                self._store,
+                context.conversation_id,
+                ConversationStatus.RUNNING,
+                "run started",
+                clock=self._clock,
+                update=lambda record: {
+                    "execution_id": context.execution_id,
+                    "runs": record.runs + 1,
+                    "usage": record.usage if context.prior_usage is None else context.prior_usage,
+                },
+            )
         )
+        stopped_at_start = False
+        try:
+            started = await asyncio.shield(mark)
+        except asyncio.CancelledError:
+            # A stop while the run is marked RUNNING: the mark is written all the same (a
+            # short write), then the stop ends the run below, as one during the loop does.
+            started = await mark
+            stopped_at_start = True
         if isinstance(context.emit, RunSink):
             context.emit.started = started
         try:
+            if stopped_at_start:
+                raise asyncio.CancelledError  # the task's own cancel, handled as one below
             return await loop.execute(context)
         except Terminated as stop:  # a loop that let the sink's stop through
             return await self._cut_short(loop, context, stop.reason, stop.message)
