@@ -145,9 +145,9 @@ async def test_the_first_checkpoint_reads_the_tree_below_the_unchanged_overlay(
     roots: list[tuple[str, Path]] = []
     real = snapshot.SnapshotIndex._add_everything_in
 
-    async def spy(self: snapshot.SnapshotIndex, root: Path, env: dict[str, str]) -> None:
+    async def spy(self: snapshot.SnapshotIndex, root: Path, env: dict[str, str]) -> str:
         roots.append((self.path.name, root))
-        await real(self, root, env)
+        return await real(self, root, env)
 
     monkeypatch.setattr(snapshot.SnapshotIndex, "_add_everything_in", spy)
     repo = _repo(tmp_path)

@@ -239,8 +239,12 @@ class SnapshotIndex:
         below = overlaylog.unchanged_lower(self.ws.path)
         if below is not None:
             token, lower = below
-            await self._add_everything_in(lower, {**self.env, "GIT_WORK_TREE": str(lower)})
-            self._keep_lower_scan(token, head)
+            said = await self._add_everything_in(lower, {**self.env, "GIT_WORK_TREE": str(lower)})
+            # git skips what it cannot read there and only warns (a host file of an owner the
+            # idmap does not map, in a dir closed to others): such a scan is not the whole
+            # layer, and the landing must not take it for one (the full scan reads as root).
+            if not said.strip():
+                self._keep_lower_scan(token, head)
             if overlaylog.unchanged_lower(self.ws.path) == below:
                 return
         await self._add_everything_in(self.ws.path, self.env)
@@ -259,17 +263,19 @@ class SnapshotIndex:
         if stamp is not None:
             _LOWER_SCANS[self._journal_key] = _LowerScan(token, kept, stamp, head)
 
-    async def _add_everything_in(self, root: Path, env: dict[str, str]) -> None:
+    async def _add_everything_in(self, root: Path, env: dict[str, str]) -> str:
+        """``git add -A`` of the tree at ``root``; what git said on stderr (its warnings)."""
         big = oversize(root, await pending(self.co, env), self.limits)
         self.unhashed = big
         if not big:
-            await self.co.run_retrying([*self.config, "add", "-A"], env=env)
-            return
-        await self.co.run_retrying(
+            out = await self.co.run_retrying([*self.config, "add", "-A"], env=env)
+            return out.stderr
+        out = await self.co.run_retrying(
             [*self.config, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"],
             env=env,
             stdin=_nul(without(["."], big)),
         )
+        return out.stderr
 
     async def _add_paths(self, paths: set[str], env: dict[str, str] | None = None) -> bool:
         """``git add -A`` limited to ``paths`` (in the index ``env`` names, else this one);
