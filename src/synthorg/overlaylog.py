@@ -4,8 +4,9 @@ A layered quota (sandbox/quota.py) mounts an overlay over the worktree for a run
 every write to the worktree's path while it is mounted, the run's or anyone else's, lands in
 the overlay's upper layer, and the real tree below stays as it was. At release the upper is
 applied back and the paths it named are recorded here under the mount's token. A scan of the
-tree taken while that same mount was live, plus those paths, is then the whole tree as it now
-is: the landing hashes what the run changed, not every file (workspace/snapshot.py).
+layer under that same mount (never of the overlay itself: a file made in the upper and
+deleted again leaves no trace there), plus those paths, is then the whole tree as it now is:
+the landing hashes what the run changed, not every file (workspace/snapshot.py).
 
 Who controls what: the paths are the kernel's record of the agent's writes (the agent picks
 the names, not whether a write is recorded); the token is ours. Anything unsure (an entry
@@ -52,13 +53,6 @@ def mounted(worktree: Path, token: str, *, upper: Path, lower: Path | None = Non
     with _LOCK:
         _LIVE[_key(worktree)] = _Live(token, lower, upper)
         _RELEASED.pop(_key(worktree), None)
-
-
-def live_token(worktree: Path) -> str | None:
-    """The token of the overlay covering ``worktree`` now, if one of this process does."""
-    with _LOCK:
-        live = _LIVE.get(_key(worktree))
-    return None if live is None else live.token
 
 
 def unchanged_lower(worktree: Path) -> tuple[str, Path] | None:

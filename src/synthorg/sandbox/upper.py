@@ -26,7 +26,6 @@ an overlay mounted without ``userxattr``, so it is ignored here too (xattrs are 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import shutil
@@ -316,8 +315,7 @@ def apply_upper(upper: Path, worktree: Path, bounds: Bounds) -> Applied:
     """Apply the upper layer onto worktree (the overlay unmounted, the sandbox ended);
     returns how many entries were applied and the paths they changed. UpperRefused, with
     nothing applied, when the upper is past bounds or holds an entry overlayfs would not read
-    as itself. Idempotent: a
-    release killed half-way applies the same upper again."""
+    as itself. Idempotent: a release killed half-way applies the same upper again."""
     plan = _plan(upper, bounds)
     if plan.specials:
         log.warning("sandbox.quota_specials_not_copied", upper=str(upper),
@@ -338,10 +336,3 @@ def apply_upper(upper: Path, worktree: Path, bounds: Bounds) -> Applied:
     # Specials stay behind, but the path's entry may still be gone (a FIFO over a file).
     changed = None if plan.too_deep else frozenset(applier.changed.union(plan.specials))
     return Applied(len(plan.entries), changed)
-
-
-def upper_is_empty(upper: Path) -> bool:
-    """Whether the run changed nothing (no entry in the upper)."""
-    with contextlib.suppress(OSError), os.scandir(upper) as listing:
-        return next(listing, None) is None
-    return False
