@@ -111,8 +111,13 @@ async def test_the_landing_reads_only_what_the_overlay_changed_and_lands_it_all(
     assert not files & {"top.txt", "dir/y", "dir/sub/x", "swap/keep", "old/f", "run.log"}
     assert "100755" in _git(worktree, "ls-tree", sha, "pkg/b.py")
     assert _git(worktree, "status", "--porcelain") == ""  # the index follows the commit
-    # The run's checkpoints scanned its view whole; the landing scanned no whole tree.
+    # The run's checkpoints scanned its view whole; the landing scanned no whole tree...
     assert full_scans and all(name != "snapshot.index" for name in full_scans), full_scans
+    # ...and its index held only the changed paths, never a copy of every entry.
+    git_dir = Path(_git(worktree, "rev-parse", "--absolute-git-dir").strip())
+    alone = git_dir / "synthorg" / "snapshot-landing.index"
+    held = set(_git(worktree, "ls-files", env={"GIT_INDEX_FILE": str(alone)}).split())
+    assert held == {"pkg/a.py", "pkg/b.py", "new/deep/n", "lnk", "swap/s", "moved"}, held
 
 
 async def test_a_changed_ignore_file_makes_the_landing_scan_everything(

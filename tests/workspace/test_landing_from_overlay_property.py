@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synthorg import overlaylog
-from synthorg.workspace import views
+from synthorg.workspace import snapshot, views
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.worktrees import WorktreeManager
 
@@ -35,8 +35,9 @@ BASE = {
     "a.txt": b"a\n", "b.txt": b"bb\n", "d/x.txt": b"x\n", "d/e/y.txt": b"y\n",
     "d/e/z.txt": b"z\n", "f/g.txt": b"g\n", ".gitignore": b"*.log\n", "run.sh": b"#!/bin/sh\n",
 }  # fmt: skip
+TRACKED_IGNORED = "d/kept.log"  # tracked despite .gitignore: it stays tracked when edited
 PATHS = ["a.txt", "b.txt", "d", "d/x.txt", "d/e", "d/e/y.txt", "f", "f/g.txt", "n", "n/m.txt",
-         "run.sh", "new.txt", "out.log", "c.txt"]  # fmt: skip
+         "run.sh", "new.txt", "out.log", "c.txt", TRACKED_IGNORED]  # fmt: skip
 OPS = ("write", "delete", "chmod", "symlink", "rename_to_c")
 
 
@@ -98,10 +99,16 @@ def _entries(root: Path) -> set[str]:
     }
 
 
-async def _one(tmp: Path, changes: list[tuple[str, str]]) -> tuple[str, str, bool]:
+async def _one(
+    tmp: Path, changes: list[tuple[str, str]], split: bool = False
+) -> tuple[str, str, bool]:
     repo = tmp / "proj"
     make_repo(repo, BASE)
+    (repo / TRACKED_IGNORED).write_bytes(b"kept\n")
+    git(repo, "add", "-f", TRACKED_IGNORED)
+    git(repo, "commit", "-q", "-m", "a file tracked despite .gitignore")
     ws = await WorktreeManager(tmp / "home").create(repo, "conv-prop")
+    snapshot._SPLIT[snapshot.journal_key(ws)] = split  # a big tree's index is split
     upper = tmp / "upper"
     upper.mkdir()  # empty: the overlay has changed nothing when the first scan reads the layer
     overlaylog.mounted(ws.path, "token-1", upper=upper, lower=ws.path)
@@ -118,13 +125,16 @@ async def _one(tmp: Path, changes: list[tuple[str, str]]) -> tuple[str, str, boo
     return snap.tree, _scratch_tree(ws.path, tmp / "scratch.index"), snap.from_overlay
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(OPS), st.sampled_from(PATHS)), min_size=1, max_size=6))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.sampled_from(OPS), st.sampled_from(PATHS)), min_size=1, max_size=6),
+    st.booleans(),
+)
 def test_the_overlay_record_plus_the_last_whole_scan_is_the_tree(
-    changes: list[tuple[str, str]],
+    changes: list[tuple[str, str]], split: bool
 ) -> None:
     with tempfile.TemporaryDirectory() as raw:
-        tree, expected, from_overlay = asyncio.run(_one(Path(raw), changes))
+        tree, expected, from_overlay = asyncio.run(_one(Path(raw), changes, split))
     assert tree == expected, changes
     # A changed ignore file is one the record cannot cover: then it is a full scan.
     assert from_overlay or any(rel == ".gitignore" for _, rel in changes), changes

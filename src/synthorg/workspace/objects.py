@@ -18,7 +18,8 @@ fall back to the git processes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -101,6 +102,132 @@ def write_index_tree(common_dir: Path, index: Path) -> str:
         raise InProcessUnavailable(str(exc)) from exc
     finally:
         repo.free()
+
+
+def entries_under(common_dir: Path, tree: str, paths: Iterable[str]) -> list[tuple[int, str, str]]:
+    """(mode, sha, path) of every non-tree entry of ``tree`` at or under each of ``paths``
+    (none for a path the tree lacks), read in-process from the recorded shared git dir.
+    ``InProcessUnavailable`` when libgit2 cannot (a name that is not UTF-8, say)."""
+    import pygit2
+
+    repo = _open_bare(common_dir)
+    try:
+        root = repo[pygit2.Oid(hex=tree)].peel(pygit2.Tree)
+        found: list[tuple[int, str, str]] = []
+        for path in sorted(set(paths)):
+            try:
+                entry = root[path]
+            except KeyError:
+                continue
+            _collect(repo, entry, path, found)
+        return found
+    except (pygit2.GitError, ValueError, TypeError, UnicodeError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+    finally:
+        repo.free()
+
+
+def _collect(
+    repo: pygit2.Repository, entry: pygit2.Object, path: str, found: list[tuple[int, str, str]]
+) -> None:
+    import pygit2
+
+    if not isinstance(entry, pygit2.Tree):
+        assert entry.filemode is not None and entry.name is not None
+        found.append((int(entry.filemode), str(entry.id), path))
+        return
+    for child in entry:
+        assert child.name is not None
+        _collect(repo, child, f"{path}/{child.name}", found)
+
+
+@dataclass(slots=True)
+class _TreeEdit:
+    """The edits of one directory: each name dropped (None), set to (sha, mode), or edited
+    further down; ``fresh``: the directory's entries in the base are dropped first."""
+
+    fresh: bool = False
+    names: dict[str, _TreeEdit | tuple[str, int] | None] = field(default_factory=dict)
+
+
+def edit_tree(
+    common_dir: Path, base: str, drop: Iterable[str], put: Iterable[tuple[int, str, str]]
+) -> str:
+    """The tree ``base`` with each of ``drop`` (a file, or a directory and all under it)
+    removed, then each (mode, sha, path) of ``put`` set, written in-process into the recorded
+    shared git dir; what ``git write-tree`` gives for an index of ``base`` edited so (an
+    entry in the way of a new one, a file where a directory goes or the reverse, is
+    replaced; a directory left empty is no entry). Only the directories on the edited paths
+    are read and written. ``InProcessUnavailable`` when libgit2 cannot (a name that is not
+    UTF-8, say): the caller asks git."""
+    import pygit2
+
+    edits = _TreeEdit()
+    for path in sorted(set(drop)):
+        _drop(edits, path.split("/"))
+    for mode, sha, path in put:
+        _put(edits, path.split("/"), (sha, mode))
+    repo = _open_bare(common_dir)
+    try:
+        root = repo[pygit2.Oid(hex=base)].peel(pygit2.Tree)
+        written = _write_edited(repo, root, edits)
+        return str(written if written is not None else repo.TreeBuilder().write())
+    except (pygit2.GitError, KeyError, ValueError, TypeError, UnicodeError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+    finally:
+        repo.free()
+
+
+def _drop(edits: _TreeEdit, parts: list[str]) -> None:
+    node = edits
+    for part in parts[:-1]:
+        below = node.names.get(part, _ABSENT)
+        if below is None or isinstance(below, tuple):
+            return  # dropped already, with everything under it
+        if below is _ABSENT:
+            below = node.names[part] = _TreeEdit()
+        assert isinstance(below, _TreeEdit)
+        node = below
+    node.names[parts[-1]] = None
+
+
+def _put(edits: _TreeEdit, parts: list[str], leaf: tuple[str, int]) -> None:
+    node = edits
+    for part in parts[:-1]:
+        below = node.names.get(part, _ABSENT)
+        if not isinstance(below, _TreeEdit):
+            # dropped, or a file to be replaced by this directory: it starts empty
+            below = node.names[part] = _TreeEdit(fresh=below is not _ABSENT)
+        node = below
+    node.names[parts[-1]] = leaf
+
+
+_ABSENT = object()
+
+
+def _write_edited(
+    repo: pygit2.Repository, base: pygit2.Tree | None, edits: _TreeEdit
+) -> pygit2.Oid | None:
+    """The edited directory's tree (None when it is left empty)."""
+    import pygit2
+    from pygit2.enums import FileMode
+
+    builder = repo.TreeBuilder() if base is None or edits.fresh else repo.TreeBuilder(base)
+    for name, edit in edits.names.items():
+        there = builder.get(name)
+        if edit is None:
+            if there is not None:
+                builder.remove(name)
+        elif isinstance(edit, tuple):
+            builder.insert(name, pygit2.Oid(hex=edit[0]), edit[1])
+        else:
+            below = there if isinstance(there, pygit2.Tree) else None
+            written = _write_edited(repo, below, edit)
+            if written is not None:
+                builder.insert(name, written, FileMode.TREE)
+            elif there is not None:
+                builder.remove(name)
+    return builder.write() if len(builder) else None
 
 
 def _create_commit(

@@ -12,7 +12,7 @@ import os
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from synthorg import overlaylog
@@ -25,7 +25,12 @@ from synthorg.workspace.index_file import libgit2_readable, reowned
 from synthorg.workspace.journal import JOURNALS, Journal
 from synthorg.workspace.locks import exclusive
 from synthorg.workspace.models import Workspace
-from synthorg.workspace.objects import InProcessUnavailable, write_index_tree
+from synthorg.workspace.objects import (
+    InProcessUnavailable,
+    edit_tree,
+    entries_under,
+    write_index_tree,
+)
 
 _log = get_logger("synthorg.workspace")
 
@@ -277,10 +282,16 @@ class SnapshotIndex:
         )
         return out.stderr
 
-    async def _add_paths(self, paths: set[str], env: dict[str, str] | None = None) -> bool:
-        """``git add -A`` limited to ``paths`` (in the index ``env`` names, else this one);
-        False when only a full scan will do."""
+    async def _add_paths(
+        self,
+        paths: set[str],
+        env: dict[str, str] | None = None,
+        config: tuple[str, ...] | None = None,
+    ) -> bool:
+        """``git add -A`` limited to ``paths`` (in the index ``env`` names, else this one,
+        with ``config``, else this index's); False when only a full scan will do."""
         env = env or self.env
+        config = config or self.config
         specs = _pathspecs(self.ws.path, paths)
         if specs is None:
             return False
@@ -294,7 +305,7 @@ class SnapshotIndex:
         literal = () if big else ("--literal-pathspecs",)  # exclusions need pathspec magic
         out = await self.co.run(
             [
-                *self.config,
+                *config,
                 "-c",
                 "advice.addIgnoredFile=false",
                 *literal,
@@ -333,12 +344,15 @@ class SnapshotIndex:
         """The tree of the private index (remembered while the index content is unchanged)."""
         key = self._journal_key
         cached = _TREES.get(key)
-        if cached is not None and cached[0] == _index_stamp(self.path):
+        before = _index_stamp(self.path)
+        if cached is not None and cached[0] == before:
+            _note_lower_tree(key, before, cached[1])
             return cached[1]  # the same entries give the same tree: no git process
         tree = self._write_tree_in_process()
         if tree is None:
             out = await self.co.run_retrying([*self.config, "write-tree"], env=self.env)
             tree = out.text.strip()
+        _note_lower_tree(key, before, tree)
         # Read after write-tree, which may rewrite the index (cache-tree) with the same
         # entries; the caller holds the index lock, so no other writer came in between.
         stamp = _index_stamp(self.path)
@@ -434,7 +448,7 @@ class SnapshotIndex:
             _log.info("workspace.landing_scans_all", worktree=str(self.ws.path), why=why)
             return None
         try:
-            tree = await self._landing_tree(scan.index, released.changed)
+            tree = await self._landing_tree(scan, released.changed)
         except GitError as exc:  # an odd path git refuses: the full scan decides
             _log.info("workspace.landing_scans_all", worktree=str(self.ws.path), why=str(exc))
             return None
@@ -444,16 +458,70 @@ class SnapshotIndex:
                   paths=len(released.changed))  # fmt: skip
         return Snapshot(tree=tree, head=head, unhashed=tuple(self.unhashed), from_overlay=True)
 
-    async def _landing_tree(self, scanned: Path, changed: frozenset[str]) -> str | None:
-        """The tree of a copy of the ``scanned`` index with the ``changed`` paths scanned
-        again (None when git would not add them one by one)."""
+    async def _landing_tree(self, scan: _LowerScan, changed: frozenset[str]) -> str | None:
+        """The tree of the ``scan`` with the ``changed`` paths scanned again (None when git
+        would not add them one by one): its tree edited in-process where only the changed
+        paths were read, by ``git add`` into an index of just those paths; else a copy of
+        its whole index with them added (``_landing_index``)."""
+        root = self.ws.path
+        gone = {p for p in changed if not (root / p).exists(follow_symlinks=False)}
+        present = changed.difference(gone)
+        self.unhashed = []
+        if scan.tree is None:
+            return await self._landing_index(scan.index, gone, present)
+        common = self.co.dirs.common_dir
+        try:
+            seed = entries_under(common, scan.tree, present)
+            put = await self._added_alone(seed, present) if present else []
+            if put is None:
+                return None
+            return edit_tree(common, scan.tree, changed, put)
+        except InProcessUnavailable:
+            self.unhashed = []
+            return await self._landing_index(scan.index, gone, present)
+
+    async def _added_alone(
+        self, seed: list[tuple[int, str, str]], present: frozenset[str]
+    ) -> list[tuple[int, str, str]] | None:
+        """(mode, sha, path) of everything at or under ``present`` as ``git add -A`` of them
+        records it, in an index of only those paths: ``seed``, the scan's entries there,
+        first (so a file tracked despite .gitignore stays tracked, as in the whole index).
+        Costs what the paths hold, not what the tree holds. None when git would not add
+        them one by one."""
+        alone = self.dir / "snapshot-landing.index"
+        alone.unlink(missing_ok=True)
+        env = {"GIT_INDEX_FILE": str(alone)}
+        config = _split_config(False)  # a few entries: never split
+        if seed:
+            info = b"".join(
+                f"{mode:o} {sha}\t".encode() + os.fsencode(path) + b"\0" for mode, sha, path in seed
+            )
+            await self.co.run([*config, "update-index", "-z", "--index-info"], env=env,
+                              stdin=info)  # fmt: skip
+        if not await self._add_paths(set(present), env, config):
+            return None
+        listed = await self.co.run([*config, "ls-files", "--stage", "-z"], env=env)
+        put = []
+        for record in listed.stdout.split(b"\0"):
+            if not record:
+                continue
+            meta, _, path = record.partition(b"\t")
+            mode, sha, _stage = meta.split(b" ")
+            try:
+                name = path.decode("utf-8")
+            except UnicodeDecodeError as exc:  # libgit2's tree builder takes str names
+                raise InProcessUnavailable(str(exc)) from exc
+            put.append((int(mode, 8), sha.decode("ascii"), name))
+        return put
+
+    async def _landing_index(
+        self, scanned: Path, gone: set[str], present: frozenset[str]
+    ) -> str | None:
+        """The tree of a copy of the ``scanned`` index with ``gone`` removed and ``present``
+        added again: reads and writes the whole index (git's cost grows with the tree)."""
         landing = self.dir / "snapshot-landing.index"
         shutil.copy2(scanned, landing)  # its mtime too: git's racy-clean check reads it
         env = {"GIT_INDEX_FILE": str(landing)}
-        root = self.ws.path
-        gone = sorted(p for p in changed if not (root / p).exists(follow_symlinks=False))
-        present = changed.difference(gone)
-        self.unhashed = []
         if gone:
             await self.co.run_retrying(
                 [
@@ -468,7 +536,7 @@ class SnapshotIndex:
                     "--pathspec-file-nul",
                 ],
                 env=env,
-                stdin=_nul(gone),
+                stdin=_nul(sorted(gone)),
             )
         if present and not await self._add_paths(set(present), env):
             return None
@@ -503,10 +571,22 @@ class _LowerScan:
     index: Path
     stamp: tuple[int, bytes]
     head: str | None
+    tree: str | None = None
+    """Its tree, once the checkpoint that took it has written it (``write_tree``)."""
 
 
 # Per checkout: its last scan of the layer under a live overlay, until a landing takes it.
 _LOWER_SCANS: dict[str, _LowerScan] = {}
+
+
+def _note_lower_tree(key: str, stamp: tuple[int, bytes] | None, tree: str) -> None:
+    """Remember ``tree`` as the kept scan's when the index it was written from (of ``stamp``,
+    read before the write: ``git write-tree`` may add its cache to the file) is that scan."""
+    scan = _LOWER_SCANS.get(key)
+    if scan is not None and scan.tree is None and stamp is not None and scan.stamp == stamp:
+        _LOWER_SCANS[key] = replace(scan, tree=tree)
+
+
 #: Past this many changed paths a full scan costs about as much as naming them.
 _MAX_OVERLAY_PATHS = 20_000
 _NULL_TRAILER = bytes(20)
