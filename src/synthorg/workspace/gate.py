@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 from synthorg.errors import ConflictError
-from synthorg.workspace import refs
+from synthorg.workspace import own_index, refs
 from synthorg.workspace.blobs import new_blobs, oversize_and_cores
 from synthorg.workspace.checkout import Checkout
 from synthorg.workspace.errors import (
@@ -184,7 +184,7 @@ class CommitGate:
             # scan that read only the overlay's changes brings only the changed paths up.
             async with SnapshotIndex(checkout, self.limits).locked() as index:
                 adopted = not snap.from_overlay and index.adopt_as_index(snap.tree)
-            if snap.from_overlay and await _index_holds(checkout, base):
+            if snap.from_overlay and await own_index.holds(checkout, base):
                 await _reset_paths(checkout, changed)
             elif not adopted:
                 await checkout.run_retrying(["reset", "--quiet", "--mixed", "HEAD"])
@@ -238,17 +238,6 @@ async def _head_ref(checkout: Checkout) -> str:
         return head.removeprefix("ref: ")
     symbolic = await checkout.run(["symbolic-ref", "-q", "HEAD"], check=False)
     return symbolic.text.strip()
-
-
-async def _index_holds(checkout: Checkout, base: str) -> bool:
-    """Whether the checkout's index holds exactly ``base``'s tree (nothing staged): then only
-    the paths a landing changed need bringing up. One ``write-tree`` (its cache-tree makes it
-    cheap) against the base's tree."""
-    written = await checkout.run(["write-tree"], check=False)
-    if written.returncode != 0:
-        return False
-    tree = await checkout.run(["rev-parse", "--verify", "--end-of-options", f"{base}^{{tree}}"])
-    return written.text.strip() == tree.text.strip()
 
 
 async def _reset_paths(checkout: Checkout, changed: Sequence[FileChange]) -> None:

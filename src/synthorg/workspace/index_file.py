@@ -1,5 +1,6 @@
 """The layout of a git index file: whether libgit2 can read it (no split, no mandatory
-extension), and its stat data's owners translated from one view of the tree to another.
+extension), its stat data's owners translated from one view of the tree to another, and a
+stamp of its content.
 
 libgit2 refuses an index with an extension it does not know that git marks mandatory (a
 lower-case signature: ``link`` of a split index, ``sdir`` of a sparse one), and pygit2 then
@@ -10,6 +11,7 @@ what they mean: ~the length of the file in small steps, for the private index of
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ _UID = 28  # uid then gid, 4 bytes each, from an entry's start
 _EXTENDED = 0x4000  # two more bytes of flags follow (version 3 and later)
 _NAME_MASK = 0xFFF
 _TRAILER = 20
+_NO_CHECKSUM = bytes(_TRAILER)  # index.skipHash
 
 
 class _Layout(ValueError):
@@ -113,3 +116,23 @@ def reowned(data: bytes, old: tuple[int, int], new: tuple[int, int]) -> bytes | 
 
 def _ids(owner: tuple[int, int]) -> bytes:
     return owner[0].to_bytes(4, "big") + owner[1].to_bytes(4, "big")
+
+
+def stamp(path: Path) -> tuple[int, bytes] | None:
+    """The index file's size and trailing checksum (git's hash of all its content).
+
+    None when unreadable or when git skipped the checksum (``index.skipHash``): then the
+    content cannot be told apart cheaply and nothing is cached.
+    """
+    try:
+        with path.open("rb") as index:
+            size = index.seek(0, os.SEEK_END)
+            if size < 32:
+                return None
+            index.seek(-20, os.SEEK_END)
+            trailer = index.read(20)
+    except OSError:
+        return None
+    if trailer == _NO_CHECKSUM:
+        return None
+    return size, trailer

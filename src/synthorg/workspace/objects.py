@@ -104,6 +104,20 @@ def write_index_tree(common_dir: Path, index: Path) -> str:
         repo.free()
 
 
+def tree_of(common_dir: Path, commit: str) -> str:
+    """The tree of ``commit`` (any tree-ish sha), read in-process; ``InProcessUnavailable``
+    when libgit2 cannot (an object it does not have, such as git's built-in empty tree)."""
+    import pygit2
+
+    repo = _open_bare(common_dir)
+    try:
+        return str(repo[pygit2.Oid(hex=commit)].peel(pygit2.Tree).id)
+    except (pygit2.GitError, KeyError, ValueError, TypeError) as exc:
+        raise InProcessUnavailable(str(exc)) from exc
+    finally:
+        repo.free()
+
+
 def entries_under(common_dir: Path, tree: str, paths: Iterable[str]) -> list[tuple[int, str, str]]:
     """(mode, sha, path) of every non-tree entry of ``tree`` at or under each of ``paths``
     (none for a path the tree lacks), read in-process from the recorded shared git dir.

@@ -17,11 +17,13 @@ from pathlib import Path
 
 from synthorg import overlaylog
 from synthorg.logging import get_logger
+from synthorg.workspace import own_index
 from synthorg.workspace.checkout import Checkout, open_checkout
 from synthorg.workspace.errors import NotAGitWorkspaceError
 from synthorg.workspace.git import GitError, is_object_id
 from synthorg.workspace.hostlimits import HostLimits, oversize, pending, without
 from synthorg.workspace.index_file import libgit2_readable, reowned
+from synthorg.workspace.index_file import stamp as index_stamp
 from synthorg.workspace.journal import JOURNALS, Journal
 from synthorg.workspace.locks import exclusive
 from synthorg.workspace.models import Workspace
@@ -264,7 +266,7 @@ class SnapshotIndex:
             return
         kept = self.path.with_name(self.path.name.removesuffix(".index") + "-lower.index")
         shutil.copy2(self.path, kept)  # its mtime too: git's racy-clean check reads it
-        stamp = _index_stamp(kept)
+        stamp = index_stamp(kept)
         if stamp is not None:
             _LOWER_SCANS[self._journal_key] = _LowerScan(token, kept, stamp, head)
 
@@ -344,7 +346,7 @@ class SnapshotIndex:
         """The tree of the private index (remembered while the index content is unchanged)."""
         key = self._journal_key
         cached = _TREES.get(key)
-        before = _index_stamp(self.path)
+        before = index_stamp(self.path)
         if cached is not None and cached[0] == before:
             _note_lower_tree(key, before, cached[1])
             return cached[1]  # the same entries give the same tree: no git process
@@ -355,7 +357,7 @@ class SnapshotIndex:
         _note_lower_tree(key, before, tree)
         # Read after write-tree, which may rewrite the index (cache-tree) with the same
         # entries; the caller holds the index lock, so no other writer came in between.
-        stamp = _index_stamp(self.path)
+        stamp = index_stamp(self.path)
         if stamp is not None:
             if len(_TREES) >= _MAX_TREES:
                 _TREES.clear()
@@ -380,7 +382,7 @@ class SnapshotIndex:
         Written as git writes an index: into ``index.lock``, renamed over ``index``. The copy
         keeps the private index's mtime: git's racy-clean check compares entries against it.
         """
-        stamp = _index_stamp(self.path)
+        stamp = index_stamp(self.path)
         if self.split or stamp is None or _TREES.get(self._journal_key) != (stamp, tree):
             return False
         if not libgit2_readable(self.path):  # still split from an earlier write, or unusual
@@ -395,7 +397,7 @@ class SnapshotIndex:
             with os.fdopen(fd, "wb") as out, self.path.open("rb") as source:
                 shutil.copyfileobj(source, out)
                 written = os.fstat(source.fileno())
-            if _index_stamp(lock) != stamp:
+            if index_stamp(lock) != stamp:
                 raise OSError("the private index changed while it was copied")
             os.utime(lock, ns=(written.st_atime_ns, written.st_mtime_ns))
             os.replace(lock, own)
@@ -419,7 +421,14 @@ class SnapshotIndex:
         elif full:
             overlaylog.forget(self.ws.path)  # a scan of everything: the record is not needed
         head = await self.add_all(full=full)
-        return Snapshot(tree=await self.write_tree(), head=head, unhashed=tuple(self.unhashed))
+        tree = await self.write_tree()
+        scan = _LOWER_SCANS.get(self._journal_key)
+        if scan is not None and scan.tree == tree and not scan.vouched:
+            # This scan read every file the checkout's own index describes, unchanged under
+            # the overlay: it can vouch for that index's racily clean entries (own_index).
+            _LOWER_SCANS[self._journal_key] = replace(scan, vouched=True)
+            await own_index.vouch(self.co, head, tree)
+        return Snapshot(tree=tree, head=head, unhashed=tuple(self.unhashed))
 
     async def _from_overlay(self) -> Snapshot | None:
         """The tree as a scan of the layer under the run's overlay saw it (the run's first
@@ -573,6 +582,8 @@ class _LowerScan:
     head: str | None
     tree: str | None = None
     """Its tree, once the checkpoint that took it has written it (``write_tree``)."""
+    vouched: bool = False
+    """Whether it was offered to ``own_index.vouch`` (once)."""
 
 
 # Per checkout: its last scan of the layer under a live overlay, until a landing takes it.
@@ -589,7 +600,6 @@ def _note_lower_tree(key: str, stamp: tuple[int, bytes] | None, tree: str) -> No
 
 #: Past this many changed paths a full scan costs about as much as naming them.
 _MAX_OVERLAY_PATHS = 20_000
-_NULL_TRAILER = bytes(20)
 
 
 def _view_owner(root: Path) -> tuple[int, int] | None:
@@ -605,26 +615,6 @@ def _view_owner(root: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return None if st.st_uid == os.geteuid() else (st.st_uid, st.st_gid)
-
-
-def _index_stamp(path: Path) -> tuple[int, bytes] | None:
-    """The index file's size and trailing checksum (git's hash of all its content).
-
-    None when unreadable or when git skipped the checksum (``index.skipHash``): then the
-    content cannot be told apart cheaply and nothing is cached.
-    """
-    try:
-        with path.open("rb") as index:
-            size = index.seek(0, os.SEEK_END)
-            if size < 32:
-                return None
-            index.seek(-20, os.SEEK_END)
-            trailer = index.read(20)
-    except OSError:
-        return None
-    if trailer == _NULL_TRAILER:
-        return None
-    return size, trailer
 
 
 #: A tree with fewer entries than this is watched whole: a few ignored directories cost a
@@ -678,7 +668,7 @@ def _not_from_overlay(released: overlaylog.Released | None, scan: _LowerScan | N
     rules = sorted(filter(_is_rule_path, released.changed))
     if rules:
         return f"a rule file changed ({rules[0]})"
-    if _index_stamp(scan.index) != scan.stamp:
+    if index_stamp(scan.index) != scan.stamp:
         return "the kept index changed since"
     return None
 

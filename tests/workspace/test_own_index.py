@@ -1,0 +1,95 @@
+"""The checkout's own index after a run's first checkpoint (workspace/own_index.py).
+
+A fresh worktree's index has racily clean entries: files written in the second the checkout
+wrote the index, which git re-hashes at every write of it until one falls in a later second.
+The run's first checkpoint hashes those files anyway (its whole scan of the layer under the
+overlay); when that scan found exactly HEAD, the own index's entries all name their files'
+content, so the checkpoint moves the index's mtime on and the landing's write re-hashes
+nothing. The other side of the rule: a file that differs from HEAD, even one given its
+recorded size and mtime back (what racy-git exists to catch), means no vouching, and git
+still sees the change.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+from synthorg import overlaylog
+from synthorg.workspace.checkpoints import CheckpointStore
+from synthorg.workspace.models import Workspace
+from synthorg.workspace.worktrees import WorktreeManager
+
+from .gitfixtures import git, make_repo
+
+FILES = {f"d{i // 10}/f{i}.txt": f"file {i}\n".encode() for i in range(40)}
+
+
+def _own_index(ws: Workspace) -> Path:
+    assert ws.git_dir is not None
+    return ws.git_dir / "index"
+
+
+def _racy(ws: Workspace) -> list[str]:
+    """The own index's entries git takes as racily clean (mtime second >= the index's)."""
+    index_s = int(_own_index(ws).stat().st_mtime)
+    listing = git(ws.path, "ls-files", "--debug")
+    racy, path = [], ""
+    for line in listing.splitlines():
+        if not line.startswith(" "):
+            path = line
+        elif (found := re.match(r"\s+mtime: (\d+):", line)) and int(found.group(1)) >= index_s:
+            racy.append(path)
+    return racy
+
+
+async def _fresh_worktree(tmp_path: Path, home: Path) -> Workspace:
+    repo = tmp_path / "proj"
+    make_repo(repo, FILES)
+    ws = await WorktreeManager(home).create(repo, "conv-own")
+    # The checkout wrote its files and index within one second: all its entries are racy.
+    assert _racy(ws), "the fresh checkout left no racily clean entry"
+    written = int(_own_index(ws).stat().st_mtime)
+    while int(time.time()) <= written:  # the clock must pass that second for any cure
+        time.sleep(0.01)
+    return ws
+
+
+async def _first_checkpoint(ws: Workspace, upper: Path) -> None:
+    """What a run's first checkpoint does under an overlay that has changed nothing yet."""
+    upper.mkdir()
+    overlaylog.mounted(ws.path, "token-own", upper=upper, lower=ws.path)
+    await CheckpointStore().create(ws)
+
+
+async def test_a_scan_that_found_head_vouches_for_the_racy_entries(
+    tmp_path: Path, home: Path
+) -> None:
+    ws = await _fresh_worktree(tmp_path, home)
+    before = _own_index(ws).read_bytes()
+    await _first_checkpoint(ws, tmp_path / "upper")
+    assert _racy(ws) == []
+    assert _own_index(ws).read_bytes() == before  # its content untouched: only the mtime
+    assert git(ws.path, "status", "--porcelain") == ""
+
+
+async def test_a_change_given_its_old_stat_back_is_never_vouched_for(
+    tmp_path: Path, home: Path
+) -> None:
+    ws = await _fresh_worktree(tmp_path, home)
+    target = ws.path / "d1/f12.txt"
+    old = target.stat()
+    target.write_bytes(b"FILE 12\n")  # same size, other content
+    os.utime(target, ns=(old.st_atime_ns, old.st_mtime_ns))  # and its recorded mtime
+    await _first_checkpoint(ws, tmp_path / "upper")
+    assert "d1/f12.txt" in _racy(ws)  # still racy: git will look at its content
+    assert git(ws.path, "status", "--porcelain").split() == ["M", "d1/f12.txt"]
+
+
+async def test_an_untracked_file_is_no_reason_to_vouch(tmp_path: Path, home: Path) -> None:
+    ws = await _fresh_worktree(tmp_path, home)
+    (ws.path / "new.txt").write_text("new\n")
+    await _first_checkpoint(ws, tmp_path / "upper")
+    assert _racy(ws)  # the scan's tree was not HEAD's: the index is left as it was
