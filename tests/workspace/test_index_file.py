@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.workspace.git import run_git_sync
-from synthorg.workspace.index_file import libgit2_readable, reowned
+from synthorg.workspace.index_file import libgit2_readable, reowned, shared_in
 
 from .gitfixtures import make_repo
 
@@ -91,3 +91,30 @@ def test_reowned_leaves_what_it_cannot_rewrite(tmp_path: Path) -> None:
     tampered[-1] ^= 0xFF
     assert reowned(bytes(tampered), (0, 0), (1, 1)) is None
     assert reowned(b"PACK" + bytes(40), (0, 0), (1, 1)) is None
+
+
+def test_a_split_index_is_reowned_with_its_shared_index(tmp_path: Path) -> None:
+    """A big worktree's own index is split: the seed of a run's view rewrites both halves
+    (the shared one written under its new id in the git dir), and git reads every entry of
+    the result as the new owner's; the original halves are left as they were."""
+    repo = tmp_path / "proj"
+    make_repo(repo, {f"d{i % 7}/f{i}.txt": f"{i}\n".encode() for i in range(60)})
+    split = _index(repo, tmp_path / "split", "-c", "core.splitIndex=true", "add", "-A")
+    (repo / "d1/f1.txt").write_text("changed\n")  # an entry the split part itself holds
+    _index(repo, split, "-c", "core.splitIndex=true", "add", "d1/f1.txt")
+    git_dir = repo / ".git"
+    shared_before = {p.name: p.read_bytes() for p in git_dir.glob("sharedindex.*")}
+    host = _owners(repo, split)
+    assert len(host) == 1
+    (old,) = host
+    new = (old[0] + 999, old[1] + 995)
+    data = reowned(split.read_bytes(), old, new, shared=shared_in(git_dir, old, new))
+    assert data is not None
+    moved = tmp_path / "moved"
+    moved.write_bytes(data)
+    assert _owners(repo, moved) == {new}
+    listed = run_git_sync(["ls-files"], repo, env={"GIT_INDEX_FILE": str(moved)}).text.split()
+    assert len(listed) == 60
+    assert _owners(repo, split) == {old}  # the original still reads as it did
+    for name, content in shared_before.items():
+        assert (git_dir / name).read_bytes() == content

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 _HEADER = 12
@@ -61,9 +61,15 @@ def _walk(data: bytes) -> tuple[list[tuple[int, int]], int]:
 def _extensions(data: bytes, pos: int) -> Iterator[bytes]:
     """The signature of each extension from ``pos``; _Layout when they do not end at the
     trailer."""
+    for sig, _ in _extension_offsets(data, pos):
+        yield sig
+
+
+def _extension_offsets(data: bytes, pos: int) -> Iterator[tuple[bytes, int]]:
+    """(signature, offset of its content) of each extension from ``pos``."""
     end = len(data) - _TRAILER
     while pos + 8 <= end:
-        yield data[pos : pos + 4]
+        yield data[pos : pos + 4], pos + 8
         pos += 8 + int.from_bytes(data[pos + 4 : pos + 8], "big")
     if pos != end:
         raise _Layout("extensions past the end")
@@ -86,11 +92,18 @@ def libgit2_readable(path: Path) -> bool:
     return optional and not any(flags & _EXTENDED for _, flags in entries)
 
 
-def reowned(data: bytes, old: tuple[int, int], new: tuple[int, int]) -> bytes | None:
+def reowned(
+    data: bytes,
+    old: tuple[int, int],
+    new: tuple[int, int],
+    *,
+    shared: Callable[[bytes], bytes | None] | None = None,
+) -> bytes | None:
     """The index ``data`` with every entry stat-recorded as owned by ``old`` (uid, gid)
     recorded as owned by ``new`` instead, its checksum made anew; None when it is not one
-    this can rewrite (another layout, a split index whose entries live in a shared one, a
-    hash other than SHA-1, a checksum that does not match).
+    this can rewrite (another layout, a hash other than SHA-1, a checksum that does not
+    match, a split index without ``shared``: given the id of its shared index, the id of
+    that index rewritten so too, which this one is then made to name; ``shared_in``).
 
     For a view of the same files through an idmapped mount (sandbox/idmap.py): only their
     owners differ there, so the stat cache stays exact and git re-hashes nothing it had not
@@ -98,20 +111,54 @@ def reowned(data: bytes, old: tuple[int, int], new: tuple[int, int]) -> bytes | 
     """
     try:
         entries, pos = _walk(data)
-        if any(sig == b"link" for sig in _extensions(data, pos)):
-            return None
+        links = [at for sig, at in _extension_offsets(data, pos) if sig == b"link"]
     except _Layout:
+        return None
+    if len(links) > 1 or (links and shared is None):
         return None
     body = data[:-_TRAILER]
     if hashlib.sha1(body).digest() != data[-_TRAILER:]:  # noqa: S324 - git's own checksum
         return None
     out = bytearray(body)
+    if links:  # the shared index's id, then its bitmaps (entry positions do not change)
+        assert shared is not None
+        at = links[0]
+        moved = shared(bytes(out[at : at + _TRAILER]))
+        if moved is None or len(moved) != _TRAILER:
+            return None
+        out[at : at + _TRAILER] = moved
     was, now = _ids(old), _ids(new)
     for start, _ in entries:
         if out[start + _UID : start + _UID + 8] == was:
             out[start + _UID : start + _UID + 8] = now
     out += hashlib.sha1(out).digest()  # noqa: S324
     return bytes(out)
+
+
+def shared_in(
+    git_dir: Path, old: tuple[int, int], new: tuple[int, int]
+) -> Callable[[bytes], bytes | None]:
+    """For ``reowned`` of a split index: its shared index (``sharedindex.<id>`` in the git
+    dir, where git looks for it whatever the split index's own path) rewritten likewise and
+    written there under its own id, which is returned (None when it cannot be)."""
+
+    def rewrite(base_id: bytes) -> bytes | None:
+        try:
+            base = (git_dir / f"sharedindex.{base_id.hex()}").read_bytes()
+        except OSError:
+            return None
+        moved = reowned(base, old, new)  # a shared index is never split itself
+        if moved is None:
+            return None
+        moved_id = moved[-_TRAILER:]
+        name = git_dir / f"sharedindex.{moved_id.hex()}"
+        if not name.exists():
+            tmp = name.with_name(f"{name.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(moved)
+            os.replace(tmp, name)
+        return moved_id
+
+    return rewrite
 
 
 def _ids(owner: tuple[int, int]) -> bytes:
@@ -136,3 +183,20 @@ def stamp(path: Path) -> tuple[int, bytes] | None:
     if trailer == _NO_CHECKSUM:
         return None
     return size, trailer
+
+
+#: A tree of this many entries is big: its indexes are kept split (each write stores only
+#: what changed), the snapshot journal skips its ignored directories.
+BIG_TREE_ENTRIES = 2000
+
+
+def index_entries(path: Path) -> int:
+    """The number of entries the index at ``path`` says it holds (0: none, or unreadable)."""
+    try:
+        with path.open("rb") as index:
+            header = index.read(_HEADER)
+    except OSError:
+        return 0
+    if len(header) < _HEADER or header[:4] != b"DIRC":
+        return 0
+    return int.from_bytes(header[8:12], "big")

@@ -22,7 +22,12 @@ from synthorg.workspace.checkout import Checkout, open_checkout
 from synthorg.workspace.errors import NotAGitWorkspaceError
 from synthorg.workspace.git import GitError, is_object_id
 from synthorg.workspace.hostlimits import HostLimits, oversize, pending, without
-from synthorg.workspace.index_file import libgit2_readable, reowned
+from synthorg.workspace.index_file import (
+    BIG_TREE_ENTRIES,
+    libgit2_readable,
+    reowned,
+    shared_in,
+)
 from synthorg.workspace.index_file import stamp as index_stamp
 from synthorg.workspace.journal import JOURNALS, Journal
 from synthorg.workspace.locks import exclusive
@@ -193,7 +198,9 @@ class SnapshotIndex:
         Left as copied when the index is not one ``reowned`` rewrites (then git re-hashes)."""
         stat = seed.stat()
         assert self.view is not None
-        data = reowned(seed.read_bytes(), (os.geteuid(), os.getegid()), self.view)
+        host = (os.geteuid(), os.getegid())
+        shared = shared_in(self.co.dirs.git_dir, host, self.view)  # a split index's other half
+        data = reowned(seed.read_bytes(), host, self.view, shared=shared)
         if data is not None:
             seed.write_bytes(data)
             os.utime(seed, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # racy-clean, as above
@@ -618,8 +625,9 @@ def _view_owner(root: Path) -> tuple[int, int] | None:
 
 
 #: A tree with fewer entries than this is watched whole: a few ignored directories cost a
-#: few watches, where listing them costs a ``git ls-files`` process per journal start.
-_JOURNAL_MIN_ENTRIES = 2000
+#: few watches, where listing them costs a ``git ls-files`` process per journal start. (Its
+#: indexes are not split either: one rule for a big tree.)
+_JOURNAL_MIN_ENTRIES = BIG_TREE_ENTRIES
 
 
 def _small_tree(root: Path) -> bool:

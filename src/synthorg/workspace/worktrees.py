@@ -17,6 +17,7 @@ from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.creating import CreationMarker, clear_marker, read_marker, write_marker
 from synthorg.workspace.errors import UnsuitableRepositoryError, WorkspaceTamperedError
 from synthorg.workspace.git import GitError, run_git, run_git_retrying
+from synthorg.workspace.index_file import BIG_TREE_ENTRIES, index_entries
 from synthorg.workspace.locks import exclusive
 from synthorg.workspace.mirror import Mirrors
 from synthorg.workspace.models import Workspace
@@ -500,12 +501,21 @@ class WorktreeManager:
                 raise
 
     async def _populate(self, ws: Workspace) -> None:
-        """Check the files out (what ``git worktree add`` does after registering)."""
+        """Check the files out (what ``git worktree add`` does after registering).
+
+        A big tree's index is split (git writes only the entries that changed, beside a
+        shared index of the rest): the landing then brings the changed paths up without
+        rewriting every entry (8 MB at 100,000 files). Big: the repository's own index
+        holds as many entries as the snapshot index's rule (a header read, no tree walk)."""
         checkout = await open_checkout(ws)
+        assert ws.common_dir is not None
+        split = index_entries(ws.common_dir / "index") >= BIG_TREE_ENTRIES
         await checkout.run(
             [
                 "-c",
                 f"checkout.workers={self.checkout_workers}",
+                "-c",
+                f"core.splitIndex={'true' if split else 'false'}",
                 "reset",
                 "--hard",
                 "--quiet",
