@@ -235,6 +235,11 @@ def _write_edited(
         elif isinstance(edit, tuple):
             builder.insert(name, pygit2.Oid(hex=edit[0]), edit[1])
         else:
+            if there is not None and not isinstance(there, pygit2.Tree) and not edit.fresh:
+                # A path under a gitlink, file or link that is neither dropped nor replaced
+                # (a file written into a submodule's empty dir): git's index would not make
+                # this edit, so neither does this; the caller asks git.
+                raise InProcessUnavailable(f"an edit under {name!r}, which is no directory")
             below = there if isinstance(there, pygit2.Tree) else None
             written = _write_edited(repo, below, edit)
             if written is not None:

@@ -253,17 +253,26 @@ class SnapshotIndex:
         below = overlaylog.unchanged_lower(self.ws.path)
         if below is not None:
             token, lower = below
+            started = self._file_clock()  # what the scan can vouch for was written before
             said = await self._add_everything_in(lower, {**self.env, "GIT_WORK_TREE": str(lower)})
             # git skips what it cannot read there and only warns (a host file of an owner the
             # idmap does not map, in a dir closed to others): such a scan is not the whole
             # layer, and the landing must not take it for one (the full scan reads as root).
             if not said.strip():
-                self._keep_lower_scan(token, head)
+                self._keep_lower_scan(token, head, started)
             if overlaylog.unchanged_lower(self.ws.path) == below:
                 return
         await self._add_everything_in(self.ws.path, self.env)
 
-    def _keep_lower_scan(self, token: str, head: str | None) -> None:
+    def _file_clock(self) -> int:
+        """Now, as a file written now records it (the kernel's coarse clock, which lags the
+        precise one by up to a tick): the mtime of a marker file touched for it."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        marker = self.dir / "clock"
+        marker.touch()
+        return marker.stat().st_mtime_ns
+
+    def _keep_lower_scan(self, token: str, head: str | None, started_ns: int) -> None:
         """Keep this scan of the tree under an overlay for the landing (``_from_overlay``):
         a copy of the index as it now is, the layer's content exactly. Not when a file was
         too big to hash (its entry is older: only a scan by the gate's rules may judge it).
@@ -275,7 +284,7 @@ class SnapshotIndex:
         shutil.copy2(self.path, kept)  # its mtime too: git's racy-clean check reads it
         stamp = index_stamp(kept)
         if stamp is not None:
-            _LOWER_SCANS[self._journal_key] = _LowerScan(token, kept, stamp, head)
+            _LOWER_SCANS[self._journal_key] = _LowerScan(token, kept, stamp, head, started_ns)
 
     async def _add_everything_in(self, root: Path, env: dict[str, str]) -> str:
         """``git add -A`` of the tree at ``root``; what git said on stderr (its warnings)."""
@@ -434,7 +443,7 @@ class SnapshotIndex:
             # This scan read every file the checkout's own index describes, unchanged under
             # the overlay: it can vouch for that index's racily clean entries (own_index).
             _LOWER_SCANS[self._journal_key] = replace(scan, vouched=True)
-            await own_index.vouch(self.co, head, tree)
+            await own_index.vouch(self.co, head, tree, scan.started_ns)
         return Snapshot(tree=tree, head=head, unhashed=tuple(self.unhashed))
 
     async def _from_overlay(self) -> Snapshot | None:
@@ -587,6 +596,8 @@ class _LowerScan:
     index: Path
     stamp: tuple[int, bytes]
     head: str | None
+    started_ns: int
+    """When the scan began, by the clock files' mtimes come from (``_file_clock``)."""
     tree: str | None = None
     """Its tree, once the checkpoint that took it has written it (``write_tree``)."""
     vouched: bool = False
