@@ -39,6 +39,7 @@ from synthorg.workspace.snapshot import Snapshot
 from synthorg.workspace.worktrees import WorktreeManager
 
 from .gitfixtures import git, make_repo
+from .test_landing_from_overlay_property import _entries
 
 SUMMARY = GateSummary(
     task_id="task-rt3",
@@ -125,6 +126,15 @@ def _commit_tree(repo: Path, tree: str, message: str) -> None:
 
 
 # ------------------------------------------------- attack 1: gitlinks (submodules, nested)
+
+
+def _commit_ignored(repo: Path, rels: tuple[str, ...], text: str) -> None:
+    """Files the repository's .gitignore ignores, tracked all the same (``add -f``)."""
+    for rel in rels:
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+        git(repo, "add", "-f", rel)
+    git(repo, "commit", "-q", "-m", "tracked though ignored")
 
 
 def _repo_with_submodule(tmp: Path) -> Path:
@@ -245,15 +255,6 @@ def _base_files() -> dict[str, bytes]:
         files[f"{name}/in.txt" if i % 2 else name] = f"{i}\n".encode()
         files[f"dir/{name}"] = f"d{i}\n".encode()
     return files
-
-
-def _entries(root: Path) -> set[str]:
-    return {
-        str(Path(top, name).relative_to(root))
-        for top, dirs, files in os.walk(root)
-        for name in (*dirs, *files)
-        if ".git" not in Path(top, name).relative_to(root).parts
-    }
 
 
 NAME_OPS = ("write", "delete", "to_dir", "to_file", "symlink", "mkdir_empty")
@@ -399,11 +400,7 @@ async def test_a_tracked_ignored_file_in_a_replaced_directory(tmp_path: Path) ->
     edited and a new ignored one; and ``e``'s tracked-ignored file deleted with ``e``."""
     repo = tmp_path / "proj"
     make_repo(repo, {".gitignore": b"*.log\n", "d/x.txt": b"x\n", "e/y.txt": b"y\n"})
-    for rel in ("d/kept.log", "e/kept.log", "d/sub/kept.log"):
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text("kept\n")
-        git(repo, "add", "-f", rel)
-    git(repo, "commit", "-q", "-m", "tracked though ignored")
+    _commit_ignored(repo, ("d/kept.log", "e/kept.log", "d/sub/kept.log"), "kept\n")
     ws = await _worktree(tmp_path, repo)
     await _first_scan(ws, tmp_path)
     shutil.rmtree(ws.path / "d")
@@ -701,11 +698,7 @@ async def test_an_ignored_directory_holding_tracked_files(tmp_path: Path, how: s
     the directory) updates what is tracked, adds nothing new, and says 'ignored' (exit 1)."""
     repo = tmp_path / "proj"
     make_repo(repo, {".gitignore": b"build/\n", "a.txt": b"a\n"})
-    for rel in ("build/keep.o", "build/sub/deep.o"):
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text("tracked\n")
-        git(repo, "add", "-f", rel)
-    git(repo, "commit", "-q", "-m", "tracked in an ignored dir")
+    _commit_ignored(repo, ("build/keep.o", "build/sub/deep.o"), "tracked\n")
     ws = await _worktree(tmp_path, repo)
     await _first_scan(ws, tmp_path)
     b = ws.path / "build"

@@ -28,17 +28,18 @@ _HOLDS: dict[str, tuple[tuple[int, bytes], str]] = {}
 _MAX_HOLDS = 1024
 
 
-async def holds(checkout: Checkout, commit: str) -> bool:
+async def holds(checkout: Checkout, commit: str, tree: str | None = None) -> bool:
     """Whether the checkout's own index holds exactly ``commit``'s tree (nothing staged).
 
     Known without git while the index file is the one seen to hold it (same content
     stamp); else ``write-tree`` (its cache-tree makes it cheap) against the commit's tree,
     remembered only when the index was the same file before and after (another git may
-    write it meanwhile; a first write-tree may add its cache-tree, so it is asked twice)."""
+    write it meanwhile; a first write-tree may add its cache-tree, so it is asked twice).
+    ``tree``: the commit's tree, when the caller has it already."""
     own = checkout.dirs.git_dir / "index"
     if _HOLDS.get(str(own)) == (stamp(own), commit):
         return True
-    tree = await _tree(checkout, commit)
+    tree = tree or await _tree(checkout, commit)
     for _ in range(2):
         before = stamp(own)
         written = await checkout.run(["write-tree"], check=False)
@@ -66,7 +67,7 @@ async def vouch(checkout: Checkout, head: str | None, scanned: str, started_ns: 
     The scan must be of the files the index describes (a run's first checkpoint reads the
     layer under its overlay, which no write from the sandbox reaches)."""
     if head is None or await _tree(checkout, head) != scanned:
-        return
+        return  # HEAD's tree is then ``scanned``
     trust = await checkout.run(
         ["config", "--get-regexp", r"^core\.(trustctime|checkstat)$"], check=False
     )
@@ -74,7 +75,7 @@ async def vouch(checkout: Checkout, head: str | None, scanned: str, started_ns: 
         _, _, value = line.partition(" ")
         if value.strip().lower() in ("false", "no", "off", "0", "minimal"):
             return
-    if not await holds(checkout, head):
+    if not await holds(checkout, head, scanned):
         return
     own = checkout.dirs.git_dir / "index"
     seen = stamp(own)
