@@ -20,8 +20,13 @@ interpreter whose ``synthorg`` is this tree's or the baseline's ``src/`` (extrac
 the same run; revisions and sizes interleaved run by run). Two spans, from the scripted
 model's own clock in that process:
 
-- start → first command: ``service.run()`` called → the model is first asked (the sandbox is
-  up, the loop ready; the command is sent in that answer);
+- start → first command: ``service.run()`` called → the command ran, by the command's own
+  clock (it writes ``date +%s%N`` into the file it makes; the landed commit is read for it).
+  Everything the run does before its first action counts: the sandbox, the loop, the model's
+  first answer, and the run's first checkpoint (the whole tree, taken before that action);
+- (start → first ask: ``service.run()`` called → the model is first asked, shown beside it;
+  until 2026-12-04 this was the figure called "start → first command", which left the first
+  checkpoint out);
 - finish → landed: the model answers ``finish`` → ``service.run()`` returned (sandbox torn
   down, quota copied back and released, NO_OP check, gate, commit).
 """
@@ -40,7 +45,7 @@ from pathlib import Path
 from baseline import ROOT, extract_src
 
 DRIVER = r"""
-import json, time
+import json, subprocess, time
 from pathlib import Path
 
 MARKS = {}
@@ -51,7 +56,7 @@ def script(messages, tools):
     MARKS.setdefault("first_ask", time.perf_counter())
     done = [s for s in steps_of(messages) if s.name == "terminal" and s.result is not None]
     if not done:
-        return ScriptedTurn.call("terminal", "Step 1.", command="echo hi > hi.txt")
+        return ScriptedTurn.call("terminal", "Step 1.", command="date +%s%N > hi.txt")
     MARKS["finish"] = time.perf_counter()
     return ScriptedTurn.call("finish", message="done")
 
@@ -67,11 +72,14 @@ async def main(home, repo, backend):
     async with boot(settings, registry=default_registry(), provisioner=default_provisioner) as c:
         task = Task(id=new_id("task"), project_id="p", prompt="echo", repository=repo)
         record = await c.service.create(task, RunOptions(loop="react"))
-        started = time.perf_counter()
+        started, started_ns = time.perf_counter(), time.time_ns()
         result = await c.service.run(record.id)
         ended = time.perf_counter()
     assert result.commit_sha, result
-    print(json.dumps({"start_to_first_command": MARKS["first_ask"] - started,
+    shown = subprocess.run(["git", "-C", repo, "show", f"{result.commit_sha}:hi.txt"],
+                           check=True, capture_output=True, text=True).stdout
+    print(json.dumps({"start_to_first_command": (int(shown) - started_ns) / 1e9,
+                      "start_to_first_ask": MARKS["first_ask"] - started,
                       "finish_to_landed": ended - MARKS["finish"]}))
 """
 RUN = (
@@ -128,14 +136,16 @@ def report(
 ) -> None:
     """p50 of both spans per variant and size; then this tree's cost at the largest size
     against its cost at the smallest and against the unsandboxed run of the same size."""
-    print(f"\n{'variant':<18} {'files':>7} {'start->1st cmd p50':>19} "
+    print(f"\n{'variant':<18} {'files':>7} {'start->1st cmd p50':>19} {'(->1st ask)':>12} "
           f"{'finish->landed p50':>19} {'sum':>9}   ({runs} runs each, interleaved)")  # fmt: skip
     total: dict[tuple[str, int], float] = {}
     for (name, n), measured in sorted(spans.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         first = _p50(measured, "start_to_first_command")
+        ask = _p50(measured, "start_to_first_ask")
         landed = _p50(measured, "finish_to_landed")
         total[(name, n)] = first + landed
-        print(f"{name:<18} {n:>7} {first:>16.0f} ms {landed:>16.0f} ms {first + landed:>6.0f} ms")
+        print(f"{name:<18} {n:>7} {first:>16.0f} ms {ask:>9.0f} ms {landed:>16.0f} ms "
+              f"{first + landed:>6.0f} ms")  # fmt: skip
     small, large = min(sizes), max(sizes)
     ours = total[("this tree", large)]
     print(f"\nthis tree, {large} files vs {small}: {ours / total[('this tree', small)]:.2f}x "
