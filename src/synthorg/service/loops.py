@@ -7,6 +7,7 @@ The registry and the provisioner are derived from the plugins.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from synthorg.engine.native.turn import CheckpointHook
 from synthorg.engine.openhands import OPENHANDS_FACTORIES
 from synthorg.engine.registry import LoopFactory
 from synthorg.errors import ConfigError
+from synthorg.logging import get_logger
 from synthorg.sandbox import SandboxRequest, ToolboxClient
 from synthorg.service.openhands import provision_openhands, require_runtime
 from synthorg.service.provisioning import LoopEndpoints, LoopProvisioner, ProvisionContext, RunSetup
@@ -29,6 +31,8 @@ from synthorg.workspace.models import Workspace
 
 if TYPE_CHECKING:
     from synthorg.engine.native import McpClient
+
+log = get_logger(__name__)
 
 _SOCKET_ORIGIN = "http://localhost"
 """Base of URLs sent over a unix socket: only the path and the Host header matter."""
@@ -46,15 +50,51 @@ def _mcp_client(base_url: str, bearer: str, *, uds: Path) -> McpClient:
     return McpToolClient(base_url, bearer, uds=uds)
 
 
-def _checkpoint_hook(checkpoints: CheckpointStore, workspace: Workspace) -> CheckpointHook | None:
+def _checkpoint_hook(
+    checkpoints: CheckpointStore, workspace: Workspace, prepared: asyncio.Task[None] | None = None
+) -> CheckpointHook | None:
+    """The checkpoint taken before each mutating action; ``prepared``: the first one's scan,
+    already under way (``_prepare``), waited for first."""
     if not workspace.is_git:
         return None
 
     async def snapshot(action_id: str) -> CheckpointEvent | None:
+        if prepared is not None:
+            await _settled(prepared)
         checkpoint = await checkpoints.create(workspace, workspace.conversation_id)
         return CheckpointEvent(index=checkpoint.index, ref=checkpoint.ref, action_id=action_id)
 
     return snapshot
+
+
+@asynccontextmanager
+async def _prepare(
+    checkpoints: CheckpointStore, workspace: Workspace
+) -> AsyncIterator[asyncio.Task[None] | None]:
+    """The first checkpoint's whole scan, started now (the sandbox is up, nothing has run):
+    it reads the tree while the model thinks; the checkpoint then adds only what changed
+    since. Stopped with the sandbox, before its overlay goes."""
+    if not workspace.is_git:
+        yield None
+        return
+    task = asyncio.create_task(checkpoints.prepare(workspace), name="first-checkpoint-scan")
+    try:
+        yield task
+    finally:
+        task.cancel()
+        await _settled(task)
+
+
+async def _settled(task: asyncio.Task[None]) -> None:
+    """Wait for the scan; its failure only means the checkpoint scans for itself (and
+    meets the same error, if it lasts, where the run can report it)."""
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise  # the caller was cancelled, not the scan
+    except Exception as exc:
+        log.info("first_checkpoint_scan_failed", error=str(exc))
 
 
 def _settle_hook(checkpoints: CheckpointStore, workspace: Workspace) -> CheckpointHook | None:
@@ -82,10 +122,13 @@ async def _native(
     gateway_uds = ctx.gateway_endpoints.uds_path
     mcp_uds = ctx.mcp_endpoints.uds
     assert gateway_uds is not None and mcp_uds is not None
-    async with ToolboxClient(ctx.sandbox, request) as toolbox:
+    async with (
+        ToolboxClient(ctx.sandbox, request) as toolbox,
+        _prepare(ctx.checkpoints, setup.workspace) as prepared,
+    ):
         deps = NativeLoopDeps(
             executor=toolbox,
-            checkpoint=_checkpoint_hook(ctx.checkpoints, setup.workspace),
+            checkpoint=_checkpoint_hook(ctx.checkpoints, setup.workspace, prepared),
             settle=_settle_hook(ctx.checkpoints, setup.workspace),
             mcp_client_factory=partial(_mcp_client, uds=mcp_uds),
             model_client_factory=partial(http_model_client, uds=gateway_uds),

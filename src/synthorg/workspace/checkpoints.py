@@ -98,6 +98,16 @@ class CheckpointStore:
                 return Checkpoint(index=n, sha=sha, tree=snap.tree, ref=ref)
         raise ConflictError(f"could not allocate a checkpoint number for conversation {cid}")
 
+    async def prepare(self, ws: Workspace) -> None:
+        """Scan ``ws`` into its snapshot index now, committing nothing: the next ``create``
+        then brings the index up to date with what changed since (its change journal),
+        not with the whole tree. A run calls it as soon as its sandbox is up, so that its
+        first checkpoint's whole scan (a second at 100,000 files) runs while the model
+        thinks, not after it answered."""
+        checkout = await open_git(ws)
+        async with SnapshotIndex(checkout, self.limits).locked() as index:
+            await index.snapshot()
+
     async def _commit(
         self, checkout: Checkout, tree: str, head: str | None, message: str, ref: str
     ) -> str:

@@ -11,6 +11,7 @@ changed files than ``max_changed_files`` are refused outright.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import stat
@@ -50,13 +51,30 @@ async def pending(
     a big checkout, ~200 ms at 100,000 files) only for ``add`` to hash them again. An entry
     whose stat data match has its entry's size, so leaving it out lets nothing past the size
     bound; ``add`` still compares its content."""
-    args = ["ls-files", "-z", "--others", "--exclude-standard", "--modified"]
-    if specs is not None:
-        args = ["--literal-pathspecs", *args, "--", *specs]
+    # Two walks at once: the untracked files, and the entries whose stat data differ
+    # (``diff-files`` lstat()s them in parallel; ``ls-files --modified`` one by one, ~2x
+    # slower at 100,000 entries). Submodules are not asked about their own state (that
+    # runs a git in a nested repository the agent may have written; a gitlink hashes
+    # nothing anyway).
+    literal = ["--literal-pathspecs"] if specs is not None else []
+    tail = ["--", *specs] if specs is not None else []
+    others = [*literal, "ls-files", "-z", "--others", "--exclude-standard", *tail]
+    changed = [
+        *literal,
+        *("-c", "core.preloadIndex=true"),
+        *("diff-files", "--name-only", "-z", "--ignore-submodules=all", *tail),
+    ]
     index = Path(env.get("GIT_INDEX_FILE") or checkout.dirs.git_dir / "index")
     with _stat_judged(index) as judged:
-        listed = await checkout.run(args, env={**env, "GIT_INDEX_FILE": str(judged)})
-    return sorted({p for p in listed.text.split("\0") if p})
+        judged_env = {**env, "GIT_INDEX_FILE": str(judged)}
+        try:
+            async with asyncio.TaskGroup() as group:
+                untracked = group.create_task(checkout.run(others, env=judged_env))
+                modified = group.create_task(checkout.run(changed, env=judged_env))
+        except ExceptionGroup as failed:  # the first failure, as one git would raise it
+            raise failed.exceptions[0] from None
+    listed = untracked.result().text + "\0" + modified.result().text
+    return sorted({p for p in listed.split("\0") if p})
 
 
 @contextmanager
