@@ -3,7 +3,9 @@
 Four targets in front of one fast local OpenAI-compatible upstream (the scripted server, echo
 script), non-streamed and streamed, at c=1/16/64, rounds interleaved: the upstream called
 directly, ``synthorg gateway serve`` of this tree (bearer verified, admission, metering into a
-real SQLite ledger, JSON access log), the same command of an earlier revision (``--before``,
+real SQLite ledger, JSON access log), the floor under it (``gateway_floor.py``: the same
+serving stack and upstream client forwarding bytes, nothing governed; the gateway minus the
+floor is what governing a request costs), the same command of an earlier revision (``--before``,
 default b287732; its ``src`` exported by ``git archive``, its own home and ledger), and the
 LiteLLM proxy (its own venv, created here when missing). Load comes from a separate process
 using raw keep-alive HTTP/1.1 connections, so the client adds as little as possible.
@@ -282,6 +284,7 @@ def main() -> None:
     scale = 0.25 if opts.quick else 1.0
     work = Path(tempfile.mkdtemp(prefix="gw-bench-"))
     up_port, gw_port, before_port, ll_port = free_port(), free_port(), free_port(), free_port()
+    floor_port = free_port()
     homes = {"synthorg": work / "home", "before": work / "home-before"}
     configs = {name: _config(work, home, up_port) for name, home in homes.items()}
     envs = {name: {**os.environ, "SYNTHORG_HOME": str(home)} for name, home in homes.items()}
@@ -303,6 +306,11 @@ def main() -> None:
         stack.enter_context(
             process([*upstream, "--port", str(up_port), "--script", "echo"], up_port)
         )
+        floor = [sys.executable, str(Path(__file__).with_name("gateway_floor.py"))]
+        upstream_url = f"http://127.0.0.1:{up_port}/v1"
+        floor_args = [*floor, "--port", str(floor_port), "--upstream", upstream_url]
+        PIDS["floor"] = stack.enter_context(process(floor_args, floor_port)).pid
+        targets["floor"] = (floor_port, "/v1/chat/completions", None)
         for name in gateways:
             args = _gateway(configs[name], ports[name])
             proc = stack.enter_context(
@@ -361,7 +369,8 @@ def run_levels(
 
 def report(mode: str, results: dict[int, dict[str, list[float]]]) -> bool:
     """Print one mode's table; whether its targets are met."""
-    names = [n for n in ("synthorg", "before", "litellm") if n in next(iter(results.values()))]
+    shown = ("synthorg", "before", "floor", "litellm")
+    names = [n for n in shown if n in next(iter(results.values()))]
     print(f"\n{mode}: added latency over the direct upstream, p50 / p99 (ms)")
     print("| c | direct p50 / p99 | " + " | ".join(names) + " | LiteLLM / SynthOrg (p50) |")
     print("| --- " * (len(names) + 3) + "|")
