@@ -1,0 +1,160 @@
+"""Red team: ``hostlimits.pending`` judged by stat data (2b0ec92, 450dfb7).
+
+``pending`` lists what ``git add -A`` would hash so that sizes and counts are checked before
+git hashes anything. It now reads a copy of the index dated far in the future (no entry is
+racily clean there) and asks ``diff-files --ignore-submodules=all``. ``git add`` itself still
+reads the real index. Whatever ``add`` would hash and ``pending`` leaves out escapes the size
+bound. Tests that CROSS assert the correct behaviour (they fail on 450dfb7).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from synthorg.workspace.checkpoints import CheckpointStore
+from synthorg.workspace.hostlimits import HostLimits, pending
+from synthorg.workspace.snapshot import SnapshotIndex, open_git
+from synthorg.workspace.worktrees import WorktreeManager
+
+from .gitfixtures import git, make_repo
+from .test_pending_by_stat import FILES, _racy_worktree
+
+WRAP = 2**32  # the index stores st_size truncated to 32 bits
+GITLINK = "1111111111111111111111111111111111111111"
+
+
+# --- CROSSED (regression of 450dfb7): a gitlink replaced by a regular file -------------------
+
+
+async def _worktree_with_gitlink(tmp_path: Path, home: Path):  # type: ignore[no-untyped-def]
+    repo = tmp_path / "proj"
+    make_repo(repo, {"a.txt": b"a\n"})
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{GITLINK},sub")
+    git(repo, "commit", "-q", "-m", "a submodule (gitlink)")
+    return await WorktreeManager(home).create(repo, "conv-gitlink")
+
+
+async def test_gitlink_replaced_by_a_huge_sparse_file_is_listed(tmp_path: Path, home: Path) -> None:
+    """``diff-files --ignore-submodules=all`` zeroes ``changed`` for every gitlink entry,
+    TYPE_CHANGED included: a gitlink whose path is now a regular file is not listed, yet
+    ``git add -A`` (no such option) replaces the gitlink with the file and hashes it whole.
+    ``ls-files --modified`` (6bfc7ff) listed it. The agent gets a gitlink into the index by
+    making an embedded repository (a checkpoint adds it as one) or the project has one."""
+    ws = await _worktree_with_gitlink(tmp_path, home)
+    sub = ws.path / "sub"
+    if sub.is_dir():
+        sub.rmdir()
+    with sub.open("wb") as f:  # sparse: costs the agent's quota nothing
+        f.truncate(1 << 20)
+    checkout = await open_git(ws)
+    assert "sub" in await pending(checkout, {})
+
+
+async def test_gitlink_swap_lands_an_oversize_file_in_a_checkpoint(
+    tmp_path: Path, home: Path
+) -> None:
+    """The consequence: the checkpoint hashes the file the bound should have kept out."""
+    ws = await _worktree_with_gitlink(tmp_path, home)
+    sub = ws.path / "sub"
+    if sub.is_dir():
+        sub.rmdir()
+    with sub.open("wb") as f:
+        f.truncate(1 << 20)
+    limits = HostLimits(max_file_bytes=1024)
+    checkpoint = await CheckpointStore(limits=limits).create(ws)
+    listed = git(ws.path, "ls-tree", "-l", checkpoint.sha, "sub").split()
+    # Correct: never hashed (left out, or the gitlink kept); found: a 1 MiB blob.
+    assert not (listed and listed[1] == "blob" and int(listed[3]) > limits.max_file_bytes), listed
+
+
+# --- CROSSED (regression): a size wrapped by 2**32 on a racily clean entry -------------------
+
+
+async def test_racy_entry_grown_by_4gib_is_listed(tmp_path: Path, home: Path) -> None:
+    """Host repo with core.trustctime=false (the agent cannot set it; the project may).
+    A racily clean entry (a fresh checkout: entries in the index's second) grown by 2**32
+    bytes (sparse) with its mtime put back matches its entry by stat data (sizes compare
+    mod 2**32), so the stat-judged copy leaves it out; ``git add`` reads the real index,
+    where it is racy, and hashes all 4 GiB. ``ls-files --modified`` listed it (after
+    hashing it itself: the old listing's cost, but the bound then held)."""
+    ws = await _racy_worktree(tmp_path, home)
+    rel = "d0/f1.txt"
+    path = ws.path / rel
+    old = path.stat()
+    os.truncate(path, WRAP + old.st_size)
+    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+    checkout = await open_git(ws)
+    assert rel in await pending(checkout, {})
+
+
+async def test_same_second_4gib_growth_default_config_is_listed(tmp_path: Path, home: Path) -> None:
+    """Default config (ctime trusted): the agent grows a file by 2**32 in the same second
+    a checkpoint recorded it (ctime is compared by seconds: no USE_NSEC in this git) and
+    puts the mtime back. The snapshot index is racy for it (written in that second), so the
+    next full scan's ``add`` (forced by touching .gitignore, or the gate) hashes 4 GiB that
+    ``pending`` did not list."""
+    repo = tmp_path / "proj"
+    make_repo(repo, dict(FILES))
+    ws = await WorktreeManager(home).create(repo, "conv-samesec")
+    checkout = await open_git(ws)
+    big = ws.path / "big.txt"
+    for _ in range(5):
+        time.sleep(1 - time.time() % 1 + 0.01)  # just after a second starts
+        big.write_bytes(b"hello")
+        await CheckpointStore().create(ws)
+        st = big.stat()
+        os.truncate(big, WRAP + 5)
+        os.utime(big, ns=(st.st_atime_ns, st.st_mtime_ns))
+        index = SnapshotIndex(checkout)
+        if big.stat().st_ctime_ns // 10**9 == st.st_ctime_ns // 10**9 and (
+            index.path.stat().st_mtime_ns // 10**9 == st.st_mtime_ns // 10**9
+        ):
+            break
+    else:
+        pytest.skip("could not stay within one second")
+    assert "big.txt" in await pending(checkout, index.env)
+
+
+# --- HELD ----------------------------------------------------------------------------------
+
+
+async def test_split_index_copy_is_read_with_its_shared_half(tmp_path: Path, home: Path) -> None:
+    """A split index's copy names its shared index by sha, in the same directory: found."""
+    repo = tmp_path / "proj"
+    make_repo(repo, dict(FILES))
+    ws = await WorktreeManager(home).create(repo, "conv-split")
+    git(ws.path, "-c", "core.splitIndex=true", "update-index", "--split-index")
+    assert ws.git_dir is not None
+    assert list(ws.git_dir.glob("sharedindex.*")) or list(
+        Path(git(ws.path, "rev-parse", "--git-common-dir").strip()).glob("sharedindex.*")
+    )
+    (ws.path / "d0/f1.txt").write_text("a longer line than before\n")
+    (ws.path / "new.txt").write_text("n\n")
+    checkout = await open_git(ws)
+    assert await pending(checkout, {}) == ["d0/f1.txt", "new.txt"]
+    assert not list(ws.git_dir.glob("*.stat"))
+
+
+async def test_directory_specs_list_what_add_would_hash(tmp_path: Path, home: Path) -> None:
+    """``_add_paths`` hands directories to ``pending``: stat-changed and untracked inside
+    them are listed; nothing outside."""
+    ws = await _racy_worktree(tmp_path, home)
+    (ws.path / "d0/f1.txt").write_text("a longer line than before\n")
+    (ws.path / "d0/new.txt").write_text("n\n")
+    (ws.path / "d1/f12.txt").write_text("outside the spec, longer\n")
+    checkout = await open_git(ws)
+    assert await pending(checkout, {}, ["d0"]) == ["d0/f1.txt", "d0/new.txt"]
+
+
+async def test_missing_index_lists_everything(tmp_path: Path, home: Path) -> None:
+    ws = await _racy_worktree(tmp_path, home)
+    assert ws.git_dir is not None
+    checkout = await open_git(ws)
+    missing = ws.git_dir / "nope.index"
+    listed = await pending(checkout, {"GIT_INDEX_FILE": str(missing)})
+    assert listed == sorted(FILES)
+    assert not missing.exists()
