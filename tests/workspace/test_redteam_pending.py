@@ -158,3 +158,94 @@ async def test_missing_index_lists_everything(tmp_path: Path, home: Path) -> Non
     listed = await pending(checkout, {"GIT_INDEX_FILE": str(missing)})
     assert listed == sorted(FILES)
     assert not missing.exists()
+
+
+# --- Change 2: cancelling the early scan (CheckpointStore.prepare) ---------------------------
+
+
+def _gits_in(root: Path) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cwd == str(root) or str(root) in cmd:
+            found.append(f"{entry.name}: {cmd}")
+    return found
+
+
+@pytest.mark.parametrize("after_s", [0.02, 0.1, 0.3])
+async def test_cancelled_prepare_leaves_no_git_or_lock_and_the_next_checkpoint_is_whole(
+    tmp_path: Path, home: Path, after_s: float
+) -> None:
+    """No git is left running and no index.lock / stat copy is left (HOLDS), but the next
+    checkpoint CROSSES: prepare() started the journal (``_start_journal``) and wrote the
+    head marker (``_seed``) before the whole scan it was cancelled in, so the next
+    ``add_all`` finds a live journal and a seeded index, scans nothing whole, and the
+    checkpoint holds only the seed (here: 1 of 1501 files). Reached when the loop ends
+    (or the run is cancelled) before the early scan finishes and the journal outlives it
+    (no overlay: the journal's root identity does not change), then a resumed run."""
+    import asyncio
+
+    repo = tmp_path / "proj"
+    make_repo(repo, {"a.txt": b"a\n"})
+    ws = await WorktreeManager(home).create(repo, "conv-cancel")
+    assert ws.git_dir is not None
+    blob = os.urandom(64 * 1024)
+    for i in range(1500):  # ~100 MB to hash: the scan takes a while
+        (ws.path / f"u{i // 100}").mkdir(exist_ok=True)
+        (ws.path / f"u{i // 100}" / f"f{i}.bin").write_bytes(blob + str(i).encode())
+    store = CheckpointStore()
+    task = asyncio.create_task(store.prepare(ws))
+    await asyncio.sleep(after_s)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(40):
+        if not _gits_in(ws.path):
+            break
+        await asyncio.sleep(0.05)
+    assert _gits_in(ws.path) == []
+    state = ws.git_dir / "synthorg"
+    left = sorted(p.name for p in [*state.glob("*.lock"), *state.glob("*.stat"),
+                                   *ws.git_dir.glob("*.stat"), *ws.git_dir.glob("index.lock")])  # fmt: skip
+    assert left in ([], ["snapshot.lock"]), left
+    checkpoint = await asyncio.wait_for(store.create(ws), timeout=60)
+    listed = git(ws.path, "ls-tree", "-r", "--name-only", checkpoint.sha).split()
+    assert len(listed) == 1501
+
+
+async def test_a_failed_early_scan_does_not_make_the_first_checkpoint_skip_files(
+    tmp_path: Path, home: Path
+) -> None:
+    """CROSSES (regression of 450dfb7): ``_settled`` swallows the early scan's failure
+    ("the checkpoint scans for itself and meets the same error"), but the failed scan had
+    already started the journal and seeded the index, so the checkpoint scans nothing
+    whole: no error, and checkpoint 0 lacks every untracked file (a rollback to it deletes
+    them). Here the failure is the count bound (TooManyFilesError); any mid-scan failure
+    (host-work CPU limit, a git error) does the same. Before: checkpoint 0 raised."""
+    import asyncio
+
+    from synthorg.service.loops import _checkpoint_hook
+    from synthorg.workspace.errors import TooManyFilesError
+
+    repo = tmp_path / "proj"
+    make_repo(repo, {"a.txt": b"a\n"})
+    ws = await WorktreeManager(home).create(repo, "conv-failscan")
+    for i in range(30):
+        (ws.path / f"u{i}.txt").write_text(f"{i}\n")
+    store = CheckpointStore(limits=HostLimits(max_changed_files=20))
+    prepared = asyncio.create_task(store.prepare(ws))
+    hook = _checkpoint_hook(store, ws, prepared)
+    assert hook is not None
+    try:
+        event = await hook("call-1")
+    except TooManyFilesError:
+        return  # correct: the bound refuses, as the checkpoint did without the early scan
+    assert event is not None
+    listed = git(ws.path, "ls-tree", "-r", "--name-only", event.ref).split()
+    assert len(listed) == 31, listed
