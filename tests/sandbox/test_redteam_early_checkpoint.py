@@ -26,7 +26,8 @@ MAX_FILE_BYTES = 10 * 1024 * 1024  # the gate's default
 
 def _blobs_over(worktree: Path, ref: str, limit: int) -> list[str]:
     out = _git(worktree, "ls-tree", "-r", "-l", ref)
-    return [line for line in out.splitlines() if line.split()[3] != "-" and int(line.split()[3]) > limit]
+    sized = [(line, line.split()[3]) for line in out.splitlines()]
+    return [line for line, size in sized if size != "-" and int(size) > limit]
 
 
 async def test_gitlink_swapped_for_a_sparse_file_is_not_hashed(
@@ -55,3 +56,22 @@ async def test_gitlink_swapped_for_a_sparse_file_is_not_hashed(
     refs = _git(worktree, "for-each-ref", "--format=%(refname)", "refs/synthorg/").split()
     over = [(ref, line) for ref in refs for line in _blobs_over(worktree, ref, MAX_FILE_BYTES)]
     assert over == [], (out, result)
+
+
+async def test_the_agent_cannot_make_a_file_of_4_gib(tmp_path: Path, quotas: Path) -> None:
+    """The stat-judged bound relies on it (git keeps sizes modulo 2**32: a file grown by
+    2**32 bytes matches its entry; tests/workspace/test_redteam_pending.py): the sandbox's
+    largest file is under 4 GiB (``SandboxLimits.file_bytes``), so even a sparse one fails."""
+    repo = _repo(tmp_path)
+    plan = [
+        "cd /workspace && (truncate -s 4294967301 big.txt) 2>&1; echo rc=$?;"
+        " (dd if=/dev/zero of=big2.txt bs=1 count=1 seek=4294967300) 2>&1; echo rc=$?;"
+        " stat -c SIZE=%s big.txt big2.txt 2>&1"
+    ]
+    async with boot(
+        _settings(tmp_path), registry=default_registry(), provisioner=default_provisioner
+    ) as c:
+        _, out, _ = await attack(c, repo, plan)
+    assert "rc=0" not in out[0], out
+    sizes = [int(line[5:]) for line in out[0].splitlines() if line.startswith("SIZE=")]
+    assert all(size < 2**32 for size in sizes), out

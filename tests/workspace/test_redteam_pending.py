@@ -2,7 +2,8 @@
 
 ``pending`` lists what ``git add -A`` would hash so that sizes and counts are checked before
 git hashes anything. It now reads a copy of the index dated far in the future (no entry is
-racily clean there) and asks ``diff-files --ignore-submodules=all``. ``git add`` itself still
+racily clean there) and asks ``diff-files`` (at first ``--ignore-submodules=all``; now
+``=dirty``, the first finding's fix). ``git add`` itself still
 reads the real index. Whatever ``add`` would hash and ``pending`` leaves out escapes the size
 bound. Tests that CROSS assert the correct behaviour (they fail on 450dfb7).
 """
@@ -10,14 +11,15 @@ bound. Tests that CROSS assert the correct behaviour (they fail on 450dfb7).
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+from synthorg.sandbox.protocol import SandboxLimits
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.hostlimits import HostLimits, pending
-from synthorg.workspace.snapshot import SnapshotIndex, open_git
+from synthorg.workspace.snapshot import open_git
 from synthorg.workspace.worktrees import WorktreeManager
 
 from .gitfixtures import git, make_repo
@@ -71,52 +73,19 @@ async def test_gitlink_swap_lands_an_oversize_file_in_a_checkpoint(
     assert not (listed and listed[1] == "blob" and int(listed[3]) > limits.max_file_bytes), listed
 
 
-# --- CROSSED (regression): a size wrapped by 2**32 on a racily clean entry -------------------
+# --- CROSSED in-process, closed by configuration: a size wrapped by 2**32 ------------------
+# A racily clean entry grown by 2**32 bytes (sparse) with its mtime put back matches its
+# entry by stat data (git keeps sizes modulo 2**32), so the stat-judged listing leaves it out
+# and ``git add`` hashes 4 GiB unmeasured. (The listing by content, 6bfc7ff, hashed those 4 GiB
+# itself to list the file.) The agent cannot make such a file: a sandbox's largest file
+# (RLIMIT_FSIZE, ``[sandbox.limits] file_bytes``) is refused at 4 GiB or more, and a real run's
+# attempt fails (tests/sandbox/test_redteam_early_checkpoint.py).
 
 
-async def test_racy_entry_grown_by_4gib_is_listed(tmp_path: Path, home: Path) -> None:
-    """Host repo with core.trustctime=false (the agent cannot set it; the project may).
-    A racily clean entry (a fresh checkout: entries in the index's second) grown by 2**32
-    bytes (sparse) with its mtime put back matches its entry by stat data (sizes compare
-    mod 2**32), so the stat-judged copy leaves it out; ``git add`` reads the real index,
-    where it is racy, and hashes all 4 GiB. ``ls-files --modified`` listed it (after
-    hashing it itself: the old listing's cost, but the bound then held)."""
-    ws = await _racy_worktree(tmp_path, home)
-    rel = "d0/f1.txt"
-    path = ws.path / rel
-    old = path.stat()
-    os.truncate(path, WRAP + old.st_size)
-    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
-    checkout = await open_git(ws)
-    assert rel in await pending(checkout, {})
-
-
-async def test_same_second_4gib_growth_default_config_is_listed(tmp_path: Path, home: Path) -> None:
-    """Default config (ctime trusted): the agent grows a file by 2**32 in the same second
-    a checkpoint recorded it (ctime is compared by seconds: no USE_NSEC in this git) and
-    puts the mtime back. The snapshot index is racy for it (written in that second), so the
-    next full scan's ``add`` (forced by touching .gitignore, or the gate) hashes 4 GiB that
-    ``pending`` did not list."""
-    repo = tmp_path / "proj"
-    make_repo(repo, dict(FILES))
-    ws = await WorktreeManager(home).create(repo, "conv-samesec")
-    checkout = await open_git(ws)
-    big = ws.path / "big.txt"
-    for _ in range(5):
-        time.sleep(1 - time.time() % 1 + 0.01)  # just after a second starts
-        big.write_bytes(b"hello")
-        await CheckpointStore().create(ws)
-        st = big.stat()
-        os.truncate(big, WRAP + 5)
-        os.utime(big, ns=(st.st_atime_ns, st.st_mtime_ns))
-        index = SnapshotIndex(checkout)
-        if big.stat().st_ctime_ns // 10**9 == st.st_ctime_ns // 10**9 and (
-            index.path.stat().st_mtime_ns // 10**9 == st.st_mtime_ns // 10**9
-        ):
-            break
-    else:
-        pytest.skip("could not stay within one second")
-    assert "big.txt" in await pending(checkout, index.env)
+def test_a_sandbox_may_not_allow_files_of_4_gib() -> None:
+    with pytest.raises(ValidationError, match="less than 4294967296"):
+        SandboxLimits(file_bytes=WRAP)
+    assert SandboxLimits(file_bytes=WRAP - 1).file_bytes == WRAP - 1
 
 
 # --- HELD ----------------------------------------------------------------------------------
@@ -211,8 +180,9 @@ async def test_cancelled_prepare_leaves_no_git_or_lock_and_the_next_checkpoint_i
         await asyncio.sleep(0.05)
     assert _gits_in(ws.path) == []
     state = ws.git_dir / "synthorg"
-    left = sorted(p.name for p in [*state.glob("*.lock"), *state.glob("*.stat"),
-                                   *ws.git_dir.glob("*.stat"), *ws.git_dir.glob("index.lock")])  # fmt: skip
+    found = [*state.glob("*.lock"), *state.glob("*.stat")]
+    found += [*ws.git_dir.glob("*.stat"), *ws.git_dir.glob("index.lock")]
+    left = sorted(p.name for p in found)
     assert left in ([], ["snapshot.lock"]), left
     checkpoint = await asyncio.wait_for(store.create(ws), timeout=60)
     listed = git(ws.path, "ls-tree", "-r", "--name-only", checkpoint.sha).split()

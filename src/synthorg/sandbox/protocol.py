@@ -38,6 +38,12 @@ class ForwardedEndpoint(BaseModel):
         return f"http://127.0.0.1:{self.sandbox_port}"
 
 
+FILE_BYTES_BOUND = 2**32
+"""``file_bytes`` stays below it: a file grown by 2**32 bytes matches its index entry's size
+(git records sizes modulo 2**32), so the host-work bounds, which list by stat data
+(``workspace/hostlimits.pending``), would let ``git add`` hash it unmeasured."""
+
+
 class SandboxLimits(BaseModel):
     """Resource caps for one sandboxed run."""
 
@@ -66,7 +72,10 @@ class SandboxLimits(BaseModel):
     file_bytes: int = Field(
         default=1024**3,
         ge=1024**2,
-        description="Largest file a sandboxed process may write (RLIMIT_FSIZE: EFBIG past it).",
+        lt=FILE_BYTES_BOUND,
+        description="Largest file a sandboxed process may write (RLIMIT_FSIZE: EFBIG past it); "
+        "under 4 GiB, because git's index keeps sizes modulo 2**32 and the host-work bounds "
+        "judge unlisted files by their index entry's size.",
     )
     cpu_seconds: int | None = Field(
         default=None, ge=1, description="Per-process CPU-time cap (RLIMIT_CPU); None = no cap."

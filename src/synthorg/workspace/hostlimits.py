@@ -53,16 +53,17 @@ async def pending(
     bound; ``add`` still compares its content."""
     # Two walks at once: the untracked files, and the entries whose stat data differ
     # (``diff-files`` lstat()s them in parallel; ``ls-files --modified`` one by one, ~2x
-    # slower at 100,000 entries). Submodules are not asked about their own state (that
-    # runs a git in a nested repository the agent may have written; a gitlink hashes
-    # nothing anyway).
+    # slower at 100,000 entries). A submodule's own work tree is not asked about (that
+    # runs a git in a nested repository the agent may have written), but a gitlink whose
+    # path is now a file is listed (``=dirty``, not ``=all``, which hid such a file from
+    # the size check: the red team's finding, tests/workspace/test_redteam_pending.py).
     literal = ["--literal-pathspecs"] if specs is not None else []
     tail = ["--", *specs] if specs is not None else []
     others = [*literal, "ls-files", "-z", "--others", "--exclude-standard", *tail]
     changed = [
         *literal,
         *("-c", "core.preloadIndex=true"),
-        *("diff-files", "--name-only", "-z", "--ignore-submodules=all", *tail),
+        *("diff-files", "--name-only", "-z", "--ignore-submodules=dirty", *tail),
     ]
     index = Path(env.get("GIT_INDEX_FILE") or checkout.dirs.git_dir / "index")
     with _stat_judged(index) as judged:

@@ -185,8 +185,14 @@ class SnapshotIndex:
             shutil.copy2(real, tmp)
             if self.view is not None:
                 # ~200 ms of Python at 100,000 entries: off the event loop, which meanwhile
-                # serves the run's model call and every other run of this process.
-                await asyncio.to_thread(self._translate, tmp)
+                # serves the run's model call and every other run of this process. The
+                # thread only computes; the seed is written here, so a cancelled seed's
+                # thread never writes over the next one's.
+                stat = tmp.stat()
+                data = await asyncio.to_thread(self._translated, tmp.read_bytes())
+                if data is not None:
+                    tmp.write_bytes(data)
+                    os.utime(tmp, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # racy-clean
             os.replace(tmp, self.path)
         elif head is not None:
             await self.co.run(["read-tree", head], env=self.env)
@@ -194,19 +200,16 @@ class SnapshotIndex:
             await self.co.run(["read-tree", "--empty"], env=self.env)
         self._head_marker.write_text(head or "", encoding="utf-8")
 
-    def _translate(self, seed: Path) -> None:
+    def _translated(self, seed: bytes) -> bytes | None:
         """The user's index records the host's view (its files owned by the host): for the
         idmapped view the same entries are recorded as owned by the ids shown there, so the
         first scan re-hashes only what changed (else every file: 1.6 s for 38,491 files).
-        Left as copied when the index is not one ``reowned`` rewrites (then git re-hashes)."""
-        stat = seed.stat()
+        None (the seed left as copied) when the index is not one ``reowned`` rewrites (then
+        git re-hashes)."""
         assert self.view is not None
         host = (os.geteuid(), os.getegid())
         shared = shared_in(self.co.dirs.git_dir, host, self.view)  # a split index's other half
-        data = reowned(seed.read_bytes(), host, self.view, shared=shared)
-        if data is not None:
-            seed.write_bytes(data)
-            os.utime(seed, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # racy-clean, as above
+        return reowned(seed, host, self.view, shared=shared)
 
     async def add_all(self, *, full: bool = False) -> str | None:
         """Bring the private index in line with the worktree; returns HEAD's sha.
@@ -216,6 +219,20 @@ class SnapshotIndex:
         """
         self.dir.mkdir(parents=True, exist_ok=True)
         self.unhashed = []
+        try:
+            return await self._add_all(full)
+        except BaseException:
+            # Failed or cancelled part way (a host limit, a git error, a run stopped during
+            # its early scan): the journal may already watch, its drained changes unadded,
+            # and the index be seeded but not scanned. Forgetting both makes the next
+            # snapshot seed and scan everything rather than trust either (red team:
+            # tests/workspace/test_redteam_pending.py).
+            JOURNALS.discard(self._journal_key)
+            with contextlib.suppress(FileNotFoundError):
+                self._head_marker.unlink()
+            raise
+
+    async def _add_all(self, full: bool) -> str | None:
         scan_asked = full
         head = await head_sha(self.co)
         try:
