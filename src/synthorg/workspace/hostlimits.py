@@ -3,8 +3,9 @@
 The agent owns the worktree, and the sandbox's quota counts blocks: a sparse file of 1 GiB
 apparent size costs it nothing, yet ``git add`` reads and compresses all of it (three took the
 host 52 CPU-s, six held a checkpoint for ~8 minutes), to be refused as oversize at landing.
-So before any ``git add``, what it would hash is listed (``git ls-files``: a walk with the
-ignore rules, no content read) and measured by apparent size (``lstat``): a file over the
+So before any ``git add``, what it would hash is listed (``git ls-files --others`` and
+``git diff-files``: walks by the ignore rules and by stat data, no content read) and measured
+by apparent size (``lstat``): a file over the
 gate's ``max_file_bytes`` is never hashed (the gate refuses it by that size), and more
 changed files than ``max_changed_files`` are refused outright.
 """
