@@ -62,3 +62,40 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def repo_root() -> Path:
     """The checkout's root directory."""
     return Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def full_scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The index of every whole-tree scan (``SnapshotIndex._add_everything``), in order."""
+    from synthorg.workspace import snapshot
+
+    seen: list[str] = []
+    real = snapshot.SnapshotIndex._add_everything
+
+    async def spy(self: snapshot.SnapshotIndex, head: str | None) -> None:
+        seen.append(self.path.name)
+        await real(self, head)
+
+    monkeypatch.setattr(snapshot.SnapshotIndex, "_add_everything", spy)
+    return seen
+
+
+@pytest.fixture
+def scan_roots(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Path, str]]:
+    """(index name, tree read, asyncio task name) of every whole-tree ``git add -A``
+    (``SnapshotIndex._add_everything_in``: the host's view, the run's, or the layer below
+    its overlay), in order."""
+    import asyncio
+
+    from synthorg.workspace import snapshot
+
+    seen: list[tuple[str, Path, str]] = []
+    real = snapshot.SnapshotIndex._add_everything_in
+
+    async def spy(self: snapshot.SnapshotIndex, root: Path, env: dict[str, str]) -> str:
+        task = asyncio.current_task()
+        seen.append((self.path.name, root, task.get_name() if task else ""))
+        return await real(self, root, env)
+
+    monkeypatch.setattr(snapshot.SnapshotIndex, "_add_everything_in", spy)
+    return seen

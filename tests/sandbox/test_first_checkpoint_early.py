@@ -10,7 +10,6 @@ level: a change made after the early scan is in the checkpoint.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ import pytest
 from synthorg.sandbox.quota import unavailable_reason
 from synthorg.service.boot import boot
 from synthorg.service.loops import default_provisioner, default_registry
-from synthorg.workspace import snapshot
 from synthorg.workspace.refs import checkpoint_ref
 
 from .test_landing_from_overlay import _git, _repo, _scratch_tree, _settings
@@ -31,17 +29,8 @@ pytestmark = [
 
 
 async def test_the_first_scan_runs_before_the_first_action_asks_for_it(
-    tmp_path: Path, quotas: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, quotas: Path, scan_roots: list[tuple[str, Path, str]]
 ) -> None:
-    scans: list[tuple[str, str, str]] = []
-    real = snapshot.SnapshotIndex._add_everything_in
-
-    async def spy(self: snapshot.SnapshotIndex, root: Path, env: dict[str, str]) -> str:
-        task = asyncio.current_task()
-        scans.append((self.path.name, root.name, task.get_name() if task else ""))
-        return await real(self, root, env)
-
-    monkeypatch.setattr(snapshot.SnapshotIndex, "_add_everything_in", spy)
     repo = _repo(tmp_path)
     async with boot(
         _settings(tmp_path), registry=default_registry(), provisioner=default_provisioner
@@ -51,10 +40,10 @@ async def test_the_first_scan_runs_before_the_first_action_asks_for_it(
         )
     sha = getattr(result, "commit_sha", None)
     assert sha, (out, result)
-    in_run = [(root, task) for name, root, task in scans if name != "snapshot.index"]
+    in_run = [(root.name, task) for name, root, task in scan_roots if name != "snapshot.index"]
     # One whole scan of the run's view: the early one, below the overlay; none at the
     # checkpoints before either action.
-    assert in_run == [("lower", "first-checkpoint-scan")], scans
+    assert in_run == [("lower", "first-checkpoint-scan")], scan_roots
     worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
     assert _git(worktree, "rev-parse", f"{sha}^{{tree}}").strip() == _scratch_tree(
         worktree, tmp_path

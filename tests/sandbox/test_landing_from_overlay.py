@@ -22,7 +22,6 @@ from synthorg.sandbox.quota import unavailable_reason
 from synthorg.service.boot import boot
 from synthorg.service.demo import create_demo_repo
 from synthorg.service.loops import default_provisioner, default_registry
-from synthorg.workspace import snapshot
 from tests.support import scripted_settings
 
 from .test_redteam_more import MODEL, SCRIPT, attack
@@ -62,20 +61,6 @@ def _scratch_tree(worktree: Path, tmp_path: Path) -> str:
     _git(worktree, "read-tree", "HEAD^", env=env)  # tracked-though-ignored stay tracked
     _git(worktree, "add", "-A", env=env)
     return _git(worktree, "write-tree", env=env).strip()
-
-
-@pytest.fixture
-def full_scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The index of every scan of a whole tree, host view or the run's."""
-    seen: list[str] = []
-    real = snapshot.SnapshotIndex._add_everything
-
-    async def spy(self: snapshot.SnapshotIndex, head: str | None) -> None:
-        seen.append(self.path.name)
-        await real(self, head)
-
-    monkeypatch.setattr(snapshot.SnapshotIndex, "_add_everything", spy)
-    return seen
 
 
 def _settings(tmp_path: Path) -> Any:
@@ -142,19 +127,11 @@ async def test_a_changed_ignore_file_makes_the_landing_scan_everything(
 
 
 async def test_the_first_checkpoint_reads_the_tree_below_the_unchanged_overlay(
-    tmp_path: Path, quotas: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, quotas: Path, scan_roots: list[tuple[str, Path, str]]
 ) -> None:
     """Before any action the overlay has changed nothing, so the run's first whole scan reads
     the idmapped tree under it: every file scanned through the overlay is an overlay inode
     its unmount must free (224 ms at 100,000 files on 806547a, 4 ms after)."""
-    roots: list[tuple[str, Path]] = []
-    real = snapshot.SnapshotIndex._add_everything_in
-
-    async def spy(self: snapshot.SnapshotIndex, root: Path, env: dict[str, str]) -> str:
-        roots.append((self.path.name, root))
-        return await real(self, root, env)
-
-    monkeypatch.setattr(snapshot.SnapshotIndex, "_add_everything_in", spy)
     repo = _repo(tmp_path)
     async with boot(
         _settings(tmp_path), registry=default_registry(), provisioner=default_provisioner
@@ -162,6 +139,6 @@ async def test_the_first_checkpoint_reads_the_tree_below_the_unchanged_overlay(
         cid, out, result = await attack(c, repo, ["cd /workspace && echo x > x.txt && echo ok"])
     assert getattr(result, "commit_sha", None), (out, result)
     worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
-    in_run = [root for name, root in roots if name != "snapshot.index"]
-    assert in_run and in_run[0] != worktree, roots  # read below the overlay
-    assert in_run[0].name == "lower", roots
+    in_run = [root for name, root, _ in scan_roots if name != "snapshot.index"]
+    assert in_run and in_run[0] != worktree, scan_roots  # read below the overlay
+    assert in_run[0].name == "lower", scan_roots

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from synthorg.workspace import snapshot
 from synthorg.workspace.checkpoints import CheckpointStore
 from synthorg.workspace.worktrees import WorktreeManager
 
@@ -19,27 +16,19 @@ from .gitfixtures import git, make_repo
 
 
 async def test_a_change_after_the_early_scan_is_in_the_checkpoint(
-    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, home: Path, full_scans: list[str]
 ) -> None:
-    whole: list[str] = []
-    real = snapshot.SnapshotIndex._add_everything
-
-    async def spy(self: snapshot.SnapshotIndex, head: str | None) -> None:
-        whole.append(self.path.name)
-        await real(self, head)
-
-    monkeypatch.setattr(snapshot.SnapshotIndex, "_add_everything", spy)
     repo = tmp_path / "proj"
     make_repo(repo, {"a.txt": b"a\n", "d/b.txt": b"b\n", "d/gone.txt": b"g\n"})
     ws = await WorktreeManager(home).create(repo, "conv-prepare")
     store = CheckpointStore()
     await store.prepare(ws)
-    assert len(whole) == 1
+    assert len(full_scans) == 1
     (ws.path / "a.txt").write_text("changed after the scan\n")
     (ws.path / "d" / "new.txt").write_text("new\n")
     (ws.path / "d" / "gone.txt").unlink()
     checkpoint = await store.create(ws)
-    assert len(whole) == 1  # no second whole scan: the journal named what changed
+    assert len(full_scans) == 1  # no second whole scan: the journal named what changed
     listed = git(ws.path, "ls-tree", "-r", "--name-only", checkpoint.sha).split()
     assert listed == ["a.txt", "d/b.txt", "d/new.txt"]
     assert git(ws.path, "show", f"{checkpoint.sha}:a.txt") == "changed after the scan\n"
