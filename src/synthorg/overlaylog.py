@@ -79,6 +79,14 @@ def unchanged_lower(worktree: Path) -> tuple[str, Path] | None:
     return live.token, live.lower
 
 
+def is_live(worktree: Path, token: str) -> bool:
+    """Whether the overlay ``token`` still covers ``worktree`` (its lower layer still the
+    tree under it, not an empty mount point)."""
+    with _LOCK:
+        live = _LIVE.get(_key(worktree))
+    return live is not None and live.token == token
+
+
 def released(worktree: Path, token: str, changed: frozenset[str] | None) -> None:
     """The overlay ``token`` is gone and its upper applied; ``changed`` None when what it
     changed is not exactly known (then nothing is recorded)."""

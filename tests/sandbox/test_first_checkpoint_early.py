@@ -10,10 +10,12 @@ level: a change made after the early scan is in the checkpoint.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
+from synthorg.domain import ActionEvent, CheckpointEvent, ObservationEvent
 from synthorg.sandbox.quota import unavailable_reason
 from synthorg.service.boot import boot
 from synthorg.service.loops import default_provisioner, default_registry
@@ -52,3 +54,59 @@ async def test_the_first_scan_runs_before_the_first_action_asks_for_it(
     # The first checkpoint is the tree before any action; the second has the first's file.
     assert "x.txt" not in _git(worktree, "ls-tree", "--name-only", first).split()
     assert "x.txt" in _git(worktree, "ls-tree", "--name-only", second).split()
+
+
+async def test_the_first_action_does_not_wait_for_the_whole_scan(
+    tmp_path: Path, quotas: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the overlay, while it has changed nothing, the checkpoint before the first action
+    is the layer below it, which no write from the run reaches: the action starts at once and
+    the checkpoint is written from the scan of that layer beside it (issue 31: the scan is
+    ~1 s at 100,000 files). Here the scan is held until the first action's file exists: on a
+    checkpoint that waited for the scan, that file never comes (it is written 30 s later,
+    when the hold gives up). The checkpoint still holds the tree before the action, and it
+    is logged before the action's observation, as a checkpoint taken first is."""
+    from synthorg.workspace import snapshot
+
+    real = snapshot.SnapshotIndex._add_everything_in
+    held: list[bool] = []
+
+    async def held_until_the_action_ran(
+        self: snapshot.SnapshotIndex, root: Path, env: dict[str, str]
+    ) -> str:
+        task = asyncio.current_task()
+        if task is not None and task.get_name() == "first-checkpoint-scan" and not held:
+            deadline = asyncio.get_running_loop().time() + 30
+            while not (self.ws.path / "x.txt").exists():
+                if asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.02)
+            held.append((self.ws.path / "x.txt").exists())
+        return await real(self, root, env)
+
+    monkeypatch.setattr(snapshot.SnapshotIndex, "_add_everything_in", held_until_the_action_ran)
+    repo = _repo(tmp_path)
+    async with boot(
+        _settings(tmp_path), registry=default_registry(), provisioner=default_provisioner
+    ) as c:
+        cid, out, result = await attack(
+            c, repo, ["cd /workspace && echo x > x.txt && echo ok", "echo more > /workspace/y"]
+        )
+        history = [s.event for s in await c.store.history(cid, limit=10_000)]
+    assert held == [True], (held, out, result)
+    assert getattr(result, "commit_sha", None), (out, result)
+    worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
+    first, second = (checkpoint_ref(cid, n) for n in (0, 1))
+    assert "x.txt" not in _git(worktree, "ls-tree", "--name-only", first).split()
+    assert "x.txt" in _git(worktree, "ls-tree", "--name-only", second).split()
+    assert _git(worktree, "rev-parse", f"{first}^{{tree}}") == _git(
+        worktree, "rev-parse", f"{first}^1^{{tree}}"
+    )  # the tree the run started from (its HEAD's): nothing of the action
+    order = [
+        (type(e).__name__, getattr(e, "action_id", None))
+        for e in history
+        if isinstance(e, (CheckpointEvent, ActionEvent, ObservationEvent))
+    ]
+    action = next(a for kind, a in order if kind == "ActionEvent")
+    mine = [kind for kind, a in order if a == action]
+    assert mine == ["ActionEvent", "CheckpointEvent", "ObservationEvent"], order

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from synthorg.domain import CheckpointEvent
 from synthorg.engine import LoopDependencies, LoopRegistry, known_loop_types
 from synthorg.engine.native import NATIVE_FACTORIES, NativeLoopDeps, http_model_client
-from synthorg.engine.native.turn import CheckpointHook
+from synthorg.engine.native.turn import CheckpointHook, CheckpointUnderWay
 from synthorg.engine.openhands import OPENHANDS_FACTORIES
 from synthorg.engine.registry import LoopFactory
 from synthorg.errors import ConfigError
@@ -54,14 +54,29 @@ def _checkpoint_hook(
     checkpoints: CheckpointStore, workspace: Workspace, prepared: asyncio.Task[None] | None = None
 ) -> CheckpointHook | None:
     """The checkpoint taken before each mutating action; ``prepared``: the first one's scan,
-    already under way (``_prepare``), waited for first."""
+    already under way (``_prepare``), waited for first. While that scan still runs and the
+    run's overlay has changed nothing, the checkpoint is of the layer under it, which the
+    action cannot change: the action starts at once and the checkpoint is written beside it
+    from that scan (a second at 100,000 files), logged before the action's observation."""
     if not workspace.is_git:
         return None
+    cid = workspace.conversation_id
 
-    async def snapshot(action_id: str) -> CheckpointEvent | None:
+    async def below(layer: tuple[str, Path], action_id: str) -> CheckpointEvent:
+        assert prepared is not None
+        await _settled(prepared)
+        checkpoint = await checkpoints.create_below(workspace, layer, cid)
+        return CheckpointEvent(index=checkpoint.index, ref=checkpoint.ref, action_id=action_id)
+
+    async def snapshot(action_id: str) -> CheckpointEvent | CheckpointUnderWay | None:
+        if prepared is not None and not prepared.done():
+            layer = checkpoints.unchanged_below(workspace)
+            if layer is not None:
+                task = asyncio.create_task(below(layer, action_id), name="first-checkpoint")
+                return CheckpointUnderWay(task)
         if prepared is not None:
             await _settled(prepared)
-        checkpoint = await checkpoints.create(workspace, workspace.conversation_id)
+        checkpoint = await checkpoints.create(workspace, cid)
         return CheckpointEvent(index=checkpoint.index, ref=checkpoint.ref, action_id=action_id)
 
     return snapshot

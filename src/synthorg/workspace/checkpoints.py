@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+from pathlib import Path
 
+from synthorg import overlaylog
 from synthorg.errors import ConflictError
 from synthorg.workspace import refs
 from synthorg.workspace.checkout import Checkout
@@ -67,35 +69,63 @@ class CheckpointStore:
         """Snapshot ``ws`` now as the conversation's next checkpoint."""
         cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
         checkout = await open_git(ws)
-        common = checkout.dirs.common_dir
-        key = (f"{common}\0{ws.repo_identity}", cid)
-        async with in_process_lock(f"checkpoint:{common}:{cid}"):
+        async with in_process_lock(f"checkpoint:{checkout.dirs.common_dir}:{cid}"):
             async with SnapshotIndex(checkout, self.limits).locked() as index:
                 snap = await index.snapshot()
-            for _ in range(20):
-                n = self._next.get(key)
-                if n is None:
-                    n = await self._scan_next(ws, cid)
-                message = f"synthorg checkpoint {n} of conversation {cid}"
-                ref = refs.checkpoint_ref(cid, n)
-                try:
-                    async with exclusive(state_dir(common) / "checkpoints" / f"{cid}.lock"):
-                        # Every checkpoint writer of this conversation holds this flock
-                        # (freed when its process dies; a mirror installs the conversation's
-                        # refs only while building its worktree, before any checkpoint), so
-                        # a ref lock file found under it was left by a writer killed
-                        # mid-write: stale. Left alone, a resumed run never gets checkpoint n.
-                        with contextlib.suppress(FileNotFoundError):
-                            (common / f"{ref}.lock").unlink()
-                        sha = await self._commit(checkout, snap.tree, snap.head, message, ref)
-                except RefTaken:
-                    self._next.pop(key, None)  # someone else took n: rescan
-                    continue
-                self._next[key] = n + 1
-                if self.publisher is not None:
-                    # Before the checkpoint is logged: a logged one is on the remote.
-                    await self.publisher.publish(ws, checkpoint=ref)
-                return Checkpoint(index=n, sha=sha, tree=snap.tree, ref=ref)
+            return await self._record(ws, checkout, cid, snap.tree, snap.head)
+
+    @staticmethod
+    def unchanged_below(ws: Workspace) -> tuple[str, Path] | None:
+        """(token, mount) of the layer under the run's overlay while the overlay has changed
+        nothing (``overlaylog.unchanged_lower``): a checkpoint now is that layer's tree,
+        which the run cannot change, so it can be written while the run's next action
+        already runs (``create_below``). None otherwise."""
+        return overlaylog.unchanged_lower(ws.path)
+
+    async def create_below(
+        self, ws: Workspace, below: tuple[str, Path], conversation_id: str | None = None
+    ) -> Checkpoint:
+        """The conversation's next checkpoint, of the layer under the overlay ``below``
+        (from ``unchanged_below``, taken when the overlay was still empty): whatever the run
+        wrote since is not in it. Call it while that overlay is mounted."""
+        cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
+        checkout = await open_git(ws)
+        async with in_process_lock(f"checkpoint:{checkout.dirs.common_dir}:{cid}"):
+            async with SnapshotIndex(checkout, self.limits).locked() as index:
+                snap = await index.lower_snapshot(*below)
+            return await self._record(ws, checkout, cid, snap.tree, snap.head)
+
+    async def _record(
+        self, ws: Workspace, checkout: Checkout, cid: str, tree: str, head: str | None
+    ) -> Checkpoint:
+        """Commit ``tree`` as the conversation's next checkpoint (its number allocated
+        create-only, rescanned when another writer took it) and publish it."""
+        common = checkout.dirs.common_dir
+        key = (f"{common}\0{ws.repo_identity}", cid)
+        for _ in range(20):
+            n = self._next.get(key)
+            if n is None:
+                n = await self._scan_next(ws, cid)
+            message = f"synthorg checkpoint {n} of conversation {cid}"
+            ref = refs.checkpoint_ref(cid, n)
+            try:
+                async with exclusive(state_dir(common) / "checkpoints" / f"{cid}.lock"):
+                    # Every checkpoint writer of this conversation holds this flock
+                    # (freed when its process dies; a mirror installs the conversation's
+                    # refs only while building its worktree, before any checkpoint), so
+                    # a ref lock file found under it was left by a writer killed
+                    # mid-write: stale. Left alone, a resumed run never gets checkpoint n.
+                    with contextlib.suppress(FileNotFoundError):
+                        (common / f"{ref}.lock").unlink()
+                    sha = await self._commit(checkout, tree, head, message, ref)
+            except RefTaken:
+                self._next.pop(key, None)  # someone else took n: rescan
+                continue
+            self._next[key] = n + 1
+            if self.publisher is not None:
+                # Before the checkpoint is logged: a logged one is on the remote.
+                await self.publisher.publish(ws, checkpoint=ref)
+            return Checkpoint(index=n, sha=sha, tree=tree, ref=ref)
         raise ConflictError(f"could not allocate a checkpoint number for conversation {cid}")
 
     async def prepare(self, ws: Workspace) -> None:
@@ -106,7 +136,9 @@ class CheckpointStore:
         thinks, not after it answered."""
         checkout = await open_git(ws)
         async with SnapshotIndex(checkout, self.limits).locked() as index:
-            await index.snapshot()
+            # Below the overlay only: the checkpoint it serves may be of that layer
+            # (``create_below``), and the journal names what was written meanwhile.
+            await index.snapshot(lower_only=True)
 
     async def _commit(
         self, checkout: Checkout, tree: str, head: str | None, message: str, ref: str

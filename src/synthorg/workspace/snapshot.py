@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from synthorg import overlaylog
+from synthorg.errors import ConflictError
 from synthorg.logging import get_logger
 from synthorg.workspace import own_index
 from synthorg.workspace.checkout import Checkout, open_checkout
@@ -211,16 +212,19 @@ class SnapshotIndex:
         shared = shared_in(self.co.dirs.git_dir, host, self.view)  # a split index's other half
         return reowned(seed, host, self.view, shared=shared)
 
-    async def add_all(self, *, full: bool = False) -> str | None:
+    async def add_all(self, *, full: bool = False, lower_only: bool = False) -> str | None:
         """Bring the private index in line with the worktree; returns HEAD's sha.
 
         ``full`` scans every file whatever the journal says (the gate decides landing by
-        content, never by a cache).
+        content, never by a cache). ``lower_only``: a whole scan that read the layer under
+        a live overlay is not read again through the overlay when something wrote meanwhile
+        while the journal watches (it names those writes to the next ``add_all``): the
+        index then holds that layer, the tree before any write of the run.
         """
         self.dir.mkdir(parents=True, exist_ok=True)
         self.unhashed = []
         try:
-            return await self._add_all(full)
+            return await self._add_all(full, lower_only)
         except BaseException:
             # Failed or cancelled part way (a host limit, a git error, a run stopped during
             # its early scan): the journal may already watch, its drained changes unadded,
@@ -232,7 +236,7 @@ class SnapshotIndex:
                 self._head_marker.unlink()
             raise
 
-    async def _add_all(self, full: bool) -> str | None:
+    async def _add_all(self, full: bool, lower_only: bool = False) -> str | None:
         scan_asked = full
         head = await head_sha(self.co)
         try:
@@ -260,10 +264,10 @@ class SnapshotIndex:
         elif restart:
             await self._start_journal()  # before the scan, so nothing falls in between
         if full or restart:
-            await self._add_everything(head)
+            await self._add_everything(head, lower_only)
         return head
 
-    async def _add_everything(self, head: str | None) -> None:
+    async def _add_everything(self, head: str | None, lower_only: bool = False) -> None:
         """``git add -A`` of the whole tree, but for what the host limits leave out.
 
         Under a run's overlay that has changed nothing yet (its first checkpoint, before any
@@ -282,6 +286,8 @@ class SnapshotIndex:
                 self._keep_lower_scan(token, head, started)
             if overlaylog.unchanged_lower(self.ws.path) == below:
                 return
+            if lower_only and JOURNALS.get(self._journal_key) is not None:
+                return  # the journal, started before the scan, names what was written
         await self._add_everything_in(self.ws.path, self.env)
 
     def _file_clock(self) -> int:
@@ -443,20 +449,22 @@ class SnapshotIndex:
             raise
         return True
 
-    async def snapshot(self, *, full: bool = False, overlay: bool = False) -> Snapshot:
+    async def snapshot(
+        self, *, full: bool = False, overlay: bool = False, lower_only: bool = False
+    ) -> Snapshot:
         """Capture the worktree (tracked and untracked, not ignored) as a tree.
 
         ``overlay``: when the worktree's last overlay was just released (its run ended) and
         this checkout's index scanned the tree whole under that overlay, that scan plus what
         the overlay changed is the tree (``_from_overlay``); else, or when unsure, the
-        scan ``full`` asks for."""
+        scan ``full`` asks for. ``lower_only``: see ``add_all``."""
         if overlay:
             landed = await self._from_overlay()
             if landed is not None:
                 return landed
         elif full:
             overlaylog.forget(self.ws.path)  # a scan of everything: the record is not needed
-        head = await self.add_all(full=full)
+        head = await self.add_all(full=full, lower_only=lower_only)
         tree = await self.write_tree()
         scan = _LOWER_SCANS.get(self._journal_key)
         if scan is not None and scan.tree == tree and not scan.vouched:
@@ -587,6 +595,40 @@ class SnapshotIndex:
             return None
         out = await self.co.run_retrying([*self.config, "write-tree"], env=env)
         return out.text.strip()
+
+    async def lower_snapshot(self, token: str, lower: Path) -> Snapshot:
+        """The tree of the layer under the live overlay ``token`` (mounted at ``lower``),
+        whatever the run has written since: the whole scan kept of it (``_keep_lower_scan``),
+        its tree written if it was not yet; else (no such scan: a file too big to hash, a
+        warning from git, a failed early scan) that layer scanned now, into an index of its
+        own (this one's entries may be the overlay's by now). The layer does not change while
+        the overlay is mounted, so either is the tree as it was when the overlay was empty."""
+        scan = _LOWER_SCANS.get(self._journal_key)
+        if scan is not None and scan.token == token:
+            if scan.tree is not None:
+                return Snapshot(tree=scan.tree, head=scan.head)
+            env = {"GIT_INDEX_FILE": str(scan.index)}
+            out = await self.co.run_retrying([*self.config, "write-tree"], env=env)
+            tree = out.text.strip()
+            _note_lower_tree(self._journal_key, scan.stamp, tree)
+            return Snapshot(tree=tree, head=scan.head)
+        if not overlaylog.is_live(self.ws.path, token):
+            raise ConflictError(f"the overlay {token} is gone: the layer under it is not there")
+        head = await head_sha(self.co)
+        alone = self.dir / "snapshot-below.index"
+        if self.path.is_file():
+            shutil.copy2(self.path, alone)  # a stat cache only: add -A makes it the layer's
+        else:
+            alone.unlink(missing_ok=True)
+        env = {"GIT_INDEX_FILE": str(alone), "GIT_WORK_TREE": str(lower)}
+        said = await self._add_everything_in(lower, env)
+        if said.strip():
+            _log.info("workspace.lower_scan_incomplete", worktree=str(self.ws.path),
+                      git=said.strip()[:500])  # fmt: skip
+        if not overlaylog.is_live(self.ws.path, token):  # unmounted during the scan
+            raise ConflictError(f"the overlay {token} went during the scan of the layer under it")
+        out = await self.co.run_retrying([*self.config, "write-tree"], env=env)
+        return Snapshot(tree=out.text.strip(), head=head, unhashed=tuple(self.unhashed))
 
     async def restore(self, tree: str) -> None:
         """Make the worktree's non-ignored files exactly ``tree``'s; ignored files stay.

@@ -9,11 +9,12 @@ from synthorg.engine.native.react import ReactLoop
 from synthorg.engine.native.runtime import ModelClientFactory, NativeLoopDeps, http_model_client
 from synthorg.engine.native.settings import NativeLoopSettings
 from synthorg.engine.native.tools import McpClient, McpClientFactory, ToolExecutor
-from synthorg.engine.native.turn import CheckpointHook
+from synthorg.engine.native.turn import CheckpointHook, CheckpointUnderWay
 
 __all__ = [
     "NATIVE_FACTORIES",
     "CheckpointHook",
+    "CheckpointUnderWay",
     "HybridLoop",
     "McpClient",
     "McpClientFactory",

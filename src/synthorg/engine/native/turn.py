@@ -43,8 +43,20 @@ from synthorg.engine.native.tools.base import (
 from synthorg.engine.protocol import LoopContext
 from synthorg.engine.termination import Terminated, TurnLedger, ledger_result
 
-CheckpointHook = Callable[[str], Awaitable[CheckpointEvent | None]]
-"""Snapshot the workspace before the action with this id; the event to log, if one was made."""
+
+@dataclass(frozen=True)
+class CheckpointUnderWay:
+    """A checkpoint still being written of a state the action cannot change (the layer under
+    the run's still-empty overlay): the action may start now. Its event is logged once the
+    task ends, before the action's observation, so the log reads as if it came first; a
+    process that dies meanwhile logs neither (the log never names a checkpoint not made)."""
+
+    task: asyncio.Task[CheckpointEvent | None]
+
+
+CheckpointHook = Callable[[str], Awaitable[CheckpointEvent | CheckpointUnderWay | None]]
+"""Snapshot the workspace before the action with this id; the event to log, if one was made
+(or is being made)."""
 
 
 @dataclass(frozen=True)
@@ -285,15 +297,20 @@ class TurnEngine:
             return ToolResult(content=rejected[call.call_id], is_error=True)
         assert call.tool is not None
         mutates = call.tool.mutates(call.args)
+        under_way: CheckpointUnderWay | None = None
         if self._checkpoint is not None and mutates:
-            event = await self._checkpoint(call.call_id)
-            if event is not None:
-                await self.emit(event)
+            made = await self._checkpoint(call.call_id)
+            if isinstance(made, CheckpointUnderWay):
+                under_way = made  # the action starts now: logged before its observation
+            else:
+                await self._log_checkpoint(made)
         try:
             result = await call.tool.run(call.args)
         except asyncio.CancelledError:
+            await self._log_checkpoint(under_way)
             raise
         except Exception as exc:  # the executor itself failed: the run cannot go on safely
+            await self._log_checkpoint(under_way)
             message = f"tool {call.name} failed to run: {type(exc).__name__}: {exc}"
             await self._record(
                 ObservationEvent(
@@ -301,12 +318,18 @@ class TurnEngine:
                 )
             )
             raise Terminated(TerminationReason.ERROR, message) from exc
+        await self._log_checkpoint(under_way)  # before the observation
         if self._settle is not None and mutates:
             # Before the observation: an action logged as done has its effect published.
-            event = await self._settle(call.call_id)
-            if event is not None:
-                await self.emit(event)
+            await self._log_checkpoint(await self._settle(call.call_id))
         return result
+
+    async def _log_checkpoint(self, made: CheckpointEvent | CheckpointUnderWay | None) -> None:
+        if isinstance(made, CheckpointUnderWay):
+            # Shielded: a run stopped during its action still gets the checkpoint before it.
+            made = await asyncio.shield(made.task)
+        if made is not None:
+            await self.emit(made)
 
     async def _abandon(self, pending: list[ParsedCall], reason: TerminationReason) -> None:
         for call in pending:
