@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,9 +73,9 @@ def full_scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = snapshot.SnapshotIndex._add_everything
 
-    async def spy(self: snapshot.SnapshotIndex, head: str | None) -> None:
+    async def spy(self: snapshot.SnapshotIndex, head: str | None, *args: Any) -> None:
         seen.append(self.path.name)
-        await real(self, head)
+        await real(self, head, *args)
 
     monkeypatch.setattr(snapshot.SnapshotIndex, "_add_everything", spy)
     return seen

@@ -198,9 +198,8 @@ async def test_a_failed_early_scan_does_not_make_the_first_checkpoint_skip_files
     whole: no error, and checkpoint 0 lacks every untracked file (a rollback to it deletes
     them). Here the failure is the count bound (TooManyFilesError); any mid-scan failure
     (host-work CPU limit, a git error) does the same. Before: checkpoint 0 raised."""
-    import asyncio
-
-    from synthorg.service.loops import _checkpoint_hook
+    from synthorg.domain import CheckpointEvent
+    from synthorg.service.checkpointing import checkpoint_hook, early_scan
     from synthorg.workspace.errors import TooManyFilesError
 
     repo = tmp_path / "proj"
@@ -209,13 +208,13 @@ async def test_a_failed_early_scan_does_not_make_the_first_checkpoint_skip_files
     for i in range(30):
         (ws.path / f"u{i}.txt").write_text(f"{i}\n")
     store = CheckpointStore(limits=HostLimits(max_changed_files=20))
-    prepared = asyncio.create_task(store.prepare(ws))
-    hook = _checkpoint_hook(store, ws, prepared)
-    assert hook is not None
-    try:
-        event = await hook("call-1")
-    except TooManyFilesError:
-        return  # correct: the bound refuses, as the checkpoint did without the early scan
-    assert event is not None
+    async with early_scan(store, ws) as early:
+        hook = checkpoint_hook(store, ws, early)
+        assert hook is not None
+        try:
+            event = await hook("call-1")
+        except TooManyFilesError:
+            return  # correct: the bound refuses, as the checkpoint did without the early scan
+    assert isinstance(event, CheckpointEvent)
     listed = git(ws.path, "ls-tree", "-r", "--name-only", event.ref).split()
     assert len(listed) == 31, listed

@@ -7,7 +7,6 @@ The registry and the provisioner are derived from the plugins.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -15,19 +14,16 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from synthorg.domain import CheckpointEvent
 from synthorg.engine import LoopDependencies, LoopRegistry, known_loop_types
 from synthorg.engine.native import NATIVE_FACTORIES, NativeLoopDeps, http_model_client
-from synthorg.engine.native.turn import CheckpointHook, CheckpointUnderWay
 from synthorg.engine.openhands import OPENHANDS_FACTORIES
 from synthorg.engine.registry import LoopFactory
 from synthorg.errors import ConfigError
 from synthorg.logging import get_logger
 from synthorg.sandbox import SandboxRequest, ToolboxClient
+from synthorg.service.checkpointing import checkpoint_hook, early_scan, settle_hook
 from synthorg.service.openhands import provision_openhands, require_runtime
 from synthorg.service.provisioning import LoopEndpoints, LoopProvisioner, ProvisionContext, RunSetup
-from synthorg.workspace.checkpoints import CheckpointStore
-from synthorg.workspace.models import Workspace
 
 if TYPE_CHECKING:
     from synthorg.engine.native import McpClient
@@ -50,78 +46,6 @@ def _mcp_client(base_url: str, bearer: str, *, uds: Path) -> McpClient:
     return McpToolClient(base_url, bearer, uds=uds)
 
 
-def _checkpoint_hook(
-    checkpoints: CheckpointStore, workspace: Workspace, prepared: asyncio.Task[None] | None = None
-) -> CheckpointHook | None:
-    """The checkpoint taken before each mutating action; ``prepared``: the first one's scan,
-    already under way (``_prepare``), waited for first. While that scan still runs and the
-    run's overlay has changed nothing, the checkpoint is of the layer under it, which the
-    action cannot change: the action starts at once and the checkpoint is written beside it
-    from that scan (a second at 100,000 files), logged before the action's observation."""
-    if not workspace.is_git:
-        return None
-    cid = workspace.conversation_id
-
-    async def below(layer: tuple[str, Path], action_id: str) -> CheckpointEvent:
-        assert prepared is not None
-        await _settled(prepared)
-        checkpoint = await checkpoints.create_below(workspace, layer, cid)
-        return CheckpointEvent(index=checkpoint.index, ref=checkpoint.ref, action_id=action_id)
-
-    async def snapshot(action_id: str) -> CheckpointEvent | CheckpointUnderWay | None:
-        if prepared is not None and not prepared.done():
-            layer = checkpoints.unchanged_below(workspace)
-            if layer is not None:
-                task = asyncio.create_task(below(layer, action_id), name="first-checkpoint")
-                return CheckpointUnderWay(task)
-        if prepared is not None:
-            await _settled(prepared)
-        checkpoint = await checkpoints.create(workspace, cid)
-        return CheckpointEvent(index=checkpoint.index, ref=checkpoint.ref, action_id=action_id)
-
-    return snapshot
-
-
-@asynccontextmanager
-async def _prepare(
-    checkpoints: CheckpointStore, workspace: Workspace
-) -> AsyncIterator[asyncio.Task[None] | None]:
-    """The first checkpoint's whole scan, started now (the sandbox is up, nothing has run):
-    it reads the tree while the model thinks; the checkpoint then adds only what changed
-    since. Stopped with the sandbox, before its overlay goes."""
-    if not workspace.is_git:
-        yield None
-        return
-    task = asyncio.create_task(checkpoints.prepare(workspace), name="first-checkpoint-scan")
-    try:
-        yield task
-    finally:
-        task.cancel()
-        await _settled(task)
-
-
-async def _settled(task: asyncio.Task[None]) -> None:
-    """Wait for the scan; its failure only means the checkpoint scans for itself (and
-    meets the same error, if it lasts, where the run can report it)."""
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        if not task.cancelled():
-            raise  # the caller was cancelled, not the scan
-    except Exception as exc:
-        log.info("first_checkpoint_scan_failed", error=str(exc))
-
-
-def _settle_hook(checkpoints: CheckpointStore, workspace: Workspace) -> CheckpointHook | None:
-    """A checkpoint after each mutating action too, for a worktree published to a remote:
-    otherwise a worker dying after an action logged as done, before the next checkpoint,
-    leaves its effect on the dead machine (a local worktree keeps it: no need)."""
-    publisher = checkpoints.publisher
-    if publisher is None or publisher.project_of_workspace(workspace) is None:
-        return None
-    return _checkpoint_hook(checkpoints, workspace)
-
-
 @asynccontextmanager
 async def _native(
     ctx: ProvisionContext, setup: RunSetup
@@ -139,12 +63,12 @@ async def _native(
     assert gateway_uds is not None and mcp_uds is not None
     async with (
         ToolboxClient(ctx.sandbox, request) as toolbox,
-        _prepare(ctx.checkpoints, setup.workspace) as prepared,
+        early_scan(ctx.checkpoints, setup.workspace) as early,
     ):
         deps = NativeLoopDeps(
             executor=toolbox,
-            checkpoint=_checkpoint_hook(ctx.checkpoints, setup.workspace, prepared),
-            settle=_settle_hook(ctx.checkpoints, setup.workspace),
+            checkpoint=checkpoint_hook(ctx.checkpoints, setup.workspace, early),
+            settle=settle_hook(ctx.checkpoints, setup.workspace),
             mcp_client_factory=partial(_mcp_client, uds=mcp_uds),
             model_client_factory=partial(http_model_client, uds=gateway_uds),
             delegator=ctx.delegation.for_run(setup) if ctx.delegation is not None else None,

@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import os
 import shutil
-from collections.abc import AsyncIterator
+import stat
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -189,11 +190,11 @@ class SnapshotIndex:
                 # serves the run's model call and every other run of this process. The
                 # thread only computes; the seed is written here, so a cancelled seed's
                 # thread never writes over the next one's.
-                stat = tmp.stat()
+                copied = tmp.stat()
                 data = await asyncio.to_thread(self._translated, tmp.read_bytes())
                 if data is not None:
                     tmp.write_bytes(data)
-                    os.utime(tmp, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # racy-clean
+                    os.utime(tmp, ns=(copied.st_atime_ns, copied.st_mtime_ns))  # racy-clean
             os.replace(tmp, self.path)
         elif head is not None:
             await self.co.run(["read-tree", head], env=self.env)
@@ -212,19 +213,23 @@ class SnapshotIndex:
         shared = shared_in(self.co.dirs.git_dir, host, self.view)  # a split index's other half
         return reowned(seed, host, self.view, shared=shared)
 
-    async def add_all(self, *, full: bool = False, lower_only: bool = False) -> str | None:
+    async def add_all(
+        self, *, full: bool = False, lower_only: bool = False, watching: Watching | None = None
+    ) -> str | None:
         """Bring the private index in line with the worktree; returns HEAD's sha.
 
         ``full`` scans every file whatever the journal says (the gate decides landing by
-        content, never by a cache). ``lower_only``: a whole scan that read the layer under
-        a live overlay is not read again through the overlay when something wrote meanwhile
-        while the journal watches (it names those writes to the next ``add_all``): the
-        index then holds that layer, the tree before any write of the run.
+        content, never by a cache). ``lower_only`` (a run's early scan): when the overlay
+        was still empty once the journal watched, the layer under it is scanned, and not
+        read again through the overlay whatever was written since (the journal names those
+        writes to the next ``add_all``): the index then holds that layer, the tree before
+        any write of the run. ``watching`` is told, as soon as the journal watches, that
+        layer's (token, mount), or None when the scan will not be of it.
         """
         self.dir.mkdir(parents=True, exist_ok=True)
         self.unhashed = []
         try:
-            return await self._add_all(full, lower_only)
+            return await self._add_all(full, lower_only, watching)
         except BaseException:
             # Failed or cancelled part way (a host limit, a git error, a run stopped during
             # its early scan): the journal may already watch, its drained changes unadded,
@@ -236,16 +241,23 @@ class SnapshotIndex:
                 self._head_marker.unlink()
             raise
 
-    async def _add_all(self, full: bool, lower_only: bool = False) -> str | None:
+    async def _add_all(
+        self, full: bool, lower_only: bool = False, watching: Watching | None = None
+    ) -> str | None:
         scan_asked = full
         head = await head_sha(self.co)
         try:
             seeded_for = self._head_marker.read_text(encoding="utf-8")
         except FileNotFoundError:
             seeded_for = None
-        if seeded_for is None or not self.path.is_file() or seeded_for != (head or ""):
-            # HEAD moved (someone committed): files it now tracks may be ignored ones.
-            await self._seed(head)
+        # HEAD moved (someone committed): files it now tracks may be ignored ones.
+        reseed = seeded_for is None or not self.path.is_file() or seeded_for != (head or "")
+        own = self.co.dirs.git_dir / "index"
+        if reseed and not own.is_file():
+            await self._seed(head)  # from HEAD: the journal's listing needs this index
+            reseed = False
+            full = True
+        elif reseed:
             full = True
         journal = JOURNALS.get(self._journal_key)
         restart = journal is None
@@ -255,26 +267,51 @@ class SnapshotIndex:
             # un-ignore directories that are not watched: watch afresh and scan everything.
             restart = changes.everything or any(_is_ignore_file(p) for p in changes.paths)
             if not (full or restart) and changes.paths:
-                full = not await self._add_paths(changes.paths)
+                # A file of several names: a write through one is reported under that name
+                # only (inotify watches directories), so its others may have changed too.
+                aliased = _has_other_names(self.ws.path, changes.paths)
+                full = aliased or not await self._add_paths(changes.paths)
         if restart and scan_asked:
             # A one-shot full scan (NO_OP check, gate, views) needs no journal, and one started
             # now is usually voided before it helps (the next run's quota image is mounted
             # over the worktree): the next checkpoint starts it, scanning everything then.
             JOURNALS.discard(self._journal_key)
-        elif restart:
-            await self._start_journal()  # before the scan, so nothing falls in between
+        watched: list[tuple[str, Path] | None] = [None]
+
+        async def watch() -> None:
+            # Before the scan, so nothing falls in between; listing the ignored dirs by the
+            # index the seed is copied from while that seed is made.
+            await self._start_journal({} if reseed else self.env)
+            if lower_only and (full or restart) and JOURNALS.get(self._journal_key):
+                watched[0] = overlaylog.unchanged_lower(self.ws.path)
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                if restart and not scan_asked:
+                    group.create_task(watch())
+                if reseed:
+                    group.create_task(self._seed(head))
+        except ExceptionGroup as failed:  # the first failure, as one step would raise it
+            raise failed.exceptions[0] from None
+        if watching is not None:
+            watching(watched[0])
         if full or restart:
-            await self._add_everything(head, lower_only)
+            await self._add_everything(head, lower_only, watched[0])
         return head
 
-    async def _add_everything(self, head: str | None, lower_only: bool = False) -> None:
+    async def _add_everything(
+        self,
+        head: str | None,
+        lower_only: bool = False,
+        watched_below: tuple[str, Path] | None = None,
+    ) -> None:
         """``git add -A`` of the whole tree, but for what the host limits leave out.
 
         Under a run's overlay that has changed nothing yet (its first checkpoint, before any
         action), the tree is read below the overlay, where it is the same (``overlaylog.
         unchanged_lower``): no overlay inode per file. Checked again after: a write during
         the scan means it is read again through the overlay."""
-        below = overlaylog.unchanged_lower(self.ws.path)
+        below = watched_below or overlaylog.unchanged_lower(self.ws.path)
         if below is not None:
             token, lower = below
             started = self._file_clock()  # what the scan can vouch for was written before
@@ -284,8 +321,8 @@ class SnapshotIndex:
             # layer, and the landing must not take it for one (the full scan reads as root).
             if not said.strip():
                 self._keep_lower_scan(token, head, started)
-            if overlaylog.unchanged_lower(self.ws.path) == below:
-                return
+            if watched_below is not None or overlaylog.unchanged_lower(self.ws.path) == below:
+                return  # (watched: the journal names everything written since it was empty)
             if lower_only and JOURNALS.get(self._journal_key) is not None:
                 return  # the journal, started before the scan, names what was written
         await self._add_everything_in(self.ws.path, self.env)
@@ -367,17 +404,18 @@ class SnapshotIndex:
             out.returncode == 1 and "The following paths are ignored" in out.stderr
         )
 
-    async def _start_journal(self) -> None:
+    async def _start_journal(self, env: dict[str, str] | None = None) -> None:
         """(Re)start watching the worktree; in a large tree wholly ignored directories are
         not watched (a small one is watched whole: listing them costs a git process, and
-        the few events from ignored paths only name paths ``git add`` then ignores)."""
+        the few events from ignored paths only name paths ``git add`` then ignores). ``env``:
+        the index that lists them (default: this one; ``{}``: the checkout's own)."""
         key = self._journal_key
         JOURNALS.discard(key)
         skip: set[str] = set()
         if not _small_tree(self.ws.path):
             listed = await self.co.run(
                 ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
-                env=self.env,
+                env=self.env if env is None else env,
             )
             skip = {p.rstrip("/") for p in listed.text.split("\0") if p.endswith("/")}
         journal = Journal(self.ws.path, skip)
@@ -450,7 +488,12 @@ class SnapshotIndex:
         return True
 
     async def snapshot(
-        self, *, full: bool = False, overlay: bool = False, lower_only: bool = False
+        self,
+        *,
+        full: bool = False,
+        overlay: bool = False,
+        lower_only: bool = False,
+        watching: Watching | None = None,
     ) -> Snapshot:
         """Capture the worktree (tracked and untracked, not ignored) as a tree.
 
@@ -464,7 +507,7 @@ class SnapshotIndex:
                 return landed
         elif full:
             overlaylog.forget(self.ws.path)  # a scan of everything: the record is not needed
-        head = await self.add_all(full=full, lower_only=lower_only)
+        head = await self.add_all(full=full, lower_only=lower_only, watching=watching)
         tree = await self.write_tree()
         scan = _LOWER_SCANS.get(self._journal_key)
         if scan is not None and scan.tree == tree and not scan.vouched:
@@ -642,6 +685,10 @@ class SnapshotIndex:
         await self.co.run_retrying([*self.config, "read-tree", "--reset", "-u", tree], env=self.env)
 
 
+Watching = Callable[[tuple[str, Path] | None], None]
+"""Told, once a whole scan's journal watches, the layer under the run's overlay it will read
+(its token and mount), or None (``SnapshotIndex.add_all``)."""
+
 # Per private index: (its content stamp, the tree written from it). A checkpoint after a
 # command that changed nothing then costs no git process at all.
 _TREES: dict[str, tuple[tuple[int, bytes], str]] = {}
@@ -722,6 +769,19 @@ def _small_tree(root: Path) -> bool:
         except OSError:
             return False  # unreadable: let the journal decide, as before
     return True
+
+
+def _has_other_names(root: Path, paths: set[str]) -> bool:
+    """Whether any of ``paths`` is a regular file with more than one link (red team:
+    tests/sandbox/test_redteam_deferred_checkpoint.py, a write through a hard link)."""
+    for path in paths:
+        try:
+            st = os.lstat(root / path)
+        except (OSError, ValueError):
+            continue  # gone (or unnameable): git add decides
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            return True
+    return False
 
 
 def _nul(specs: list[str]) -> bytes:

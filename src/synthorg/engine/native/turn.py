@@ -51,7 +51,7 @@ class CheckpointUnderWay:
     task ends, before the action's observation, so the log reads as if it came first; a
     process that dies meanwhile logs neither (the log never names a checkpoint not made)."""
 
-    task: asyncio.Task[CheckpointEvent | None]
+    task: asyncio.Task[CheckpointEvent]
 
 
 CheckpointHook = Callable[[str], Awaitable[CheckpointEvent | CheckpointUnderWay | None]]
@@ -325,11 +325,19 @@ class TurnEngine:
         return result
 
     async def _log_checkpoint(self, made: CheckpointEvent | CheckpointUnderWay | None) -> None:
-        if isinstance(made, CheckpointUnderWay):
-            # Shielded: a run stopped during its action still gets the checkpoint before it.
-            made = await asyncio.shield(made.task)
-        if made is not None:
-            await self.emit(made)
+        if not isinstance(made, CheckpointUnderWay):
+            if made is not None:
+                await self.emit(made)
+            return
+        try:
+            event = await asyncio.shield(made.task)
+        except asyncio.CancelledError:
+            # Stopped while it is written: the action ran, so the checkpoint before it is
+            # still logged (waited for once more), then the stop goes on.
+            event = await asyncio.shield(made.task)
+            await self.emit(event)
+            raise
+        await self.emit(event)
 
     async def _abandon(self, pending: list[ParsedCall], reason: TerminationReason) -> None:
         for call in pending:
