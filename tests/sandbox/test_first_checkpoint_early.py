@@ -110,3 +110,36 @@ async def test_the_first_action_does_not_wait_for_the_whole_scan(
     action = next(a for kind, a in order if kind == "ActionEvent")
     mine = [kind for kind, a in order if a == action]
     assert mine == ["ActionEvent", "CheckpointEvent", "ObservationEvent"], order
+
+
+async def test_the_seed_is_translated_in_a_child_and_nothing_is_hashed_again(
+    tmp_path: Path, quotas: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seed's owner translation (the user's index, of the host's view, rewritten for the
+    idmapped one) runs in a child interpreter, not in this process, where ~150 ms of Python
+    at 100,000 entries held the interpreter while the loop served the model's first call.
+    It still works: the early scan of the fresh worktree has nothing to hash."""
+    from synthorg.workspace import index_file, snapshot
+
+    def not_here(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the seed was translated in the control plane's process")
+
+    monkeypatch.setattr(index_file, "reowned", not_here)
+    real_pending = snapshot.pending
+    listed: list[tuple[str, list[str]]] = []
+
+    async def spy(*args: object, **kwargs: object) -> list[str]:
+        out = await real_pending(*args, **kwargs)  # type: ignore[arg-type]
+        task = asyncio.current_task()
+        listed.append((task.get_name() if task else "", out))
+        return out
+
+    monkeypatch.setattr(snapshot, "pending", spy)
+    repo = _repo(tmp_path)
+    async with boot(
+        _settings(tmp_path), registry=default_registry(), provisioner=default_provisioner
+    ) as c:
+        _, out, result = await attack(c, repo, ["cd /workspace && echo x > x.txt && echo ok"])
+    assert getattr(result, "commit_sha", None), (out, result)
+    early = [files for task, files in listed if task == "first-checkpoint-scan"]
+    assert early == [[]], listed  # translated: every file's stat data matches its entry

@@ -161,6 +161,34 @@ def shared_in(
     return rewrite
 
 
+def reown_file(
+    src: Path, dst: Path, git_dir: Path, old: tuple[int, int], new: tuple[int, int]
+) -> bool:
+    """``reowned`` of the index at ``src`` (a split one's shared index in ``git_dir`` too),
+    written to ``dst``; False, writing nothing, when it is not one that rewrites."""
+    out = reowned(src.read_bytes(), old, new, shared=shared_in(git_dir, old, new))
+    if out is None:
+        return False
+    dst.write_bytes(out)
+    return True
+
+
+#: ``reown_file`` in a child interpreter (``python -I -S -c REOWN_CHILD <this file> src dst
+#: git_dir uid gid uid gid``): exit 0 written, 3 not rewritable. This module needs only the
+#: standard library, so the child loads it by path, imports nothing else and starts in ~15 ms.
+REOWN_CHILD = """
+import importlib.util, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("synthorg_index_file", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = module
+spec.loader.exec_module(module)
+src, dst, git_dir = (Path(a) for a in sys.argv[2:5])
+ids = [int(a) for a in sys.argv[5:9]]
+sys.exit(0 if module.reown_file(src, dst, git_dir, (ids[0], ids[1]), (ids[2], ids[3])) else 3)
+"""
+
+
 def _ids(owner: tuple[int, int]) -> bytes:
     return owner[0].to_bytes(4, "big") + owner[1].to_bytes(4, "big")
 

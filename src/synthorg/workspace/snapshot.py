@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import stat
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -20,16 +21,15 @@ from pathlib import Path
 from synthorg import overlaylog
 from synthorg.errors import ConflictError
 from synthorg.logging import get_logger
-from synthorg.workspace import own_index
+from synthorg.workspace import index_file, own_index
 from synthorg.workspace.checkout import Checkout, open_checkout
 from synthorg.workspace.errors import NotAGitWorkspaceError
 from synthorg.workspace.git import GitError, is_object_id
 from synthorg.workspace.hostlimits import HostLimits, oversize, pending, without
 from synthorg.workspace.index_file import (
     BIG_TREE_ENTRIES,
+    REOWN_CHILD,
     libgit2_readable,
-    reowned,
-    shared_in,
 )
 from synthorg.workspace.index_file import stamp as index_stamp
 from synthorg.workspace.journal import JOURNALS, Journal
@@ -41,6 +41,7 @@ from synthorg.workspace.objects import (
     entries_under,
     write_index_tree,
 )
+from synthorg.workspace.spawn import run_collect
 
 _log = get_logger("synthorg.workspace")
 
@@ -185,16 +186,10 @@ class SnapshotIndex:
             # copy2 keeps the index's mtime: git's racy-clean check compares entry mtimes
             # against it, and a fresh mtime would hide same-second, same-size edits.
             shutil.copy2(real, tmp)
-            if self.view is not None:
-                # ~200 ms of Python at 100,000 entries: off the event loop, which meanwhile
-                # serves the run's model call and every other run of this process. The
-                # thread only computes; the seed is written here, so a cancelled seed's
-                # thread never writes over the next one's.
+            if self.view is not None and await self._translated(tmp, tmp.with_suffix(".own")):
                 copied = tmp.stat()
-                data = await asyncio.to_thread(self._translated, tmp.read_bytes())
-                if data is not None:
-                    tmp.write_bytes(data)
-                    os.utime(tmp, ns=(copied.st_atime_ns, copied.st_mtime_ns))  # racy-clean
+                os.utime(tmp.with_suffix(".own"), ns=(copied.st_atime_ns, copied.st_mtime_ns))
+                os.replace(tmp.with_suffix(".own"), tmp)  # its mtime is the seed's: racy-clean
             os.replace(tmp, self.path)
         elif head is not None:
             await self.co.run(["read-tree", head], env=self.env)
@@ -202,16 +197,32 @@ class SnapshotIndex:
             await self.co.run(["read-tree", "--empty"], env=self.env)
         self._head_marker.write_text(head or "", encoding="utf-8")
 
-    def _translated(self, seed: bytes) -> bytes | None:
+    async def _translated(self, seed: Path, out: Path) -> bool:
         """The user's index records the host's view (its files owned by the host): for the
         idmapped view the same entries are recorded as owned by the ids shown there, so the
         first scan re-hashes only what changed (else every file: 1.6 s for 38,491 files).
-        None (the seed left as copied) when the index is not one ``reowned`` rewrites (then
-        git re-hashes)."""
+        Written to ``out``; False (the seed left as copied, git then re-hashes) when the
+        index is not one ``reowned`` rewrites or the child failed.
+
+        In a child interpreter, not a thread: ~150 ms of Python at 100,000 entries, which
+        in a thread holds the interpreter while the event loop serves the run's first model
+        call (the loop then gets it back every 5 ms switch: that call came 270 ms later at
+        100,000 files). The child is host work of the run (``spawn.run_collect``)."""
         assert self.view is not None
         host = (os.geteuid(), os.getegid())
-        shared = shared_in(self.co.dirs.git_dir, host, self.view)  # a split index's other half
-        return reowned(seed, host, self.view, shared=shared)
+        ids = [str(i) for i in (*host, *self.view)]
+        argv = [sys.executable, "-I", "-S", "-c", REOWN_CHILD, index_file.__file__,
+                str(seed), str(out), str(self.co.dirs.git_dir), *ids]  # fmt: skip
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(out)
+        try:
+            code, _, err = await run_collect(argv, cwd=self.dir, env={}, stdin=None)
+        except OSError as exc:
+            code, err = -1, str(exc).encode()
+        if code not in (0, 3):
+            _log.info("workspace.seed_not_translated", worktree=str(self.ws.path),
+                      error=err.decode(errors="replace")[-500:])  # fmt: skip
+        return code == 0  # the child exits 0 only once it has written out
 
     async def add_all(
         self, *, full: bool = False, lower_only: bool = False, watching: Watching | None = None
