@@ -115,7 +115,7 @@ async def test_the_first_action_does_not_wait_for_the_whole_scan(
 async def test_the_seed_is_translated_in_a_child_and_nothing_is_hashed_again(
     tmp_path: Path, quotas: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The seed's owner translation (the user's index, of the host's view, rewritten for the
+    """A big tree's seed translation (the user's index, of the host's view, rewritten for the
     idmapped one) runs in a child interpreter, not in this process, where ~150 ms of Python
     at 100,000 entries held the interpreter while the loop served the model's first call.
     It still works: the early scan of the fresh worktree has nothing to hash."""
@@ -125,6 +125,8 @@ async def test_the_seed_is_translated_in_a_child_and_nothing_is_hashed_again(
         raise AssertionError("the seed was translated in the control plane's process")
 
     monkeypatch.setattr(index_file, "reowned", not_here)
+    # A big tree's, as the test repository's is taken for (a small one's takes a thread).
+    monkeypatch.setattr(snapshot, "_JOURNAL_MIN_ENTRIES", 4)
     real_pending = snapshot.pending
     listed: list[tuple[str, list[str]]] = []
 

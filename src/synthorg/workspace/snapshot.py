@@ -30,6 +30,7 @@ from synthorg.workspace.index_file import (
     BIG_TREE_ENTRIES,
     REOWN_CHILD,
     libgit2_readable,
+    reown_file,
 )
 from synthorg.workspace.index_file import stamp as index_stamp
 from synthorg.workspace.journal import JOURNALS, Journal
@@ -204,15 +205,20 @@ class SnapshotIndex:
         Written to ``out``; False (the seed left as copied, git then re-hashes) when the
         index is not one ``reowned`` rewrites or the child failed.
 
-        In a child interpreter, not a thread: ~150 ms of Python at 100,000 entries, which
-        in a thread holds the interpreter while the event loop serves the run's first model
-        call (the loop then gets it back every 5 ms switch: that call came 270 ms later at
-        100,000 files). The child is host work of the run (``spawn.run_collect``)."""
+        A big tree's in a child interpreter, not a thread: ~150 ms of Python at 100,000
+        entries, which in a thread holds the interpreter while the event loop serves the
+        run's first model call (the loop then gets it back every 5 ms switch: that call
+        came 270 ms later at 100,000 files, 312 vs 623 ms in one run). The child is host
+        work of the run (``spawn.run_collect``). A small tree's (not split: under
+        ``BIG_TREE_ENTRIES``) takes less than starting a child, so a thread does it."""
         assert self.view is not None
         host = (os.geteuid(), os.getegid())
+        git_dir = self.co.dirs.git_dir
+        if not self.split:
+            return await asyncio.to_thread(reown_file, seed, out, git_dir, host, self.view)
         ids = [str(i) for i in (*host, *self.view)]
         argv = [sys.executable, "-I", "-S", "-c", REOWN_CHILD, index_file.__file__,
-                str(seed), str(out), str(self.co.dirs.git_dir), *ids]  # fmt: skip
+                str(seed), str(out), str(git_dir), *ids]  # fmt: skip
         with contextlib.suppress(FileNotFoundError):
             os.unlink(out)
         try:
