@@ -79,6 +79,17 @@ def unchanged_lower(worktree: Path) -> tuple[str, Path] | None:
     return live.token, live.lower
 
 
+def live(worktree: Path) -> tuple[str, Path, Path] | None:
+    """(token, lower mount, upper dir) of the overlay covering ``worktree`` when the tree
+    under it can be read there; else None. The upper names every path where the overlay
+    now differs from the layer below (what it holds, a whiteout per deletion)."""
+    with _LOCK:
+        found = _LIVE.get(_key(worktree))
+    if found is None or found.lower is None:
+        return None
+    return found.token, found.lower, found.upper
+
+
 def is_live(worktree: Path, token: str) -> bool:
     """Whether the overlay ``token`` still covers ``worktree`` (its lower layer still the
     tree under it, not an empty mount point)."""

@@ -268,6 +268,47 @@ async def test_a_write_before_the_journal_watches_is_in_checkpoint_0(
     assert _first_action(order) == ["ActionEvent", "CheckpointEvent", "ObservationEvent"], order
 
 
+async def test_the_first_action_writes_before_the_journal_watches(
+    tmp_path: Path, quotas: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first action does not wait for the early scan's journal: here the journal's start
+    is held until the action's last file exists. What it wrote before the watches landed is
+    in the overlay's upper, which the journal takes in when it starts: checkpoint 0 is the
+    base tree, checkpoint 1 (before the second action) and the landing the tree after the
+    first action, each as a fresh index gives it."""
+    from synthorg.workspace import snapshot
+
+    real_start = snapshot.SnapshotIndex._start_journal
+    held: list[bool] = []
+
+    async def hold_start(self: snapshot.SnapshotIndex, *args: object) -> None:
+        if not held:  # the run's first journal is its early scan's
+            held.append(await _until(lambda: (self.ws.path / "done").exists()))
+        await real_start(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(snapshot.SnapshotIndex, "_start_journal", hold_start)
+    repo = _repo(tmp_path)
+    plan = [
+        "cd /workspace && echo edited >> pkg/a.py && rm -rf dir && echo x > x.txt"
+        " && echo d > done && echo ok",
+        "cd /workspace && echo ok",
+    ]
+    async with boot(
+        _settings(tmp_path), registry=default_registry(), provisioner=default_provisioner
+    ) as c:
+        cid, out, result = await attack(c, repo, plan)
+        order = await _order(c, cid)
+    assert held == [True], (held, out, result)
+    worktree = _worktree(tmp_path, cid)
+    zero, one = checkpoint_ref(cid, 0), checkpoint_ref(cid, 1)
+    assert _tree(worktree, zero) == _tree(worktree, f"{zero}^1"), "checkpoint 0 != base tree"
+    final = _scratch_tree(worktree, tmp_path)
+    assert _tree(worktree, one) == final, "checkpoint 1 != the tree after the first action"
+    sha = getattr(result, "commit_sha", None)
+    assert sha and _tree(worktree, sha) == final, result
+    assert _first_action(order) == ["ActionEvent", "CheckpointEvent", "ObservationEvent"], order
+
+
 # -- claim 3: the log and the first action's checkpoint under stops ------------------------
 
 

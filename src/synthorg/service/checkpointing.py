@@ -2,11 +2,11 @@
 
 The first checkpoint needs a whole scan of the tree (a second at 100,000 files). It starts
 as soon as the sandbox is up (``early_scan``), so it runs while the model writes its first
-answer. When the first mutating action comes while that scan still runs, and the run's
-overlay has changed nothing since the scan's change journal began to watch, the checkpoint
-is the layer under the overlay, which nothing the run does can change: the action starts at
-once and the checkpoint is committed beside it from that scan (``CheckpointUnderWay``),
-logged before the action's observation. Every checkpoint so written is finished before the
+answer. When the first mutating action comes while that scan still runs and the run's
+overlay has changed nothing, the checkpoint is the layer under the overlay, which nothing
+the run does can change: the action starts at once and the checkpoint is committed beside
+it from that scan, which reads that layer (``CheckpointUnderWay``), logged before the
+action's observation. Every checkpoint so written is finished before the
 sandbox (and its overlay) goes.
 """
 
@@ -35,8 +35,6 @@ class EarlyScan:
     """The first checkpoint's whole scan, under way since the sandbox came up."""
 
     scan: asyncio.Task[None]
-    watching: asyncio.Future[Layer | None]
-    """The layer the scan reads, once its journal watches (None: it will not read one)."""
     beside: set[asyncio.Task[CheckpointEvent]] = field(default_factory=set)
     """Checkpoints being written beside an action that already runs."""
 
@@ -51,17 +49,8 @@ async def early_scan(
     if not workspace.is_git:
         yield None
         return
-    watching: asyncio.Future[Layer | None] = asyncio.get_running_loop().create_future()
-
-    def told(layer: Layer | None) -> None:
-        if not watching.done():
-            watching.set_result(layer)
-
-    scan = asyncio.create_task(
-        checkpoints.prepare(workspace, watching=told), name="first-checkpoint-scan"
-    )
-    scan.add_done_callback(lambda _: told(None))
-    early = EarlyScan(scan, watching)
+    scan = asyncio.create_task(checkpoints.prepare(workspace), name="first-checkpoint-scan")
+    early = EarlyScan(scan)
     try:
         yield early
     finally:
@@ -88,9 +77,8 @@ def checkpoint_hook(
 
     async def snapshot(action_id: str) -> CheckpointEvent | CheckpointUnderWay | None:
         if early is not None and not early.scan.done():
-            # Until its journal watches (~0.3 s at 100,000 files), not the whole scan.
-            layer = await asyncio.shield(early.watching)
-            if layer is not None and checkpoints.unchanged_below(workspace) == layer:
+            layer = checkpoints.unchanged_below(workspace)
+            if layer is not None:
                 task = asyncio.create_task(below(layer, action_id), name="first-checkpoint")
                 early.beside.add(task)
                 task.add_done_callback(early.beside.discard)

@@ -24,7 +24,6 @@ from synthorg.workspace.objects import (
 )
 from synthorg.workspace.snapshot import (
     SnapshotIndex,
-    Watching,
     head_sha,
     open_git,
     require_git,
@@ -129,7 +128,7 @@ class CheckpointStore:
             return Checkpoint(index=n, sha=sha, tree=tree, ref=ref)
         raise ConflictError(f"could not allocate a checkpoint number for conversation {cid}")
 
-    async def prepare(self, ws: Workspace, *, watching: Watching | None = None) -> None:
+    async def prepare(self, ws: Workspace) -> None:
         """Scan ``ws`` into its snapshot index now, committing nothing: the next ``create``
         then brings the index up to date with what changed since (its change journal),
         not with the whole tree. A run calls it as soon as its sandbox is up, so that its
@@ -139,7 +138,7 @@ class CheckpointStore:
         async with SnapshotIndex(checkout, self.limits).locked() as index:
             # Below the overlay only: the checkpoint it serves may be of that layer
             # (``create_below``), and the journal names what was written meanwhile.
-            await index.snapshot(lower_only=True, watching=watching)
+            await index.snapshot(lower_only=True)
 
     async def _commit(
         self, checkout: Checkout, tree: str, head: str | None, message: str, ref: str

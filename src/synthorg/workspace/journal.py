@@ -110,6 +110,14 @@ class Journal:
             return False
         return True
 
+    def note(self, paths: set[str] | None) -> None:
+        """Count ``paths`` as changed since the journal started (None: everything), as if
+        their events had come: what changed before the watches landed."""
+        if paths is None:
+            self._pending.everything = True
+        else:
+            self._pending.paths.update(paths)
+
     def close(self) -> None:
         """Stop watching and release the inotify instance."""
         if self._fd >= 0:

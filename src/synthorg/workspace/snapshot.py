@@ -13,7 +13,7 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -230,23 +230,21 @@ class SnapshotIndex:
                       error=err.decode(errors="replace")[-500:])  # fmt: skip
         return code == 0  # the child exits 0 only once it has written out
 
-    async def add_all(
-        self, *, full: bool = False, lower_only: bool = False, watching: Watching | None = None
-    ) -> str | None:
+    async def add_all(self, *, full: bool = False, lower_only: bool = False) -> str | None:
         """Bring the private index in line with the worktree; returns HEAD's sha.
 
         ``full`` scans every file whatever the journal says (the gate decides landing by
-        content, never by a cache). ``lower_only`` (a run's early scan): when the overlay
-        was still empty once the journal watched, the layer under it is scanned, and not
-        read again through the overlay whatever was written since (the journal names those
-        writes to the next ``add_all``): the index then holds that layer, the tree before
-        any write of the run. ``watching`` is told, as soon as the journal watches, that
-        layer's (token, mount), or None when the scan will not be of it.
+        content, never by a cache). ``lower_only`` (a run's early scan): under a live
+        overlay whose layer below can be read, that layer is scanned whatever the run
+        writes meanwhile, and not read again through the overlay: the index then holds
+        that layer, the tree before any write of the run, and the journal names to the next
+        ``add_all`` every path where the overlay differs from it (the upper's entries when
+        it began to watch, ``_upper_paths``, and every event since).
         """
         self.dir.mkdir(parents=True, exist_ok=True)
         self.unhashed = []
         try:
-            return await self._add_all(full, lower_only, watching)
+            return await self._add_all(full, lower_only)
         except BaseException:
             # Failed or cancelled part way (a host limit, a git error, a run stopped during
             # its early scan): the journal may already watch, its drained changes unadded,
@@ -258,9 +256,7 @@ class SnapshotIndex:
                 self._head_marker.unlink()
             raise
 
-    async def _add_all(
-        self, full: bool, lower_only: bool = False, watching: Watching | None = None
-    ) -> str | None:
+    async def _add_all(self, full: bool, lower_only: bool = False) -> str | None:
         scan_asked = full
         head = await head_sha(self.co)
         try:
@@ -299,8 +295,13 @@ class SnapshotIndex:
             # Before the scan, so nothing falls in between; listing the ignored dirs by the
             # index the seed is copied from while that seed is made.
             await self._start_journal({} if reseed else self.env)
-            if lower_only and (full or restart) and JOURNALS.get(self._journal_key):
-                watched[0] = overlaylog.unchanged_lower(self.ws.path)
+            journal = JOURNALS.get(self._journal_key)
+            layer = overlaylog.live(self.ws.path) if lower_only else None
+            if journal is not None and layer is not None and (full or restart):
+                # After the watches: what was written before them is in the upper now.
+                token, lower, upper = layer
+                journal.note(await asyncio.to_thread(_upper_paths, upper))
+                watched[0] = (token, lower)
 
         try:
             async with asyncio.TaskGroup() as group:
@@ -310,16 +311,13 @@ class SnapshotIndex:
                     group.create_task(self._seed(head))
         except ExceptionGroup as failed:  # the first failure, as one step would raise it
             raise failed.exceptions[0] from None
-        if watching is not None:
-            watching(watched[0])
         if full or restart:
-            await self._add_everything(head, lower_only, watched[0])
+            await self._add_everything(head, watched[0])
         return head
 
     async def _add_everything(
         self,
         head: str | None,
-        lower_only: bool = False,
         watched_below: tuple[str, Path] | None = None,
     ) -> None:
         """``git add -A`` of the whole tree, but for what the host limits leave out.
@@ -327,7 +325,9 @@ class SnapshotIndex:
         Under a run's overlay that has changed nothing yet (its first checkpoint, before any
         action), the tree is read below the overlay, where it is the same (``overlaylog.
         unchanged_lower``): no overlay inode per file. Checked again after: a write during
-        the scan means it is read again through the overlay."""
+        the scan means it is read again through the overlay. ``watched_below``: the layer
+        of the live overlay whose upper the journal has taken in (``add_all``'s
+        ``lower_only``): read there, whatever was written since."""
         below = watched_below or overlaylog.unchanged_lower(self.ws.path)
         if below is not None:
             token, lower = below
@@ -339,9 +339,7 @@ class SnapshotIndex:
             if not said.strip():
                 self._keep_lower_scan(token, head, started)
             if watched_below is not None or overlaylog.unchanged_lower(self.ws.path) == below:
-                return  # (watched: the journal names everything written since it was empty)
-            if lower_only and JOURNALS.get(self._journal_key) is not None:
-                return  # the journal, started before the scan, names what was written
+                return  # (watched: the journal names every path where the overlay differs)
         await self._add_everything_in(self.ws.path, self.env)
 
     def _file_clock(self) -> int:
@@ -510,7 +508,6 @@ class SnapshotIndex:
         full: bool = False,
         overlay: bool = False,
         lower_only: bool = False,
-        watching: Watching | None = None,
     ) -> Snapshot:
         """Capture the worktree (tracked and untracked, not ignored) as a tree.
 
@@ -524,7 +521,7 @@ class SnapshotIndex:
                 return landed
         elif full:
             overlaylog.forget(self.ws.path)  # a scan of everything: the record is not needed
-        head = await self.add_all(full=full, lower_only=lower_only, watching=watching)
+        head = await self.add_all(full=full, lower_only=lower_only)
         tree = await self.write_tree()
         scan = _LOWER_SCANS.get(self._journal_key)
         if scan is not None and scan.tree == tree and not scan.vouched:
@@ -702,9 +699,32 @@ class SnapshotIndex:
         await self.co.run_retrying([*self.config, "read-tree", "--reset", "-u", tree], env=self.env)
 
 
-Watching = Callable[[tuple[str, Path] | None], None]
-"""Told, once a whole scan's journal watches, the layer under the run's overlay it will read
-(its token and mount), or None (``SnapshotIndex.add_all``)."""
+#: Past this many entries in the upper when the journal starts, the next checkpoint scans all.
+_MAX_UPPER_PATHS = 20_000
+
+
+def _upper_paths(upper: Path) -> set[str] | None:
+    """Every entry of the overlay's ``upper`` as a worktree path (files, links, whiteouts,
+    directories: a replaced one hides what was below it); None past _MAX_UPPER_PATHS or
+    when it cannot be read (then the next checkpoint scans everything). Read while the
+    overlay is live: an entry made meanwhile is also reported by the journal's watches."""
+    paths: set[str] = set()
+    stack = [("", str(upper))]
+    try:
+        while stack:
+            rel, at = stack.pop()
+            with os.scandir(at) as listing:
+                for entry in listing:
+                    name = f"{rel}/{entry.name}" if rel else entry.name
+                    paths.add(name)
+                    if len(paths) > _MAX_UPPER_PATHS:
+                        return None
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((name, entry.path))
+    except OSError:
+        return None
+    return paths
+
 
 # Per private index: (its content stamp, the tree written from it). A checkpoint after a
 # command that changed nothing then costs no git process at all.
