@@ -715,6 +715,8 @@ def _upper_paths(upper: Path) -> set[str] | None:
             rel, at = stack.pop()
             with os.scandir(at) as listing:
                 for entry in listing:
+                    if not rel and entry.name == ".git":
+                        continue  # git metadata, as the journal's events of it
                     name = f"{rel}/{entry.name}" if rel else entry.name
                     paths.add(name)
                     if len(paths) > _MAX_UPPER_PATHS:
