@@ -140,3 +140,38 @@ async def test_a_filesystem_mounted_over_the_worktree_is_not_missed(
     # Back on the plain directory (the image released): noticed again.
     third = await store.create(ws)
     assert "written-in-the-sandbox.txt" not in git(repo, "ls-tree", "--name-only", third.tree)
+
+
+def test_a_dir_made_while_the_watches_were_placed_is_watched_once_noted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory made after its parent was listed and before the parent's watch landed is
+    seen by no watch (simulated: the walk does not list it). Noted as a directory of the
+    overlay's upper (``snapshot._upper_paths`` after the watches are placed), it is named and
+    watched from then on, so a later write in it is reported."""
+    from synthorg.workspace import journal as journal_module
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "late").mkdir()
+    real_walk = os.walk
+
+    def walk_without_late(top: object, *args: object, **kwargs: object) -> object:
+        for dirpath, dirnames, files in real_walk(top, *args, **kwargs):  # type: ignore[call-overload]
+            dirnames[:] = [d for d in dirnames if d != "late"]
+            yield dirpath, dirnames, files
+
+    monkeypatch.setattr(journal_module.os, "walk", walk_without_late)
+    journal = Journal(tmp_path, skip=set())
+    assert journal.start()
+    monkeypatch.setattr(journal_module.os, "walk", real_walk)
+    try:
+        (tmp_path / "late" / "before.txt").write_text("x")  # no watch sees it
+        journal.note({"late", "late/before.txt"}, {"late"})
+        (tmp_path / "late" / "after.txt").write_text("y")
+        changes = journal.drain()
+        assert {"late", "late/before.txt", "late/after.txt"} <= changes.paths, changes
+        assert not changes.everything
+        journal.note(None)
+        assert journal.drain().everything
+    finally:
+        journal.close()

@@ -14,6 +14,7 @@ import errno
 import os
 import struct
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,13 +111,27 @@ class Journal:
             return False
         return True
 
-    def note(self, paths: set[str] | None) -> None:
+    def note(self, paths: set[str] | None, dirs: Collection[str] = ()) -> None:
         """Count ``paths`` as changed since the journal started (None: everything), as if
-        their events had come: what changed before the watches landed."""
+        their events had come: what changed before the watches landed. ``dirs``, those of
+        them that are directories, are watched too when they are not: one made while the
+        watches were being placed, after its parent was listed and before the parent's
+        watch, is not seen by any (what it holds until now is named by its path)."""
         if paths is None:
             self._pending.everything = True
-        else:
-            self._pending.paths.update(paths)
+            return
+        self._pending.paths.update(paths)
+        watched = set(self._wds.values())
+        for rel in sorted(dirs):
+            if rel not in watched and not self._skipped(rel) and not self._watch_tree(rel):
+                self._pending.everything = True
+                return
+
+    def _skipped(self, rel: str) -> bool:
+        parts = rel.split("/")
+        return parts[0] == ".git" or any(
+            "/".join(parts[: i + 1]) in self._skip for i in range(len(parts))
+        )
 
     def close(self) -> None:
         """Stop watching and release the inotify instance."""

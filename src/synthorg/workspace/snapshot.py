@@ -300,7 +300,8 @@ class SnapshotIndex:
             if journal is not None and layer is not None and (full or restart):
                 # After the watches: what was written before them is in the upper now.
                 token, lower, upper = layer
-                journal.note(await asyncio.to_thread(_upper_paths, upper))
+                paths, dirs = await asyncio.to_thread(_upper_paths, upper)
+                journal.note(paths, dirs)
                 watched[0] = (token, lower)
 
         try:
@@ -703,12 +704,14 @@ class SnapshotIndex:
 _MAX_UPPER_PATHS = 20_000
 
 
-def _upper_paths(upper: Path) -> set[str] | None:
+def _upper_paths(upper: Path) -> tuple[set[str] | None, set[str]]:
     """Every entry of the overlay's ``upper`` as a worktree path (files, links, whiteouts,
-    directories: a replaced one hides what was below it); None past _MAX_UPPER_PATHS or
-    when it cannot be read (then the next checkpoint scans everything). Read while the
-    overlay is live: an entry made meanwhile is also reported by the journal's watches."""
+    directories: a replaced one hides what was below it), and which are directories; None
+    past _MAX_UPPER_PATHS or when it cannot be read (then the next checkpoint scans
+    everything). Read while the overlay is live, after the journal's watches are placed:
+    an entry made meanwhile is also reported by them."""
     paths: set[str] = set()
+    dirs: set[str] = set()
     stack = [("", str(upper))]
     try:
         while stack:
@@ -720,12 +723,13 @@ def _upper_paths(upper: Path) -> set[str] | None:
                     name = f"{rel}/{entry.name}" if rel else entry.name
                     paths.add(name)
                     if len(paths) > _MAX_UPPER_PATHS:
-                        return None
+                        return None, set()
                     if entry.is_dir(follow_symlinks=False):
+                        dirs.add(name)
                         stack.append((name, entry.path))
     except OSError:
-        return None
-    return paths
+        return None, set()
+    return paths, dirs
 
 
 # Per private index: (its content stamp, the tree written from it). A checkpoint after a
