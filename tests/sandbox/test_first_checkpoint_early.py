@@ -145,3 +145,42 @@ async def test_the_seed_is_translated_in_a_child_and_nothing_is_hashed_again(
     assert getattr(result, "commit_sha", None), (out, result)
     early = [files for task, files in listed if task == "first-checkpoint-scan"]
     assert early == [[]], listed  # translated: every file's stat data matches its entry
+
+
+async def test_a_big_trees_journal_watches_the_dirs_find_listed_below_the_overlay(
+    tmp_path: Path, quotas: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big tree's early journal is placed on the directories a ``find`` of the layer under
+    the overlay listed (not walked on the loop): writes in an existing subdirectory, one
+    action after another, are in each next checkpoint, and the landing is the fresh tree."""
+    from synthorg.workspace import snapshot
+
+    monkeypatch.setattr(snapshot, "_JOURNAL_MIN_ENTRIES", 4)  # the test repository is big
+    real = snapshot._directories
+    found: list[list[str] | None] = []
+
+    async def spy(root: Path) -> list[str] | None:
+        found.append(await real(root))
+        return found[-1]
+
+    monkeypatch.setattr(snapshot, "_directories", spy)
+    repo = _repo(tmp_path)
+    plan = [
+        "cd /workspace && echo edited >> pkg/a.py && echo ok",
+        "cd /workspace && echo new > pkg/new.txt && echo ok",
+        "cd /workspace && echo ok",
+    ]
+    async with boot(
+        _settings(tmp_path), registry=default_registry(), provisioner=default_provisioner
+    ) as c:
+        cid, out, result = await attack(c, repo, plan)
+    assert found and found[0] is not None and "pkg" in found[0], found
+    worktree = next((tmp_path / "home" / "worktrees" / cid).iterdir())
+    one, two = (checkpoint_ref(cid, n) for n in (1, 2))
+    assert _git(worktree, "show", f"{one}:pkg/a.py").endswith("edited\n")
+    assert "pkg/new.txt" in _git(worktree, "ls-tree", "-r", "--name-only", two).split()
+    sha = getattr(result, "commit_sha", None)
+    assert sha, (out, result)
+    assert _git(worktree, "rev-parse", f"{sha}^{{tree}}").strip() == _scratch_tree(
+        worktree, tmp_path
+    )

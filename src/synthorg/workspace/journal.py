@@ -14,7 +14,7 @@ import errno
 import os
 import struct
 from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,10 +94,13 @@ class Journal:
         """Whether the journal is watching."""
         return self._fd >= 0
 
-    def start(self) -> bool:
+    def start(self, dirs: Sequence[str] | None = None) -> bool:
         """Begin watching; False (and inactive) when the platform or limits do not allow it.
 
         Events are only recorded from now on: the caller must do one full scan after this.
+        ``dirs``: every directory of the tree, relative, already listed (by a ``find`` of
+        the layer under a run's overlay, off the event loop): each is watched without a
+        walk. One made meanwhile is the caller's to ``note`` (the overlay's upper has it).
         """
         if _LIBC is None:
             return False
@@ -106,9 +109,26 @@ class Journal:
             return False
         self._fd = fd
         self._root_id = _identity(self.root)
-        if not self._watch_tree(""):
+        placed = self._watch_tree("") if dirs is None else self._watch_listed(dirs)
+        if not placed:
             self.close()
             return False
+        return True
+
+    def _watch_listed(self, dirs: Sequence[str]) -> bool:
+        assert _LIBC is not None
+        for rel in ("", *dirs):
+            if rel and self._skipped(rel):
+                continue
+            if len(self._wds) >= _MAX_WATCHES:
+                return False
+            top = self.root / rel if rel else self.root
+            wd = _LIBC.inotify_add_watch(self._fd, os.fsencode(top), _MASK)
+            if wd < 0:
+                if ctypes.get_errno() in (errno.ENOENT, errno.ENOTDIR):
+                    continue  # deleted (a whiteout in the overlay): its parent reported it
+                return False
+            self._wds[wd] = rel
         return True
 
     def note(self, paths: set[str] | None, dirs: Collection[str] = ()) -> None:
@@ -128,10 +148,15 @@ class Journal:
                 return
 
     def _skipped(self, rel: str) -> bool:
-        parts = rel.split("/")
-        return parts[0] == ".git" or any(
-            "/".join(parts[: i + 1]) in self._skip for i in range(len(parts))
-        )
+        """Whether ``rel`` is in or under .git or a skipped dir."""
+        if rel.split("/", 1)[0] == ".git":
+            return True
+        at = len(rel)
+        while at > 0:
+            if rel[:at] in self._skip:
+                return True
+            at = rel.rfind("/", 0, at)
+        return False
 
     def close(self) -> None:
         """Stop watching and release the inotify instance."""

@@ -428,14 +428,23 @@ class SnapshotIndex:
         key = self._journal_key
         JOURNALS.discard(key)
         skip: set[str] = set()
+        layer = overlaylog.live(self.ws.path)
+        dirs: list[str] | None = None
         if not _small_tree(self.ws.path):
-            listed = await self.co.run(
-                ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
-                env=self.env if env is None else env,
-            )
-            skip = {p.rstrip("/") for p in listed.text.split("\0") if p.endswith("/")}
+            ignored = ["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                       "--directory"]  # fmt: skip
+            try:
+                async with asyncio.TaskGroup() as group:  # both on the other core
+                    listed = group.create_task(
+                        self.co.run(ignored, env=self.env if env is None else env)
+                    )
+                    found = group.create_task(_directories(layer[1])) if layer else None
+            except ExceptionGroup as failed:  # the first failure, as one git would raise it
+                raise failed.exceptions[0] from None
+            skip = {p.rstrip("/") for p in listed.result().text.split("\0") if p.endswith("/")}
+            dirs = found.result() if found is not None else None
         journal = Journal(self.ws.path, skip)
-        if journal.start():
+        if journal.start(dirs):
             JOURNALS.add(key, journal)
 
     async def write_tree(self) -> str:
@@ -698,6 +707,23 @@ class SnapshotIndex:
         overlaylog.forget(self.ws.path)  # a host-side write no overlay recorded
         await self.add_all()
         await self.co.run_retrying([*self.config, "read-tree", "--reset", "-u", tree], env=self.env)
+
+
+async def _directories(root: Path) -> list[str] | None:
+    """Every directory under ``root`` (not .git's), relative: the layer under a run's
+    overlay, which does not change, listed by ``find`` in a child (host work of the run)
+    rather than walked in Python on the event loop (~55 ms at 100,000 files, while the
+    loop serves the run's first model call). None when it cannot be listed (the journal
+    then walks)."""
+    argv = ["find", str(root), "-mindepth", "1", "-name", ".git", "-prune",
+            "-o", "-type", "d", "-printf", "%P\\0"]  # fmt: skip
+    try:
+        code, out, _ = await run_collect(argv, cwd=root, env={"LC_ALL": "C"}, stdin=None)
+    except OSError:
+        return None
+    if code != 0:
+        return None
+    return [os.fsdecode(p) for p in out.split(b"\0") if p]
 
 
 #: Past this many entries in the upper when the journal starts, the next checkpoint scans all.
