@@ -279,11 +279,20 @@ class SnapshotIndex:
             # Unsure (overflow, a moved directory) or a changed .gitignore, which can
             # un-ignore directories that are not watched: watch afresh and scan everything.
             restart = changes.everything or any(_is_ignore_file(p) for p in changes.paths)
-            if not (full or restart) and changes.paths:
+            if not (full or restart):
                 # A file of several names: a write through one is reported under that name
                 # only (inotify watches directories), so its others may have changed too.
                 aliased = _has_other_names(self.ws.path, changes.paths)
-                full = aliased or not await self._add_paths(changes.paths)
+                layer = overlaylog.live(self.ws.path)
+                if not aliased and layer is not None:
+                    # Under the overlay every name of such a file is in the upper, but a
+                    # write through one in an unwatched (ignored) dir is reported by none,
+                    # so this is asked even when the journal names nothing.
+                    aliased = await asyncio.to_thread(_upper_has_links, layer[2])
+                if aliased:
+                    full = True
+                elif changes.paths:
+                    full = not await self._add_paths(changes.paths)
         if restart and scan_asked:
             # A one-shot full scan (NO_OP check, gate, views) needs no journal, and one started
             # now is usually voided before it helps (the next run's quota image is mounted
@@ -726,6 +735,30 @@ async def _directories(root: Path) -> list[str] | None:
     return [os.fsdecode(p) for p in out.split(b"\0") if p]
 
 
+def _upper_has_links(upper: Path) -> bool:
+    """Whether the overlay's upper holds a regular file of several names (a hard link made
+    in the run: overlayfs copies a linked lower file up, so both names are there), or
+    cannot be read or is past _MAX_UPPER_PATHS (then: scan everything, to be sure)."""
+    seen, stack = 0, [str(upper)]
+    try:
+        while stack:
+            with os.scandir(stack.pop()) as listing:
+                for entry in listing:
+                    seen += 1
+                    if seen > _MAX_UPPER_PATHS:
+                        return True
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif (
+                        entry.is_file(follow_symlinks=False)
+                        and entry.stat(follow_symlinks=False).st_nlink > 1
+                    ):
+                        return True
+    except OSError:
+        return True
+    return False
+
+
 #: Past this many entries in the upper when the journal starts, the next checkpoint scans all.
 _MAX_UPPER_PATHS = 20_000
 
@@ -744,8 +777,12 @@ def _upper_paths(upper: Path) -> tuple[set[str] | None, set[str]]:
             rel, at = stack.pop()
             with os.scandir(at) as listing:
                 for entry in listing:
-                    if not rel and entry.name == ".git":
-                        continue  # git metadata, as the journal's events of it
+                    if entry.name == ".git":
+                        if not rel:
+                            continue  # git metadata, as the journal's events of it
+                        # A nested repository: named one by one, git would add its files
+                        # as plain ones; a whole scan refuses it, as the gate does.
+                        return None, set()
                     name = f"{rel}/{entry.name}" if rel else entry.name
                     paths.add(name)
                     if len(paths) > _MAX_UPPER_PATHS:
