@@ -55,7 +55,7 @@ async def early_scan(
         yield early
     finally:
         for task in list(early.beside):
-            await _finished(task)
+            await _settled(task, "first_checkpoint_failed")
         scan.cancel()
         await _settled(scan)
 
@@ -101,25 +101,19 @@ def settle_hook(checkpoints: CheckpointStore, workspace: Workspace) -> Checkpoin
     return checkpoint_hook(checkpoints, workspace)
 
 
-async def _settled(task: asyncio.Task[None]) -> None:
-    """Wait for the scan; its failure only means the checkpoint scans for itself (and
-    meets the same error, if it lasts, where the run can report it)."""
+async def _settled(
+    task: asyncio.Task[None] | asyncio.Task[CheckpointEvent],
+    failed: str = "first_checkpoint_scan_failed",
+) -> None:
+    """Wait for the task, logging its failure as ``failed``. The scan's failure only means
+    the checkpoint scans for itself (and meets the same error, if it lasts, where the run
+    can report it); a checkpoint written beside an action that the sandbox's end waits for
+    is one whose turn did not (a stop that came twice): its failure was the turn's to
+    report, and the turn is gone."""
     try:
         await asyncio.shield(task)
     except asyncio.CancelledError:
         if not task.cancelled():
-            raise  # the caller was cancelled, not the scan
+            raise  # the caller was cancelled, not the task
     except Exception as exc:
-        log.info("first_checkpoint_scan_failed", error=str(exc))
-
-
-async def _finished(task: asyncio.Task[CheckpointEvent]) -> None:
-    """Wait for a checkpoint written beside an action whose turn did not (a stop that came
-    twice): its failure is the turn's to report, and the turn is gone."""
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        if not task.done():
-            raise
-    except Exception as exc:
-        log.info("first_checkpoint_failed", error=str(exc))
+        log.info(failed, error=str(exc))

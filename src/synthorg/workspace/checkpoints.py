@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from synthorg import overlaylog
@@ -23,6 +24,7 @@ from synthorg.workspace.objects import (
     refs_under,
 )
 from synthorg.workspace.snapshot import (
+    Snapshot,
     SnapshotIndex,
     head_sha,
     open_git,
@@ -67,12 +69,7 @@ class CheckpointStore:
 
     async def create(self, ws: Workspace, conversation_id: str | None = None) -> Checkpoint:
         """Snapshot ``ws`` now as the conversation's next checkpoint."""
-        cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
-        checkout = await open_git(ws)
-        async with in_process_lock(f"checkpoint:{checkout.dirs.common_dir}:{cid}"):
-            async with SnapshotIndex(checkout, self.limits).locked() as index:
-                snap = await index.snapshot()
-            return await self._record(ws, checkout, cid, snap.tree, snap.head)
+        return await self._create(ws, conversation_id, lambda index: index.snapshot())
 
     @staticmethod
     def unchanged_below(ws: Workspace) -> tuple[str, Path] | None:
@@ -88,11 +85,20 @@ class CheckpointStore:
         """The conversation's next checkpoint, of the layer under the overlay ``below``
         (from ``unchanged_below``, taken when the overlay was still empty): whatever the run
         wrote since is not in it. Call it while that overlay is mounted."""
+        return await self._create(ws, conversation_id, lambda index: index.lower_snapshot(*below))
+
+    async def _create(
+        self,
+        ws: Workspace,
+        conversation_id: str | None,
+        take: Callable[[SnapshotIndex], Awaitable[Snapshot]],
+    ) -> Checkpoint:
+        """The conversation's next checkpoint, of what ``take`` snapshots under the index lock."""
         cid = refs.check_conversation_id(conversation_id or ws.conversation_id)
         checkout = await open_git(ws)
         async with in_process_lock(f"checkpoint:{checkout.dirs.common_dir}:{cid}"):
             async with SnapshotIndex(checkout, self.limits).locked() as index:
-                snap = await index.lower_snapshot(*below)
+                snap = await take(index)
             return await self._record(ws, checkout, cid, snap.tree, snap.head)
 
     async def _record(

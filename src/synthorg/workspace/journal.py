@@ -116,19 +116,22 @@ class Journal:
         return True
 
     def _watch_listed(self, dirs: Sequence[str]) -> bool:
+        return all(
+            self._watch(self.root / rel if rel else self.root, rel)
+            for rel in ("", *dirs)
+            if not (rel and self._skipped(rel))
+        )
+
+    def _watch(self, path: str | Path, rel: str) -> bool:
+        """Watch the directory at ``path`` (``rel`` to the root); False when the limits do
+        not allow it. One gone meanwhile is no failure: its parent reported it."""
+        if len(self._wds) >= _MAX_WATCHES:
+            return False
         assert _LIBC is not None
-        for rel in ("", *dirs):
-            if rel and self._skipped(rel):
-                continue
-            if len(self._wds) >= _MAX_WATCHES:
-                return False
-            top = self.root / rel if rel else self.root
-            wd = _LIBC.inotify_add_watch(self._fd, os.fsencode(top), _MASK)
-            if wd < 0:
-                if ctypes.get_errno() in (errno.ENOENT, errno.ENOTDIR):
-                    continue  # deleted (a whiteout in the overlay): its parent reported it
-                return False
-            self._wds[wd] = rel
+        wd = _LIBC.inotify_add_watch(self._fd, os.fsencode(path), _MASK)
+        if wd < 0:
+            return ctypes.get_errno() in (errno.ENOENT, errno.ENOTDIR)
+        self._wds[wd] = rel
         return True
 
     def note(self, paths: set[str] | None, dirs: Collection[str] = ()) -> None:
@@ -230,15 +233,8 @@ class Journal:
                 for d in dirnames
                 if d != ".git" and (f"{here}/{d}" if here else d) not in self._skip
             ]
-            if len(self._wds) >= _MAX_WATCHES:
+            if not self._watch(dirpath, here):
                 return False
-            assert _LIBC is not None
-            wd = _LIBC.inotify_add_watch(self._fd, os.fsencode(dirpath), _MASK)
-            if wd < 0:
-                if ctypes.get_errno() in (errno.ENOENT, errno.ENOTDIR):
-                    continue  # vanished while walking: its parent reported it
-                return False
-            self._wds[wd] = here
         return True
 
 

@@ -13,7 +13,7 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -187,10 +187,11 @@ class SnapshotIndex:
             # copy2 keeps the index's mtime: git's racy-clean check compares entry mtimes
             # against it, and a fresh mtime would hide same-second, same-size edits.
             shutil.copy2(real, tmp)
-            if self.view is not None and await self._translated(tmp, tmp.with_suffix(".own")):
+            reowned = tmp.with_suffix(".own")
+            if self.view is not None and await self._translated(tmp, reowned):
                 copied = tmp.stat()
-                os.utime(tmp.with_suffix(".own"), ns=(copied.st_atime_ns, copied.st_mtime_ns))
-                os.replace(tmp.with_suffix(".own"), tmp)  # its mtime is the seed's: racy-clean
+                os.utime(reowned, ns=(copied.st_atime_ns, copied.st_mtime_ns))
+                os.replace(reowned, tmp)  # its mtime is the seed's: racy-clean
             os.replace(tmp, self.path)
         elif head is not None:
             await self.co.run(["read-tree", head], env=self.env)
@@ -735,25 +736,35 @@ async def _directories(root: Path) -> list[str] | None:
     return [os.fsdecode(p) for p in out.split(b"\0") if p]
 
 
+def _upper_entries(upper: Path, *, top_git: bool) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """(worktree path, entry) of every entry of the overlay's ``upper``, following nothing;
+    ``top_git``: the top-level .git and what it holds too. OSError when one cannot be read."""
+    stack = [("", str(upper))]
+    while stack:
+        rel, at = stack.pop()
+        with os.scandir(at) as listing:
+            for entry in listing:
+                if not (rel or top_git) and entry.name == ".git":
+                    continue
+                name = f"{rel}/{entry.name}" if rel else entry.name
+                yield name, entry
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((name, entry.path))
+
+
 def _upper_has_links(upper: Path) -> bool:
     """Whether the overlay's upper holds a regular file of several names (a hard link made
-    in the run: overlayfs copies a linked lower file up, so both names are there), or
-    cannot be read or is past _MAX_UPPER_PATHS (then: scan everything, to be sure)."""
-    seen, stack = 0, [str(upper)]
+    in the run: overlayfs copies a linked lower file up, so both names are there; in .git
+    too, whose events the journal drops), or cannot be read or is past _MAX_UPPER_PATHS
+    (then: scan everything, to be sure)."""
     try:
-        while stack:
-            with os.scandir(stack.pop()) as listing:
-                for entry in listing:
-                    seen += 1
-                    if seen > _MAX_UPPER_PATHS:
-                        return True
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif (
-                        entry.is_file(follow_symlinks=False)
-                        and entry.stat(follow_symlinks=False).st_nlink > 1
-                    ):
-                        return True
+        for seen, (_, entry) in enumerate(_upper_entries(upper, top_git=True), 1):
+            if seen > _MAX_UPPER_PATHS:
+                return True
+            if entry.is_file(follow_symlinks=False) and (
+                entry.stat(follow_symlinks=False).st_nlink > 1
+            ):
+                return True
     except OSError:
         return True
     return False
@@ -771,25 +782,18 @@ def _upper_paths(upper: Path) -> tuple[set[str] | None, set[str]]:
     an entry made meanwhile is also reported by them."""
     paths: set[str] = set()
     dirs: set[str] = set()
-    stack = [("", str(upper))]
     try:
-        while stack:
-            rel, at = stack.pop()
-            with os.scandir(at) as listing:
-                for entry in listing:
-                    if entry.name == ".git":
-                        if not rel:
-                            continue  # git metadata, as the journal's events of it
-                        # A nested repository: named one by one, git would add its files
-                        # as plain ones; a whole scan refuses it, as the gate does.
-                        return None, set()
-                    name = f"{rel}/{entry.name}" if rel else entry.name
-                    paths.add(name)
-                    if len(paths) > _MAX_UPPER_PATHS:
-                        return None, set()
-                    if entry.is_dir(follow_symlinks=False):
-                        dirs.add(name)
-                        stack.append((name, entry.path))
+        # Not the top-level .git: git metadata, as the journal's events of it.
+        for name, entry in _upper_entries(upper, top_git=False):
+            if entry.name == ".git":
+                # A nested repository: named one by one, git would add its files as plain
+                # ones; a whole scan refuses it, as the gate does.
+                return None, set()
+            paths.add(name)
+            if len(paths) > _MAX_UPPER_PATHS:
+                return None, set()
+            if entry.is_dir(follow_symlinks=False):
+                dirs.add(name)
     except OSError:
         return None, set()
     return paths, dirs
