@@ -102,6 +102,42 @@ def _first_action(order: list[tuple[str, str | None, int | None]]) -> list[str]:
     return [kind for kind, a, _ in order if a == action]
 
 
+async def _edit_then_noop(
+    tmp_path: Path,
+) -> tuple[str, list[str], object, list[tuple[str, str | None, int | None]]]:
+    """A run whose first action edits, deletes a dir, adds a file and then ``done``; its
+    second does nothing. Its id, outputs, result and logged order."""
+    repo = _repo(tmp_path)
+    plan = [
+        "cd /workspace && echo edited >> pkg/a.py && rm -rf dir && echo x > x.txt"
+        " && echo d > done && echo ok",
+        "cd /workspace && echo ok",
+    ]
+    async with boot(
+        _settings(tmp_path), registry=default_registry(), provisioner=default_provisioner
+    ) as c:
+        cid, out, result = await attack(c, repo, plan)
+        return cid, out, result, await _order(c, cid)
+
+
+def _assert_base_then_edited(
+    worktree: Path,
+    tmp_path: Path,
+    cid: str,
+    result: object,
+    order: list[tuple[str, str | None, int | None]],
+) -> None:
+    """Checkpoint 0 is the base tree; checkpoint 1 and the landing the tree after the
+    first action, as a fresh index gives it; the log orders action, checkpoint, observation."""
+    zero, one = checkpoint_ref(cid, 0), checkpoint_ref(cid, 1)
+    assert _tree(worktree, zero) == _tree(worktree, f"{zero}^1"), "checkpoint 0 != base tree"
+    final = _scratch_tree(worktree, tmp_path)
+    assert _tree(worktree, one) == final, "checkpoint 1 != the tree after the first action"
+    sha = getattr(result, "commit_sha", None)
+    assert sha and _tree(worktree, sha) == final, result
+    assert _first_action(order) == ["ActionEvent", "CheckpointEvent", "ObservationEvent"], order
+
+
 # -- claim 1 and 4: checkpoint 0 is the tree before the first action; rollback restores it --
 
 
@@ -206,28 +242,12 @@ async def test_checkpoints_when_the_kept_lower_scan_is_missing(
         return await real_add(self, root, env)
 
     monkeypatch.setattr(snapshot.SnapshotIndex, "_add_everything_in", fail)
-    repo = _repo(tmp_path)
-    plan = [
-        "cd /workspace && echo edited >> pkg/a.py && rm -rf dir && echo x > x.txt"
-        " && echo d > done && echo ok",
-        "cd /workspace && echo ok",
-    ]
-    async with boot(
-        _settings(tmp_path), registry=default_registry(), provisioner=default_provisioner
-    ) as c:
-        cid, out, result = await attack(c, repo, plan)
-        order = await _order(c, cid)
+    cid, out, result, order = await _edit_then_noop(tmp_path)
     assert held == [True], (held, out, result)
     worktree = _worktree(tmp_path, cid)
     fallback = [r for name, r, task in scan_roots if task == "first-checkpoint"]
     assert fallback and all(r.name == "lower" for r in fallback), scan_roots
-    zero, one = checkpoint_ref(cid, 0), checkpoint_ref(cid, 1)
-    assert _tree(worktree, zero) == _tree(worktree, f"{zero}^1"), "checkpoint 0 != base tree"
-    final = _scratch_tree(worktree, tmp_path)
-    assert _tree(worktree, one) == final, "checkpoint 1 != the tree after the first action"
-    sha = getattr(result, "commit_sha", None)
-    assert sha and _tree(worktree, sha) == final, result
-    assert _first_action(order) == ["ActionEvent", "CheckpointEvent", "ObservationEvent"], order
+    _assert_base_then_edited(worktree, tmp_path, cid, result, order)
 
 
 async def test_a_write_before_the_journal_watches_is_in_checkpoint_0(
@@ -287,26 +307,10 @@ async def test_the_first_action_writes_before_the_journal_watches(
         await real_start(self, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(snapshot.SnapshotIndex, "_start_journal", hold_start)
-    repo = _repo(tmp_path)
-    plan = [
-        "cd /workspace && echo edited >> pkg/a.py && rm -rf dir && echo x > x.txt"
-        " && echo d > done && echo ok",
-        "cd /workspace && echo ok",
-    ]
-    async with boot(
-        _settings(tmp_path), registry=default_registry(), provisioner=default_provisioner
-    ) as c:
-        cid, out, result = await attack(c, repo, plan)
-        order = await _order(c, cid)
+    cid, out, result, order = await _edit_then_noop(tmp_path)
     assert held == [True], (held, out, result)
     worktree = _worktree(tmp_path, cid)
-    zero, one = checkpoint_ref(cid, 0), checkpoint_ref(cid, 1)
-    assert _tree(worktree, zero) == _tree(worktree, f"{zero}^1"), "checkpoint 0 != base tree"
-    final = _scratch_tree(worktree, tmp_path)
-    assert _tree(worktree, one) == final, "checkpoint 1 != the tree after the first action"
-    sha = getattr(result, "commit_sha", None)
-    assert sha and _tree(worktree, sha) == final, result
-    assert _first_action(order) == ["ActionEvent", "CheckpointEvent", "ObservationEvent"], order
+    _assert_base_then_edited(worktree, tmp_path, cid, result, order)
 
 
 # -- claim 3: the log and the first action's checkpoint under stops ------------------------
