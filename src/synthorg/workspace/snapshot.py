@@ -283,13 +283,16 @@ class SnapshotIndex:
             if not (full or restart):
                 # A file of several names: a write through one is reported under that name
                 # only (inotify watches directories), so its others may have changed too.
-                aliased = _has_other_names(self.ws.path, changes.paths)
+                # Under the overlay every name of such a file made in the run is in the
+                # upper (a lower one's copy-up parts it from its other names), and a write
+                # through one in an unwatched (ignored) dir is reported by none: the upper
+                # is asked, even when the journal names nothing.
                 layer = overlaylog.live(self.ws.path)
-                if not aliased and layer is not None:
-                    # Under the overlay every name of such a file is in the upper, but a
-                    # write through one in an unwatched (ignored) dir is reported by none,
-                    # so this is asked even when the journal names nothing.
-                    aliased = await asyncio.to_thread(_upper_has_links, layer[2])
+                aliased = (
+                    await asyncio.to_thread(_upper_has_links, layer[2])
+                    if layer is not None
+                    else _has_other_names(self.ws.path, changes.paths)
+                )
                 if aliased:
                     full = True
                 elif changes.paths:
