@@ -175,3 +175,23 @@ def test_a_dir_made_while_the_watches_were_placed_is_watched_once_noted(
         assert journal.drain().everything
     finally:
         journal.close()
+
+
+def test_a_noted_dir_swapped_for_a_symlink_is_not_walked(tmp_path: Path) -> None:
+    """A directory of the upper the agent swaps for a symlink (here to a host tree) before
+    the journal watches it: following it would watch, and walk, the host's directories."""
+    root, host = tmp_path / "root", tmp_path / "host"
+    root.mkdir()
+    (host / "a" / "b").mkdir(parents=True)
+    journal = Journal(root, skip=set())
+    assert journal.start()
+    try:
+        (root / "late").symlink_to(host)
+        (root / "deep").mkdir()
+        (root / "deep" / "up").symlink_to(host)
+        journal.note({"late", "deep/up/a"}, {"late", "deep/up/a"})
+        watched = set(journal._wds.values())
+        assert not any(w.startswith(("late", "deep/up")) for w in watched), watched
+        assert {"late", "deep/up/a"} <= journal.drain().paths
+    finally:
+        journal.close()

@@ -225,6 +225,10 @@ class Journal:
 
     def _watch_tree(self, rel: str) -> bool:
         top = self.root / rel if rel else self.root
+        if rel and os.path.realpath(top) != os.path.join(os.path.realpath(self.root), rel):
+            # A name the agent made a symlink (or put under one) after it was reported:
+            # walked, it would watch the host's tree. Its path is reported; not watched.
+            return True
         for dirpath, dirnames, _ in os.walk(top):
             here = os.path.relpath(dirpath, self.root)
             here = "" if here == "." else here
