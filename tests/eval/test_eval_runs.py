@@ -19,6 +19,7 @@ import tomlkit
 from synthorg.domain import Complexity, Task
 from synthorg.engine.selection import select_loop_type
 from synthorg.eval.starter import materialize
+from synthorg.faultpoints import ANNOUNCE, PAUSE_ENV
 from synthorg.runtime.judge import JudgeRuntime
 from synthorg.settings import load_settings
 from tests.eval.judging import link_judge
@@ -214,6 +215,45 @@ def test_resume_after_sigkill_finishes_and_runs_nothing_twice(
         ).fetchone()
     assert made == 6, "every (task, arm) ran in exactly one conversation"
     assert all(r["resolved"] for r in results if r["arm"] == "react")
+
+
+def test_a_kill_right_after_an_items_conversation_was_made_runs_it_once(
+    tmp_path: Path, judge: JudgeRuntime
+) -> None:
+    """The conversation exists, the eval's record of it not yet: resume must find that one,
+    not make a second (the kill lands there on purpose, not by timing)."""
+    home, config = tmp_path / "home", _config(tmp_path / "synthorg.toml", "eval-strong")
+    suite = _suite(tmp_path, Complexity.TRIVIAL, limit=1)
+    env = _env(home, config)
+    link_judge(home, judge)
+    proc = subprocess.Popen(
+        [*SYNTHORG, "eval", "run", str(suite), "--arms", "react,hybrid", "--concurrency", "1"],
+        env={**env, PAUSE_ENV: "eval.conversation_created"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    seen = ""
+    while ANNOUNCE not in seen:
+        line = proc.stdout.readline()
+        assert line, seen
+        seen += line
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    eval_id = _eval_id(seen)
+    resumed = _cli(env, "eval", "resume", eval_id)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    results = _items(home, eval_id, "result/")
+    assert len(results) == 2
+    with sqlite3.connect(home / "store.db") as db:
+        made = db.execute(
+            "SELECT id FROM conversations WHERE project_id = ?", (f"eval-{eval_id}",)
+        ).fetchall()
+    assert sorted(id_ for (id_,) in made) == sorted(str(r["conversation_id"]) for r in results), (
+        "each item ran in exactly one conversation"
+    )
 
 
 def test_an_agent_that_plants_runner_cheats_resolves_nothing(

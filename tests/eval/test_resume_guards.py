@@ -78,3 +78,14 @@ def test_resume_beside_a_live_eval_is_refused_in_one_line(
     error = [line for line in resumed.stderr.splitlines() if line.startswith("error:")]
     assert len(error) == 1 and f"eval {eval_id} is being run by pid {original.pid}" in error[0]
     assert len(_items(home, eval_id, "conversation/")) == 1, "the resume started nothing"
+
+
+def test_one_arm_is_refused_in_one_line_before_anything_is_planned(tmp_path: Path) -> None:
+    home, config = tmp_path / "home", _config(tmp_path / "synthorg.toml", "eval-strong")
+    suite = _suite(tmp_path, Complexity.TRIVIAL, limit=1)
+    ran = _cli(_env(home, config), "eval", "run", str(suite), "--arms", "react,")
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    text = " ".join((ran.stdout + ran.stderr).split())
+    assert "--arms: an eval compares at least two arms, got 1 ('react,')" in text
+    assert "validation error" not in text and "Traceback" not in text
+    assert not (home / "store.db").exists(), "nothing was planned"

@@ -79,6 +79,9 @@ def run(
     settings = settings_from(config)
     path = _suite_path(settings, suite)
     mapping = _repo_map(repo_map)
+    names = [a.strip() for a in arms.split(",") if a.strip()]
+    if len(names) < 2:
+        fail(f"--arms: an eval compares at least two arms, got {len(names)} ({arms!r})")
     try:
         prints = fingerprint(load_suite(path, mapping))  # every bad entry reported first
         plan = EvalPlan(
@@ -87,7 +90,7 @@ def run(
             suite_hash=suite_hash(prints),
             suite_fingerprint=prints,
             repo_map=mapping,
-            arms=tuple(Arm.parse(a) for a in arms.split(",") if a.strip()),
+            arms=tuple(Arm.parse(a) for a in names),
             repeats=repeats,
             model=model,
             budget_usd=budget,

@@ -19,13 +19,20 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from synthorg.domain import ConversationRecord, ConversationStatus, Task, TerminationReason
+from synthorg.domain import (
+    ConversationRecord,
+    ConversationStatus,
+    Task,
+    TerminationReason,
+    new_id,
+)
 from synthorg.errors import NotFoundError, SynthOrgError, UsageError
 from synthorg.eval.check import run_hidden_check
 from synthorg.eval.fingerprint import differences, fingerprint, suite_hash
 from synthorg.eval.ownership import owning
 from synthorg.eval.results import Arm, EvalPlan, TaskResult, result_key
 from synthorg.eval.suite import EvalTask, Suite, load_suite
+from synthorg.faultpoints import pause_point
 from synthorg.runtime.judge import JudgeRuntime
 from synthorg.service.boot import Components
 from synthorg.service.options import RunOptions
@@ -194,11 +201,25 @@ class EvalRunner:
         return Path(tempfile.mkdtemp(prefix=f"{digest}-", dir=parent))
 
     async def _conversation(self, item: Item, repo: Path) -> ConversationRecord:
-        """The item's conversation: the recorded one on resume, else a new one (recorded first)."""
+        """The item's conversation: the recorded one on resume, else a new one.
+
+        Its id is recorded before it is made, so a kill at any point between the two leaves
+        either nothing or the id: resume finds the conversation under it or makes it under it,
+        never a second one for the same item.
+        """
         store = self._c.store
         known = await store.eval_items(self._plan.eval_id, item.conversation_key)
         if item.conversation_key in known:
-            return await store.get_conversation(known[item.conversation_key]["id"])
+            conversation_id = str(known[item.conversation_key]["id"])
+            try:
+                return await store.get_conversation(conversation_id)
+            except NotFoundError:
+                pass  # the id was recorded, the process died before the conversation was made
+        else:
+            conversation_id = new_id("conv")
+            await store.put_eval_item(
+                self._plan.eval_id, item.conversation_key, {"id": conversation_id}
+            )
         digest = hashlib.sha256(f"{self._plan.eval_id}/{item.key}".encode()).hexdigest()
         task = Task(
             id=f"task-{digest[:24]}",
@@ -214,8 +235,8 @@ class EvalRunner:
             max_turns=self._plan.max_turns,
             base_ref=item.task.base_ref,
         )
-        record = await self._c.service.create(task, options)
-        await store.put_eval_item(self._plan.eval_id, item.conversation_key, {"id": record.id})
+        record = await self._c.service.create(task, options, conversation_id=conversation_id)
+        await pause_point("eval.conversation_created")
         return record
 
 
