@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from synthorg.domain import ActionEvent, CheckpointEvent, ObservationEvent
+from synthorg.domain import (
+    ActionEvent,
+    CancelEvent,
+    CheckpointEvent,
+    InterruptEvent,
+    ObservationEvent,
+)
 from synthorg.sandbox.quota import unavailable_reason
 from synthorg.service.boot import Components, boot
 from synthorg.service.loops import default_provisioner, default_registry
@@ -340,6 +346,19 @@ def _spy_log_checkpoint(monkeypatch: pytest.MonkeyPatch) -> list[asyncio.Task[ob
     return seen
 
 
+async def _logged_soon(
+    c: Components, cid: str, kinds: tuple[type, ...], unless: asyncio.Task[None]
+) -> bool:
+    """Whether an event of ``kinds`` reaches the log within a minute (or ``unless`` ends)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while loop.time() < deadline and not unless.done():
+        if any(isinstance(s.event, kinds) for s in await c.store.history(cid, limit=10_000)):
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
 async def _stop(c: Components, cid: str, how: str) -> None:
     if how == "interrupt":
         await c.service.interrupt(cid, by="redteam")
@@ -385,7 +404,7 @@ async def test_a_stop_while_the_first_checkpoint_is_still_written(
     the worktree (applied at release); its checkpoint must be in the log, before the
     observation, and exist."""
     release = asyncio.Event()
-    _hold_scan(monkeypatch, lambda ws: release.is_set())
+    held = _hold_scan(monkeypatch, lambda ws: release.is_set())
     waited = _spy_log_checkpoint(monkeypatch)
     repo = _repo(tmp_path)
     plan = ["cd /workspace && echo x > x.txt && echo ok", "cd /workspace && echo ok"]
@@ -395,9 +414,14 @@ async def test_a_stop_while_the_first_checkpoint_is_still_written(
         cid, run = await _start(c, repo, plan)
         assert await _until(lambda: bool(waited) or run.done()), "the first action never ran"
         assert not run.done(), run.result()
-        await _stop(c, cid, how)
+        # The stop waits for the checkpoint it may not cut short: release the scan once
+        # the stop is in the log, not before (nor at the hold's own deadline).
+        stopping = asyncio.create_task(_stop(c, cid, how))
+        assert await _logged_soon(c, cid, (InterruptEvent, CancelEvent), stopping)
         release.set()
+        await asyncio.wait_for(stopping, timeout=120)
         result = await asyncio.wait_for(run, timeout=120)
+        assert held == [True], "the scan was not held until the stop"
         order, missing, fate = await _checks_after_stop(c, tmp_path, cid, waited)
     worktree = _worktree(tmp_path, cid)
     zero = checkpoint_ref(cid, 0)
