@@ -8,7 +8,8 @@ PostgreSQL (``postgres_budget``); settling deletes the hold and adds the bill in
 transaction. Holds are written without an fsync (``durable=False``): they bound what live
 processes admit, and the next bill's sync makes them durable too. A bill is committed unsynced
 and then made durable by an fsync of the WAL outside the write lock (``synced=True``),
-so admissions never queue behind it.
+so admissions never queue behind it. Both run on the caller's thread when the write lock is
+free (``SqliteWriter.write_now``), else through the writer thread.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ class SqliteBudget:
             )
             return True
 
-        return await self._writer.submit(work, durable=False)
+        return await self._writer.write_now(work)
 
     async def committed_budget(self, conversation_id: str, members: Sequence[str]) -> Decimal:
         marks = ", ".join("?" * len(members)) or "NULL"
@@ -184,7 +185,7 @@ class SqliteBudget:
 
         # Committed unsynced, then synced outside the write lock: the next admission's hold
         # does not wait for this bill's fsync; the caller returns once the bill is durable.
-        row = await self._writer.submit(work, durable=False, synced=True)
+        row = await self._writer.write_now(work, synced=True)
         return codec.execution_from_row(row)
 
     async def overreporting_providers(self) -> dict[str, int]:
