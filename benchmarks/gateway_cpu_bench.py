@@ -10,6 +10,7 @@ less on the machine's load than latency does; the clock is in ticks (10 ms), so 
 hundreds of requests.
 
     uv run python benchmarks/gateway_cpu_bench.py [--before REV ...] [--mode json|stream]
+        [--concurrency N]
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def main() -> None:
     parser.add_argument("--mode", choices=gb.MODES, default="json")
     parser.add_argument("--requests", type=int, default=500, help="requests per batch")
     parser.add_argument("--rounds", type=int, default=8, help="batches per gateway")
+    parser.add_argument("--concurrency", type=int, default=1, help="requests at once")
     opts = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gw-cpu-"))
     up_port = free_port()
@@ -84,7 +86,9 @@ def main() -> None:
         for _ in range(opts.rounds):
             for name, (pid, port, token) in gateways.items():
                 before = thread_cpu(pid)
-                gb.measure(port, "/v1/chat/completions", token, 1, opts.requests, opts.mode)
+                gb.measure(
+                    port, "/v1/chat/completions", token, opts.concurrency, opts.requests, opts.mode
+                )
                 for tid, cpu in thread_cpu(pid).items():
                     spent = cpu - before.get(tid, 0.0)
                     if tid == pid:
@@ -92,7 +96,10 @@ def main() -> None:
                     else:
                         other_s[name] += spent
         served = opts.requests * opts.rounds
-        print(f"gateway CPU per request, {opts.mode}, c=1, {opts.rounds} x {opts.requests}:")
+        print(
+            f"gateway CPU per request, {opts.mode}, c={opts.concurrency}, "
+            f"{opts.rounds} x {opts.requests}:"
+        )
         print("| gateway | total (ms) | event loop's thread | other threads |")
         print("| --- | --- | --- | --- |")
         for name in gateways:

@@ -10,6 +10,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,3 +123,76 @@ async def test_a_bill_run_here_whose_fsync_fails_is_an_error(
     finally:
         monkeypatch.undo()
         await writer.close()
+
+
+async def test_a_lone_request_writes_here_and_concurrent_ones_through_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budget's rule for where its writes run: the process's only request in flight holds
+    and settles on the loop's thread; while others are in flight, through the writer thread
+    (whose batch commits them together). Every hold and bill lands either way."""
+    from decimal import Decimal
+
+    from synthorg.store.protocol import BudgetHold
+    from synthorg.store.sqlite import SqliteStore
+    from tests.store.store_helpers import record, uid
+
+    store = await SqliteStore.open(tmp_path / "store.db")
+    where: list[str] = []
+    for name in ("write_now", "submit"):
+        real = getattr(SqliteWriter, name)
+
+        def spy(
+            self: SqliteWriter, *args: Any, _real: Any = real, _name: str = name, **kw: Any
+        ) -> Any:
+            where.append(_name)
+            return _real(self, *args, **kw)
+
+        monkeypatch.setattr(SqliteWriter, name, spy)
+    try:
+        conversation = record()
+        await store.create_conversation(conversation)
+        execution = uid("ex")
+        await store.open_execution(
+            execution_id=execution,
+            conversation_id=conversation.id,
+            model="m",
+            provider="p",
+            cost_ceiling_usd=None,
+        )
+
+        def hold() -> BudgetHold:
+            return BudgetHold(
+                reservation_id=uid("r"),
+                execution_id=execution,
+                conversation_id=conversation.id,
+                amount=Decimal("0.01"),
+                tokens_in=1,
+                tokens_out=1,
+            )
+
+        async def request(held: BudgetHold) -> None:
+            assert await store.reserve_budget(held, holder="h", lease_s=60, admit=bool)
+
+        async def settle(held: BudgetHold) -> None:
+            await store.settle_reservation(
+                held, tokens_in=1, tokens_out=1, cost_usd=Decimal("0.001")
+            )
+
+        lone = hold()
+        where.clear()
+        await request(lone)
+        await settle(lone)
+        assert where == ["write_now", "write_now"]
+
+        first, second = hold(), hold()
+        where.clear()
+        await request(first)  # alone so far: here
+        await request(second)  # the first is in flight: through the writer
+        await settle(first)  # answered; the second is still in flight: through the writer
+        await settle(second)  # the last in flight: here
+        assert where == ["write_now", "submit", "submit", "write_now"]
+        row = await store.get_execution(execution)
+        assert row.requests == 3 and row.cost_usd == Decimal("0.003")
+    finally:
+        await store.close()

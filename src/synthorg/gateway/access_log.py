@@ -31,4 +31,9 @@ def log_request(ticket: Ticket, status: int, latency_s: float, *, stream: bool) 
         "latency_ms": round(latency_s * 1000, 3),
         "killed": ticket.killed,
     }
-    ACCESS_LOGGER.info(json.dumps(record))
+    # Made and handled directly: ``info`` would walk the stack for the caller of a line
+    # whose source is always this one (a sixth of the log's cost per request).
+    line = ACCESS_LOGGER.makeRecord(
+        ACCESS_LOGGER.name, logging.INFO, __file__, 0, json.dumps(record), None, None
+    )
+    ACCESS_LOGGER.handle(line)

@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from synthorg.domain.money import ZERO, money, remaining, total
 from synthorg.errors import NotFoundError
@@ -32,6 +32,8 @@ from synthorg.store.protocol import (
     TreeBudget,
 )
 from synthorg.store.sqlite_engine import SqliteReaders, SqliteWriter
+
+T = TypeVar("T")
 
 _KEY = "SELECT coalesce(root_id, id) FROM conversations WHERE id = ?"
 
@@ -117,6 +119,21 @@ class SqliteBudget:
 
     _writer: SqliteWriter
     _readers: SqliteReaders
+    _holding = 0
+    """Holds this process took whose requests are not answered yet (settling starts after the
+    answer): its requests in flight."""
+
+    async def _write(
+        self, work: Callable[[sqlite3.Connection], T], *, alone: bool, synced: bool = False
+    ) -> T:
+        """A hold's or a bill's write. With no other request of this process in flight it runs
+        on the event loop's thread (no hand-off: the loop has nothing else to do); with others
+        it queues to the writer thread, which commits their holds and bills together (one
+        commit for many) while the loop serves the rest. A hold never settled (its answer
+        lost) leaves the count high: the queued path, the one every write had before."""
+        if alone:
+            return await self._writer.write_now(work, synced=synced)
+        return await self._writer.submit(work, durable=False, synced=synced)
 
     async def reserve_budget(
         self,
@@ -150,7 +167,16 @@ class SqliteBudget:
             )
             return True
 
-        return await self._writer.write_now(work)
+        alone = self._holding == 0
+        self._holding += 1  # counted before it holds: it is in flight
+        try:
+            held = await self._write(work, alone=alone)
+        except BaseException:
+            self._holding -= 1
+            raise
+        if not held:
+            self._holding -= 1
+        return held
 
     async def committed_budget(self, conversation_id: str, members: Sequence[str]) -> Decimal:
         marks = ", ".join("?" * len(members)) or "NULL"
@@ -185,7 +211,8 @@ class SqliteBudget:
 
         # Committed unsynced, then synced outside the write lock: the next admission's hold
         # does not wait for this bill's fsync; the caller returns once the bill is durable.
-        row = await self._writer.write_now(work, synced=True)
+        self._holding -= 1  # answered: no longer in flight
+        row = await self._write(work, alone=self._holding == 0, synced=True)
         return codec.execution_from_row(row)
 
     async def overreporting_providers(self) -> dict[str, int]:
