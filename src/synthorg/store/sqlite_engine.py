@@ -138,7 +138,8 @@ class SqliteWriter:
         """Commits made so far by this process's connections (numbered by ``_count``)."""
         self._count_lock = threading.Lock()
         self._here: sqlite3.Connection | None = None
-        """``write_now``'s connection: opened on, and used by, the event loop's thread."""
+        """``write_now``'s connection: opened on, and used only by, the first caller's thread."""
+        self._here_thread = 0
         self._synced = 0
         self._sync_lock = threading.Lock()
         self._wal_fd: int | None = None
@@ -198,9 +199,10 @@ class SqliteWriter:
         if self._closed:
             raise BoundaryError("the SQLite store is closed")
         conn = self._here_connection()
+        # One thread per connection: a second loop's thread (if there is one) queues instead.
+        if conn is None or self._here_thread != threading.get_ident():
+            return await self.submit(work, durable=False, synced=synced)
         try:
-            if conn is None:
-                raise sqlite3.OperationalError("no connection here yet")
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError:  # the lock is taken (or the file is): queue it
             return await self.submit(work, durable=False, synced=synced)
@@ -237,6 +239,7 @@ class SqliteWriter:
                 conn.close()
                 return None
             self._here = conn
+            self._here_thread = threading.get_ident()
         return self._here
 
     def _count(self) -> int:
