@@ -15,6 +15,7 @@ free (``SqliteWriter.write_now``), else through the writer thread.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from decimal import Decimal
@@ -119,9 +120,20 @@ class SqliteBudget:
 
     _writer: SqliteWriter
     _readers: SqliteReaders
-    _holding = 0
-    """Holds this process took whose requests are not answered yet (settling starts after the
-    answer): its requests in flight."""
+    _holding: dict[str, float] | None = None
+    """This process's holds whose requests are not answered yet (settling starts after the
+    answer), each until its lease would end: its requests in flight. One whose answer was
+    lost (never settled) stops counting once its lease is over."""
+
+    def _in_flight(self) -> dict[str, float]:
+        """The live entries of ``_holding`` (the expired dropped)."""
+        if self._holding is None:
+            self._holding = {}
+        elif self._holding:
+            now = time.monotonic()
+            for gone in [r for r, until in self._holding.items() if until <= now]:
+                del self._holding[gone]
+        return self._holding
 
     async def _write(
         self, work: Callable[[sqlite3.Connection], T], *, alone: bool, synced: bool = False
@@ -129,8 +141,7 @@ class SqliteBudget:
         """A hold's or a bill's write. With no other request of this process in flight it runs
         on the event loop's thread (no hand-off: the loop has nothing else to do); with others
         it queues to the writer thread, which commits their holds and bills together (one
-        commit for many) while the loop serves the rest. A hold never settled (its answer
-        lost) leaves the count high: the queued path, the one every write had before."""
+        commit for many) while the loop serves the rest."""
         if alone:
             return await self._writer.write_now(work, synced=synced)
         return await self._writer.submit(work, durable=False, synced=synced)
@@ -167,15 +178,16 @@ class SqliteBudget:
             )
             return True
 
-        alone = self._holding == 0
-        self._holding += 1  # counted before it holds: it is in flight
+        flying = self._in_flight()
+        alone = not flying
+        flying[hold.reservation_id] = time.monotonic() + lease_s  # in flight from now on
         try:
             held = await self._write(work, alone=alone)
         except BaseException:
-            self._holding -= 1
+            flying.pop(hold.reservation_id, None)
             raise
         if not held:
-            self._holding -= 1
+            flying.pop(hold.reservation_id, None)
         return held
 
     async def committed_budget(self, conversation_id: str, members: Sequence[str]) -> Decimal:
@@ -211,8 +223,9 @@ class SqliteBudget:
 
         # Committed unsynced, then synced outside the write lock: the next admission's hold
         # does not wait for this bill's fsync; the caller returns once the bill is durable.
-        self._holding -= 1  # answered: no longer in flight
-        row = await self._write(work, alone=self._holding == 0, synced=True)
+        flying = self._in_flight()
+        flying.pop(hold.reservation_id, None)  # answered: no longer in flight
+        row = await self._write(work, alone=not flying, synced=True)
         return codec.execution_from_row(row)
 
     async def overreporting_providers(self) -> dict[str, int]:

@@ -222,7 +222,13 @@ class SqliteWriter:
         future.set_running_or_notify_cancel()
         job = _Job(work, future, durable=False, synced=True, result=result, ran=True)
         self._to_sync.put((commit, [job]))
-        return await asyncio.shield(asyncio.wrap_future(future))
+        done = asyncio.wrap_future(future)
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:  # as submit's: unwind once the bill is durable
+            with contextlib.suppress(Exception):
+                await asyncio.shield(done)
+            raise
 
     def _here_connection(self) -> sqlite3.Connection | None:
         """``write_now``'s connection; None while it cannot be opened without waiting."""
