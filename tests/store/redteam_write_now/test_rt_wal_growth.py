@@ -19,7 +19,7 @@ async def test_20k_inline_commits_keep_the_wal_bounded(tmp_path: Path) -> None:
     path, writer = await _writer(tmp_path)
     wal = Path(f"{path}-wal")
     biggest = 0
-    grew_db_here = 0  # commits during which the main file changed: a checkpoint on this thread
+    grew_db_here = 0  # commits during which the main file changed: a checkpoint here (the loop)
     slowest = 0.0
     payload = "x" * 200
 
