@@ -134,10 +134,9 @@ async def test_a_lone_request_writes_here_and_concurrent_ones_through_the_writer
     from decimal import Decimal
 
     from synthorg.store.protocol import BudgetHold
-    from synthorg.store.sqlite import SqliteStore
-    from tests.store.store_helpers import record, uid
+    from tests.store.redteam_write_now.rt_ledger import new_hold, run_with_ceiling
 
-    store = await SqliteStore.open(tmp_path / "store.db")
+    store, execution, conversation = await run_with_ceiling(tmp_path / "store.db", None)
     where: list[str] = []
     for name in ("write_now", "submit"):
         real = getattr(SqliteWriter, name)
@@ -150,26 +149,9 @@ async def test_a_lone_request_writes_here_and_concurrent_ones_through_the_writer
 
         monkeypatch.setattr(SqliteWriter, name, spy)
     try:
-        conversation = record()
-        await store.create_conversation(conversation)
-        execution = uid("ex")
-        await store.open_execution(
-            execution_id=execution,
-            conversation_id=conversation.id,
-            model="m",
-            provider="p",
-            cost_ceiling_usd=None,
-        )
 
         def hold() -> BudgetHold:
-            return BudgetHold(
-                reservation_id=uid("r"),
-                execution_id=execution,
-                conversation_id=conversation.id,
-                amount=Decimal("0.01"),
-                tokens_in=1,
-                tokens_out=1,
-            )
+            return new_hold(execution, conversation, Decimal("0.01"))
 
         async def request(held: BudgetHold) -> None:
             assert await store.reserve_budget(held, holder="h", lease_s=60, admit=bool)

@@ -34,6 +34,6 @@ def log_request(ticket: Ticket, status: int, latency_s: float, *, stream: bool) 
     # Made and handled directly: ``info`` would walk the stack for the caller of a line
     # whose source is always this one (a sixth of the log's cost per request).
     line = ACCESS_LOGGER.makeRecord(
-        ACCESS_LOGGER.name, logging.INFO, __file__, 0, json.dumps(record), None, None
+        ACCESS_LOGGER.name, logging.INFO, __file__, 0, json.dumps(record), (), None
     )
     ACCESS_LOGGER.handle(line)
