@@ -335,7 +335,7 @@ class SqliteWriter:
                 try:
                     job.result = job.work(conn)
                     job.ran = True
-                except Exception as exc:
+                except BaseException as exc:  # any: the caller's, never the thread's end
                     # One job's failure (a conflict, an unknown id) must not undo the others.
                     job.error = (
                         unavailable(self._path, exc, self._busy_s)
@@ -400,7 +400,7 @@ class SqliteWriter:
         # One statement is its own transaction, committed (and fsynced) when it returns.
         try:
             result = job.work(conn)
-        except Exception as exc:
+        except BaseException as exc:  # any: the caller's, never the writer thread's end
             if isinstance(exc, sqlite3.Error):
                 exc = unavailable(self._path, exc, self._busy_s)
             job.future.set_exception(exc)

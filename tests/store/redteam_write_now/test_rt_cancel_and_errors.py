@@ -112,9 +112,10 @@ class _Boom(BaseException):
 
 
 @pytest.mark.parametrize(
-    ("error", "alone"), [(LookupError, True), (LookupError, False), (_Boom, True)]
-)  # (_Boom, False): a BaseException kills the writer thread (pre-existing: _commit catches
-#   Exception only), so that case hangs and is left out
+    ("error", "alone"),
+    [(LookupError, True), (LookupError, False), (_Boom, True), (_Boom, False)],
+)  # (_Boom, False) killed the writer thread (its _commit caught Exception only): every later
+#   write then hung
 async def test_an_admit_that_raises_writes_nothing_and_gives_back_its_count(
     tmp_path: Path, error: type[BaseException], alone: bool
 ) -> None:
