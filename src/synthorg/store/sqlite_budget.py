@@ -8,8 +8,9 @@ PostgreSQL (``postgres_budget``); settling deletes the hold and adds the bill in
 transaction. Holds are written without an fsync (``durable=False``): they bound what live
 processes admit, and the next bill's sync makes them durable too. A bill is committed unsynced
 and then made durable by an fsync of the WAL outside the write lock (``synced=True``),
-so admissions never queue behind it. Both run on the caller's thread when the write lock is
-free (``SqliteWriter.write_now``), else through the writer thread.
+so admissions never queue behind it. For the process's lone request in flight both run on the
+caller's thread when the write lock is free (``SqliteWriter.write_now``), else through the
+writer thread.
 """
 
 from __future__ import annotations
@@ -181,13 +182,12 @@ class SqliteBudget:
         flying = self._in_flight()
         alone = not flying
         flying[hold.reservation_id] = time.monotonic() + lease_s  # in flight from now on
+        held = False
         try:
             held = await self._write(work, alone=alone)
-        except BaseException:
-            flying.pop(hold.reservation_id, None)
-            raise
-        if not held:
-            flying.pop(hold.reservation_id, None)
+        finally:
+            if not held:  # declined or failed: nothing of it is in flight
+                flying.pop(hold.reservation_id, None)
         return held
 
     async def committed_budget(self, conversation_id: str, members: Sequence[str]) -> Decimal:

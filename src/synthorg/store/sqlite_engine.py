@@ -8,9 +8,10 @@ is what lets concurrent writers share one fsync. ``BEGIN IMMEDIATE`` plus ``busy
 make several processes on the same file queue for the write lock instead of failing.
 
 Budget holds and bills (a few indexed statements each, on every gateway request) may run on
-the calling thread instead (``SqliteWriter.write_now``) when the write lock is free at once:
-two thread hand-offs fewer per request, measured as about a fifth of the gateway's CPU
-(docs/benchmarks.md); when the lock is taken they queue to the writer as any job.
+the calling thread instead (``SqliteWriter.write_now``, chosen by ``SqliteBudget._write`` for a
+process's lone request in flight) when the write lock is free at once: two thread hand-offs
+fewer per request (16% less gateway CPU at c=1, docs/benchmarks.md); when the lock is taken
+they queue to the writer as any job.
 """
 
 from __future__ import annotations
@@ -178,14 +179,7 @@ class SqliteWriter:
             raise BoundaryError("the SQLite store is closed")
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._queue.put(_Job(work, future, wakes, single_statement, durable, synced))
-        done = asyncio.wrap_future(future)
-        try:
-            return await asyncio.shield(done)
-        except asyncio.CancelledError:
-            if not future.cancel():  # already running: let it commit before unwinding
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(done)
-            raise
+        return await _answer(future)
 
     async def write_now(
         self, work: Callable[[sqlite3.Connection], T], *, synced: bool = False
@@ -198,13 +192,8 @@ class SqliteWriter:
         """
         if self._closed:
             raise BoundaryError("the SQLite store is closed")
-        conn = self._here_connection()
-        # One thread per connection: a second loop's thread (if there is one) queues instead.
-        if conn is None or self._here_thread != threading.get_ident():
-            return await self.submit(work, durable=False, synced=synced)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError:  # the lock is taken (or the file is): queue it
+        conn = self._begun_here()
+        if conn is None:
             return await self.submit(work, durable=False, synced=synced)
         try:
             result = work(conn)
@@ -222,13 +211,20 @@ class SqliteWriter:
         future.set_running_or_notify_cancel()
         job = _Job(work, future, durable=False, synced=True, result=result, ran=True)
         self._to_sync.put((commit, [job]))
-        done = asyncio.wrap_future(future)
+        return await _answer(future)  # cancelled, it unwinds once the bill is durable
+
+    def _begun_here(self) -> sqlite3.Connection | None:
+        """``write_now``'s connection inside a ``BEGIN IMMEDIATE``; None when the job must
+        queue instead: the lock (or the file) is taken, or the caller is not the thread that
+        opened the connection (a second event loop's, if there is one)."""
+        conn = self._here_connection()
+        if conn is None or self._here_thread != threading.get_ident():
+            return None
         try:
-            return await asyncio.shield(done)
-        except asyncio.CancelledError:  # as submit's: unwind once the bill is durable
-            with contextlib.suppress(Exception):
-                await asyncio.shield(done)
-            raise
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            return None
+        return conn
 
     def _here_connection(self) -> sqlite3.Connection | None:
         """``write_now``'s connection; None while it cannot be opened without waiting."""
@@ -456,6 +452,20 @@ class SqliteReaders:
             for conn in self._conns:
                 conn.close()
             self._conns.clear()
+
+
+async def _answer[R](future: concurrent.futures.Future[R]) -> R:
+    """A job's result once its future is answered. A caller cancelled before the job started
+    writes nothing; one cancelled after it started (or, for a bill, once it is committed)
+    unwinds only once the future is answered: committed, and durable when it must be."""
+    done = asyncio.wrap_future(future)
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        if not future.cancel():  # running or committed: let it finish before unwinding
+            with contextlib.suppress(Exception):
+                await asyncio.shield(done)
+        raise
 
 
 def _drain[Item](
