@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from synthorg.store.protocol import BudgetFigures
+from synthorg.store.sqlite import SqliteStore
 from tests.store.redteam_write_now.rt_ledger import new_hold, run_with_ceiling
 
 
@@ -40,6 +41,24 @@ class _BlockedFsync:
         self.done.set()
 
 
+async def _bill_cancelled_in_its_fsync(
+    store: SqliteStore, execution: str, conversation: str, blocked: _BlockedFsync, *, alone: bool
+) -> asyncio.Task[object]:
+    """A held request's bill (with another request in flight unless ``alone``), cancelled
+    once its fsync has started (and is held by ``blocked``)."""
+    hold = new_hold(execution, conversation, Decimal("0.10"))
+    assert await store.reserve_budget(hold, holder="h", lease_s=60, admit=bool)
+    if not alone:  # a second request in flight: the bill goes through the writer thread
+        other = new_hold(execution, conversation, Decimal("0.10"))
+        assert await store.reserve_budget(other, holder="h", lease_s=60, admit=bool)
+    bill: asyncio.Task[object] = asyncio.create_task(
+        store.settle_reservation(hold, tokens_in=1, tokens_out=1, cost_usd=Decimal("0.04"))
+    )
+    assert await asyncio.to_thread(blocked.entered.wait, 60)
+    bill.cancel()
+    return bill
+
+
 @pytest.mark.parametrize("alone", [True, False])
 async def test_a_bill_cancelled_while_its_fsync_runs_is_billed_once_and_not_counted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alone: bool
@@ -49,16 +68,9 @@ async def test_a_bill_cancelled_while_its_fsync_runs_is_billed_once_and_not_coun
     blocked = _BlockedFsync()
     monkeypatch.setattr(os, "fsync", blocked)
     try:
-        hold = new_hold(execution, conversation, Decimal("0.10"))
-        assert await store.reserve_budget(hold, holder="h", lease_s=60, admit=bool)
-        other = new_hold(execution, conversation, Decimal("0.10"))
-        if not alone:  # a second request in flight: the bill goes through the writer thread
-            assert await store.reserve_budget(other, holder="h", lease_s=60, admit=bool)
-        bill = asyncio.create_task(
-            store.settle_reservation(hold, tokens_in=1, tokens_out=1, cost_usd=Decimal("0.04"))
+        bill = await _bill_cancelled_in_its_fsync(
+            store, execution, conversation, blocked, alone=alone
         )
-        assert await asyncio.to_thread(blocked.entered.wait, 60)
-        bill.cancel()
         with pytest.raises(asyncio.CancelledError):
             await _after(bill, blocked)
         blocked.release.set()
@@ -89,13 +101,9 @@ async def test_a_cancelled_bill_run_here_unwinds_only_once_it_is_durable_as_subm
     blocked = _BlockedFsync()
     monkeypatch.setattr(os, "fsync", blocked)
     try:
-        hold = new_hold(execution, conversation, Decimal("0.10"))
-        assert await store.reserve_budget(hold, holder="h", lease_s=60, admit=bool)
-        bill = asyncio.create_task(
-            store.settle_reservation(hold, tokens_in=1, tokens_out=1, cost_usd=Decimal("0.04"))
+        bill = await _bill_cancelled_in_its_fsync(
+            store, execution, conversation, blocked, alone=True
         )
-        assert await asyncio.to_thread(blocked.entered.wait, 60)
-        bill.cancel()
         threading.Timer(0.3, blocked.release.set).start()  # a fixed write_now waits for this
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(asyncio.shield(bill), 60)
